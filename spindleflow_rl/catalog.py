@@ -239,8 +239,12 @@ def _resolve_embedder(embedder):
 @patch_into(Catalog)
 def _embeddings(self: Catalog, embedder) -> np.ndarray:
     "Cached (not copied) embedding matrix; internal."
-    embedder = _resolve_embedder(embedder)
-    key = str(getattr(embedder, 'model_id', type(embedder).__qualname__))
+    if embedder is None and getattr(self, '_default_key', None) in self._emb_cache:
+        return self._emb_cache[self._default_key]     # hot path: the env samples a roster at every reset
+    resolved = _resolve_embedder(embedder)
+    key = str(getattr(resolved, 'model_id', type(resolved).__qualname__))
+    if embedder is None: self._default_key = key
+    embedder = resolved
     if key not in self._emb_cache:
         E = np.asarray(embedder.encode([s.capability_text for s in self]), dtype=np.float32)
         if E.ndim != 2 or E.shape[0] != len(self):
@@ -276,6 +280,50 @@ def split(self: Catalog, heldout_fraction: float = 0.2, seed: int = 0) -> tuple[
         held.update(cand[j] for j in rng.permutation(len(cand))[:n])
     return [i for i in self.ids if i not in held], [i for i in self.ids if i in held]
 
+# %% ../nbs/02_catalog.ipynb #8dd58657
+def _lemire_below(next32, state, n: int) -> int:
+    """A uniform int in `[0, n)` (1 <= n < 2**32) from a bit generator's 32-bit stream by Lemire's method: the same
+    draws as `Generator.integers(n)`, without numpy's per-call overhead."""
+    if n == 1: return 0
+    m = next32(state)*n; lo = m & 0xFFFFFFFF
+    if lo < n:
+        t = (0xFFFFFFFF - (n - 1)) % n
+        while lo < t: m = next32(state)*n; lo = m & 0xFFFFFFFF
+    return m >> 32
+
+def _floyd_choice(next32, state, pop: int, size: int) -> list[int]:
+    """`Generator.choice(pop, size, replace=False)` for `pop <= 10,000`, as numpy does it: Floyd's algorithm, then a
+    Fisher-Yates shuffle of the picks, every draw by `_lemire_below`."""
+    out, seen = [], set()
+    for j in range(pop - size, pop):
+        v = _lemire_below(next32, state, j + 1)
+        if v in seen: v = j
+        seen.add(v); out.append(v)
+    for i in range(size - 1, 0, -1):
+        j = _lemire_below(next32, state, i + 1); out[i], out[j] = out[j], out[i]
+    return out
+
+_EXACT_DRAWS = None
+def _fast_draws(rng: np.random.Generator):
+    """`(next_uint32, state)` of `rng`'s bit generator (its ctypes interface) when the two functions above reproduce
+    this numpy's `integers` and `choice` exactly (checked once per process), else None: use the generator's methods."""
+    global _EXACT_DRAWS
+    if _EXACT_DRAWS is None:
+        try:
+            ok = True
+            for seed in range(16):
+                a, b = np.random.default_rng(seed), np.random.default_rng(seed); c = b.bit_generator.ctypes
+                for n in (1, 2, 3, 36, 1000, 2**31 + 5):
+                    ok = ok and int(a.integers(n)) == _lemire_below(c.next_uint32, c.state, n)
+                for pop, size in ((36, 3), (9, 9), (40, 1)):
+                    ok = ok and a.choice(pop, size=size, replace=False).tolist() == _floyd_choice(c.next_uint32, c.state, pop, size)
+                ok = ok and a.random() == b.random()
+            _EXACT_DRAWS = bool(ok)
+        except Exception: _EXACT_DRAWS = False
+    if not _EXACT_DRAWS: return None
+    c = rng.bit_generator.ctypes
+    return c.next_uint32, c.state
+
 # %% ../nbs/02_catalog.ipynb #b95182a7
 @patch_into(Catalog)
 def sample_roster(self: Catalog, rng: np.random.Generator, subtask_embeddings: np.ndarray, max_specialists: int = 6,
@@ -285,30 +333,39 @@ def sample_roster(self: Catalog, rng: np.random.Generator, subtask_embeddings: n
         raise TypeError(f"rng must be a np.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}.")
     if int(max_specialists) < 1: raise ValueError(f"max_specialists must be >= 1, got {max_specialists}.")
     M = int(max_specialists)
-    pool = list(dict.fromkeys(self.ids if pool is None else pool))
-    unknown = [p for p in pool if p not in self]
-    if unknown: raise KeyError(f"pool ids not in the catalog {self.source}: {unknown}")
+    fd = _fast_draws(rng)                             # numpy's own draws, without its per-call overhead
     E = self._embeddings(embedder)
+    key = tuple(self.ids if pool is None else pool)
+    pc = getattr(self, '_roster_pool', None)
+    if pc is None or pc[0] is not E or pc[1] != key:   # dedup, validate and gather the pool's rows once per distinct pool
+        pool = list(dict.fromkeys(key))
+        unknown = [p for p in pool if p not in self]
+        if unknown: raise KeyError(f"pool ids not in the catalog {self.source}: {unknown}")
+        pc = self._roster_pool = (E, key, pool, E[[self.index(p) for p in pool]].T.copy() if len(pool) else None)
+    pool, P = pc[2], len(pc[2])
     Q = np.asarray(subtask_embeddings, dtype=np.float32)
     if Q.size == 0: Q = np.zeros((0, E.shape[1]), np.float32)   # no subtasks: distractors only
     if Q.ndim == 1: Q = Q[None]
     if Q.ndim != 2 or (len(Q) and Q.shape[1] != E.shape[1]):
         raise ValueError(f"subtask_embeddings must have shape (k, {E.shape[1]}), got {np.shape(subtask_embeddings)}.")
-    sims = Q @ E[[self.index(p) for p in pool]].T if len(pool) else np.zeros((len(Q), 0), np.float32)  # (k, P)
-    chosen: list[int] = []
-    for row in sims:                                  # one relevant specialist per subtask
-        if len(chosen) >= M: break
-        order = [j for j in np.argsort(-row, kind='stable') if j not in chosen]
-        if not order: break
-        top = order[:2]
-        chosen.append(int(top[rng.integers(len(top))]))
-    if len(sims) and len(chosen) < min(n_relevant, M):  # top up by best max-cosine
-        best = np.argsort(-sims.max(0), kind='stable')
-        for j in best:
-            if len(chosen) >= min(n_relevant, M): break
-            if j not in chosen: chosen.append(int(j))
-    rest = [j for j in range(len(pool)) if j not in chosen]
+    sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
+    chosen: list[int] = []; taken = set()
+    n_rows = min(len(Q), M, P)                        # rows that get a pick (one per subtask while slots and pool last)
+    if n_rows:                                        # row r picks among its top 2 unused: only its first r+2 entries matter
+        for order in (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, :n_rows + 2].tolist():
+            top = [j for j in order if j not in taken][:2]
+            j = top[_lemire_below(*fd, len(top)) if fd else rng.integers(len(top))]; chosen.append(j); taken.add(j)
+    n_top = min(n_relevant, M)
+    if len(sims) and len(chosen) < n_top:             # top up by best max-cosine
+        for j in (-sims.max(0)).argsort(kind='stable').tolist():
+            if len(chosen) >= n_top: break
+            if j not in taken: chosen.append(j); taken.add(j)
+    rest = list(range(P))
+    for j in sorted(taken, reverse=True): del rest[j]     # the pool minus the chosen, in pool order
     n_distract = min(M - len(chosen), len(rest))
-    chosen += [rest[j] for j in rng.choice(len(rest), size=n_distract, replace=False)] if n_distract else []
-    roster = [pool[chosen[j]] for j in rng.permutation(len(chosen))]
+    if n_distract:
+        pick = (_floyd_choice(*fd, len(rest), n_distract) if fd and len(rest) <= 10_000
+                else rng.choice(len(rest), size=n_distract, replace=False).tolist())
+        chosen += [rest[j] for j in pick]
+    roster = [pool[chosen[j]] for j in rng.permutation(len(chosen)).tolist()]
     return roster + [None]*(M - len(roster))

@@ -24,6 +24,16 @@ def _bits(x: int):
         yield low.bit_length() - 1
         x ^= low
 
+_SLOT_TABLES = {}
+def _slot_tables(M: int) -> tuple:
+    """Two bool (2**M, M) tables, built once per M: row `b` holds the bits of `b` (slot s <- bit s), and their negation.
+    A look-up replaces unpacking for small rosters."""
+    t = _SLOT_TABLES.get(M)
+    if t is None:
+        bits = ((np.arange(2**M)[:, None] >> np.arange(M)) & 1).astype(bool)
+        t = _SLOT_TABLES[M] = (bits, ~bits)
+    return t
+
 class DelegationDAG:
     """Delegation graph over `max_specialists + 4` nodes: 0 orchestrator, 1..M roster slots (slot i is node i+1),
     M+1 aggregator, M+2 fallback, M+3 conflict resolver. Refuses cycles; limits chains to `max_depth`."""
@@ -37,6 +47,8 @@ class DelegationDAG:
         self.n_nodes = n = M + 4
         self.root, self.aggregator, self.fallback, self.resolver = 0, M + 1, M + 2, M + 3
         self._slot_bits = np.arange(1, M + 1) if n <= 62 else None   # vectorised bit unpacking while bitsets fit int64
+        self._bits_table, self._free_table = _slot_tables(M) if M <= 12 else (None, None)   # look-ups when small
+        self._slot_mask = (1 << M) - 1
         self._adj = np.zeros((n, n), np.float32)
         self.reset()
 
@@ -118,8 +130,12 @@ class DelegationDAG:
         self._succ[u] |= 1 << v
         A, D = self._anc[u] | (1 << u), self._desc[v] | (1 << v)
         desc, anc = self._desc, self._anc
-        for a in _bits(A): desc[a] |= D            # u and everything reaching u ...
-        for d in _bits(D): anc[d] |= A             # ... now reach v and everything v reaches
+        x = A
+        while x:                                   # u and everything reaching u ...
+            low = x & -x; desc[low.bit_length() - 1] |= D; x ^= low
+        x = D
+        while x:                                   # ... now reach v and everything v reaches
+            low = x & -x; anc[low.bit_length() - 1] |= A; x ^= low
         depth = self._depth
         if depth[u] + 1 > depth[v]:                # raise v and its descendants (few nodes, rare)
             depth[v] = depth[u] + 1
@@ -143,6 +159,7 @@ class DelegationDAG:
     # --- calls --------------------------------------------------------------------------------------------------
     def _unpack_slots(self, bits: int) -> np.ndarray:
         "bool (M,): the slot bits (nodes 1..M) of a node bitset."
+        if self._bits_table is not None: return self._bits_table[(bits >> 1) & self._slot_mask].copy()
         if self._slot_bits is not None: return ((bits >> self._slot_bits) & 1).astype(bool)
         return np.array([(bits >> (s + 1)) & 1 for s in range(self.max_specialists)], bool)
 
@@ -179,6 +196,7 @@ class DelegationDAG:
         p = self._parent(parent)
         if self._depth[p] >= self.max_depth: return np.zeros(self.max_specialists, bool)
         bad = self._called_bits | self._empty_bits | self._anc[p] | (1 << p)   # a slot reaching p would close a cycle
+        if self._free_table is not None: return self._free_table[(bad >> 1) & self._slot_mask].copy()
         return ~self._unpack_slots(bad)
 
     def _can_call(self, s: int, parent: int) -> bool:
