@@ -50,3 +50,22 @@ def test_openai_backend_train_and_eval_from_cli(tmp_path):
         assert srv.n_requests > n_train
     for f in tmp_path.rglob('*'):                     # the key is in no file written: runs, caches, reports, logs
         if f.is_file(): assert KEY.encode() not in f.read_bytes(), f
+
+def test_max_cost_usd_stops_training_cleanly(tmp_path):
+    "--max-cost-usd: training stops before the budget is passed, with a checkpoint written and the spend recorded."
+    cfg = tmp_path/'tiny.yaml'; cfg.write_text(CONFIG.replace('timesteps: 64', 'timesteps: 4096'))
+    with ScriptedOpenAIServer(usage=(1000, 500)) as srv:
+        env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url,
+               'SPINDLEFLOW_CACHE': str(tmp_path/'cache'), 'HF_HUB_OFFLINE': '1'}
+        warm = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home()/'.cache'/'spindleflow_rl'))/'embeddings'
+        if warm.exists(): shutil.copytree(warm, tmp_path/'cache'/'embeddings')
+        budget = 0.02
+        out = run(['spindleflow-train', '--config', str(cfg), '--backend', 'openai', '--tier', '0', '--max-cost-usd', str(budget),
+                   '--out', str(tmp_path/'runs'), '--run-name', 'budget'], env)
+    runp = tmp_path/'runs'/'budget'
+    summ = json.loads((runp/'train_summary.json').read_text())
+    st = json.loads((runp/'latest.json').read_text())
+    assert summ['stopped_for_cost'] is True, out
+    assert 0 < summ['cost_usd'] <= budget and st['cost_usd'] == summ['cost_usd']
+    assert st['num_timesteps'] < 4096 and (runp/st['checkpoint']).exists()
+    assert not (runp/'final.zip').exists()          # a stopped run is resumable, not final

@@ -16,7 +16,11 @@ def render(nb_path: Path) -> str:
     for cell in nb['cells']:
         src = ''.join(cell['source']).rstrip()
         if cell['cell_type'] == 'markdown':
-            # nbdev's title cell: '# Title' + '> summary' stays as it is
+            # nbdev's title cell: '# Title' + '> summary' stays as it is. Links are written relative to the
+            # notebook (images/x.png); the README sits at the repository root, one level up.
+            src = re.sub(r'\]\((images/)', r'](nbs/\1', src)
+            src = re.sub(r'\]\(([0-9]{2}[a-z]?_[A-Za-z0-9_]+\.ipynb)\)', r'](nbs/\1)', src)
+            src = src.replace('](../', '](')
             out += [src, '']
         elif cell['cell_type'] == 'code':
             lines = src.splitlines()
