@@ -26,14 +26,19 @@ def run(cmd, env):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return p.stdout + p.stderr
 
+def server_env(srv, tmp_path):
+    "Process environment pointing the CLI at the scripted server, with a private cache seeded from the suite's warm embeddings."
+    env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url,
+           'SPINDLEFLOW_CACHE': str(tmp_path/'cache'), 'HF_HUB_OFFLINE': '1'}
+    # the embedder's cache lives under SPINDLEFLOW_CACHE: reuse the suite's warm one so the model need not load
+    warm = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home()/'.cache'/'spindleflow_rl'))/'embeddings'
+    if warm.exists() and not (tmp_path/'cache'/'embeddings').exists(): shutil.copytree(warm, tmp_path/'cache'/'embeddings')
+    return env
+
 def test_openai_backend_train_and_eval_from_cli(tmp_path):
     cfg = tmp_path/'tiny.yaml'; cfg.write_text(CONFIG)
     with ScriptedOpenAIServer(usage=(100, 50)) as srv:
-        env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url,
-               'SPINDLEFLOW_CACHE': str(tmp_path/'cache'), 'HF_HUB_OFFLINE': '1'}
-        # the embedder's cache lives under SPINDLEFLOW_CACHE: reuse the suite's warm one so the model need not load
-        warm = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home()/'.cache'/'spindleflow_rl'))/'embeddings'
-        if warm.exists(): shutil.copytree(warm, tmp_path/'cache'/'embeddings')
+        env = server_env(srv, tmp_path)
         out = run(['spindleflow-train', '--config', str(cfg), '--backend', 'openai', '--tier', '2',
                    '--out', str(tmp_path/'runs'), '--run-name', 'llm'], env)
         n_train = srv.n_requests
@@ -55,10 +60,7 @@ def test_max_cost_usd_stops_training_cleanly(tmp_path):
     "--max-cost-usd: training stops before the budget is passed, with a checkpoint written and the spend recorded."
     cfg = tmp_path/'tiny.yaml'; cfg.write_text(CONFIG.replace('timesteps: 64', 'timesteps: 4096'))
     with ScriptedOpenAIServer(usage=(1000, 500)) as srv:
-        env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url,
-               'SPINDLEFLOW_CACHE': str(tmp_path/'cache'), 'HF_HUB_OFFLINE': '1'}
-        warm = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home()/'.cache'/'spindleflow_rl'))/'embeddings'
-        if warm.exists(): shutil.copytree(warm, tmp_path/'cache'/'embeddings')
+        env = server_env(srv, tmp_path)
         budget = 0.02
         out = run(['spindleflow-train', '--config', str(cfg), '--backend', 'openai', '--tier', '0', '--max-cost-usd', str(budget),
                    '--out', str(tmp_path/'runs'), '--run-name', 'budget'], env)
