@@ -6,7 +6,7 @@ __version__ = "0.1.0"
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/index.ipynb #9cef67ef
+# %% ../nbs/index.ipynb #faffb6f2
 # `import spindleflow_rl` registers the environment with Gymnasium (cheap: the module is imported on first make).
 import gymnasium as _gym
 if 'SpindleFlow-v0' not in _gym.registry:
