@@ -140,7 +140,7 @@ def main(argv=None):
           f'n_steps={ours.n_steps}, batch={ours.batch_size}, epochs={ours.n_epochs}): '
           f'{n:,} steps in {dt:.1f} s = {r_ours:,.0f} steps/s'
           + (f'; last-100-episode mean reward {np.mean(rew):.2f}' if rew else ''))
-    print(f'  of which in the envs (step + reset + DummyVecEnv info deepcopy): {env_s:.1f} s ({env_s/dt:.0%}); '
+    print(f'  of which in the envs (step + reset): {env_s:.1f} s ({env_s/dt:.0%}); '
           f'model alone (rollout inference + PPO updates): {n/max(dt - env_s, 1e-9):,.0f} steps/s')
     if a.skip_baseline: return
     from sb3_contrib import RecurrentPPO
