@@ -59,9 +59,15 @@ class World:
                 for i in st.depends_on: deps[j, i] = True
             fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
             has_fb = self.fb_idx >= 0
-            c = {'deps': deps, 'fit_all': fit_all, 'fb_fit_all': fit_all[np.where(has_fb, self.fb_idx, 0)]*has_fb[:, None]}
+            c = {'deps': deps, 'fit_all': fit_all, 'fb_fit_all': fit_all[np.where(has_fb, self.fb_idx, 0)]*has_fb[:, None],
+                 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
             self._task_cache[task.id] = c
         return c
+    def gram(self) -> np.ndarray:
+        "(N, N) dot products of the capability embeddings (the overlap between specialists), computed once."
+        g = self.__dict__.get('_gram')
+        if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
+        return g
     def param_table(self, fail_factor: float) -> tuple:
         """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
         reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
@@ -311,7 +317,7 @@ def _fast_params(p: EpisodeParams) -> dict:
     f = getattr(p, '_fast', None)
     if f is None:
         f = p._fast = {'fit': p.fit.tolist(), 'fb_fit': p.fb_fit.tolist(), 'overlap': p.overlap.tolist(),
-                       'deps': [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
+                       'deps': getattr(p, '_dep_lists', None) or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
                        **{a: getattr(p, a).tolist() for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')}}
     return f
 
@@ -426,7 +432,8 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
     fit_all = ta['fit_all'] if ta is not None else fit_from_cosine(world.cat_emb @ ctx.sub_emb.T)
     full = full and ta is not None                    # the fast path uses the task's cached arrays
     fit = fit_all.take(idx, 0)                        # = fit_all[idx] (take is faster on small arrays)
-    if sim.fit_noise > 0: fit = np.minimum(np.maximum(fit + rng.normal(0, sim.fit_noise, size=(M, k)), 0), 1)  # = np.clip
+    if sim.fit_noise > 0:                             # = np.clip(fit + rng.normal(0, fit_noise, (M, k)), 0, 1), the same draws
+        fit = np.minimum(np.maximum(fit + sim.fit_noise*rng.standard_normal((M, k)), 0), 1)
     pf = _PHASE_FAIL.get(ctx.task.phase, 1.0)
     if full:                                          # every slot filled: gathers from the per-phase table
         rows, hf, fb_of = world.param_table(pf)
@@ -449,10 +456,12 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
         deps = np.zeros((k, k), bool)
         for j, st in enumerate(ctx.task.subtasks):
             for i in st.depends_on: deps[j, i] = True
-    overlap = ctx.roster_emb @ ctx.roster_emb.T
+    overlap = world.gram().take(idx, 0).take(idx, 1) if full else ctx.roster_emb @ ctx.roster_emb.T
     budget = float(ctx.task.latency_budget_s) if sim.latency_budget else float('inf')
-    return EpisodeParams(fit.astype(np.float32, copy=False), fb_fit.astype(np.float32, copy=False), rel, fb_rel, has_fb, lat_mu, lat_sigma,
-                         fb_lat, cost, fb_cost, overlap, deps, budget, _PHASE_CONFLICT.get(ctx.task.phase, 0.8), empty)
+    p = EpisodeParams(fit.astype(np.float32, copy=False), fb_fit.astype(np.float32, copy=False), rel, fb_rel, has_fb, lat_mu, lat_sigma,
+                      fb_lat, cost, fb_cost, overlap, deps, budget, _PHASE_CONFLICT.get(ctx.task.phase, 0.8), empty)
+    if ta is not None: p._dep_lists = ta['dep_lists']  # prerequisite lists, computed once per task (for `_fast_params`)
+    return p
 
 def generalist_baseline(world: World, ctx: EpisodeContext, sim: SimConfig) -> dict:
     """The single generalist answer that `quality_delta` is measured against: the catalog's best generalist for the

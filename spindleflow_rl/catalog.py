@@ -291,6 +291,17 @@ def _lemire_below(next32, state, n: int) -> int:
         while lo < t: m = next32(state)*n; lo = m & 0xFFFFFFFF
     return m >> 32
 
+def _shuffled_range(next32, state, n: int) -> list[int]:
+    """`Generator.permutation(n).tolist()` for `n < 2**32`, as numpy does it: a Fisher-Yates shuffle of `range(n)` whose
+    index `j <= i` comes from the 32-bit stream by masked rejection (numpy's `random_interval`)."""
+    out = list(range(n))
+    for i in range(n - 1, 0, -1):
+        mask = (1 << i.bit_length()) - 1
+        j = next32(state) & mask
+        while j > i: j = next32(state) & mask
+        out[i], out[j] = out[j], out[i]
+    return out
+
 def _floyd_choice(next32, state, pop: int, size: int) -> list[int]:
     """`Generator.choice(pop, size, replace=False)` for `pop <= 10,000`, as numpy does it: Floyd's algorithm, then a
     Fisher-Yates shuffle of the picks, every draw by `_lemire_below`."""
@@ -306,7 +317,7 @@ def _floyd_choice(next32, state, pop: int, size: int) -> list[int]:
 _EXACT_DRAWS = None
 def _fast_draws(rng: np.random.Generator):
     """`(next_uint32, state)` of `rng`'s bit generator (its ctypes interface) when the two functions above reproduce
-    this numpy's `integers` and `choice` exactly (checked once per process), else None: use the generator's methods."""
+    this numpy's `integers`, `choice` and `permutation` exactly (checked once per process), else None: use the generator's methods."""
     global _EXACT_DRAWS
     if _EXACT_DRAWS is None:
         try:
@@ -317,6 +328,8 @@ def _fast_draws(rng: np.random.Generator):
                     ok = ok and int(a.integers(n)) == _lemire_below(c.next_uint32, c.state, n)
                 for pop, size in ((36, 3), (9, 9), (40, 1)):
                     ok = ok and a.choice(pop, size=size, replace=False).tolist() == _floyd_choice(c.next_uint32, c.state, pop, size)
+                for n in (1, 2, 6, 9, 40):
+                    ok = ok and a.permutation(n).tolist() == _shuffled_range(c.next_uint32, c.state, n)
                 ok = ok and a.random() == b.random()
             _EXACT_DRAWS = bool(ok)
         except Exception: _EXACT_DRAWS = False
@@ -348,16 +361,25 @@ def sample_roster(self: Catalog, rng: np.random.Generator, subtask_embeddings: n
     if Q.ndim == 1: Q = Q[None]
     if Q.ndim != 2 or (len(Q) and Q.shape[1] != E.shape[1]):
         raise ValueError(f"subtask_embeddings must have shape (k, {E.shape[1]}), got {np.shape(subtask_embeddings)}.")
-    sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
-    chosen: list[int] = []; taken = set()
     n_rows = min(len(Q), M, P)                        # rows that get a pick (one per subtask while slots and pool last)
-    if n_rows:                                        # row r picks among its top 2 unused: only its first r+2 entries matter
-        for order in (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, :n_rows + 2].tolist():
-            top = [j for j in order if j not in taken][:2]
-            j = top[_lemire_below(*fd, len(top)) if fd else rng.integers(len(top))]; chosen.append(j); taken.add(j)
+    orders = self.__dict__.setdefault('_roster_orders', {})    # rankings per (subtask array, pool, M): a task's are reused
+    ck = (id(subtask_embeddings), id(pc), n_rows)
+    oc = orders.get(ck)
+    qb = Q.tobytes()                                  # (compared too: an array edited in place is re-ranked)
+    if oc is None or oc[0] is not subtask_embeddings or oc[4] is not pc or oc[1] != qb:
+        sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
+        # row r picks among its top 2 unused: only its first r+2 entries matter
+        rows = (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, :n_rows + 2].tolist() if n_rows else []
+        by_max = (-sims.max(0)).argsort(kind='stable').tolist() if len(sims) else []
+        if len(orders) >= 4096: orders.clear()
+        oc = orders[ck] = (subtask_embeddings, qb, rows, by_max, pc)
+    chosen: list[int] = []; taken = set()
+    for order in oc[2]:
+        top = [j for j in order if j not in taken][:2]
+        j = top[_lemire_below(*fd, len(top)) if fd else rng.integers(len(top))]; chosen.append(j); taken.add(j)
     n_top = min(n_relevant, M)
-    if len(sims) and len(chosen) < n_top:             # top up by best max-cosine
-        for j in (-sims.max(0)).argsort(kind='stable').tolist():
+    if len(chosen) < n_top:                           # top up by best max-cosine
+        for j in oc[3]:
             if len(chosen) >= n_top: break
             if j not in taken: chosen.append(j); taken.add(j)
     rest = list(range(P))
@@ -367,5 +389,6 @@ def sample_roster(self: Catalog, rng: np.random.Generator, subtask_embeddings: n
         pick = (_floyd_choice(*fd, len(rest), n_distract) if fd and len(rest) <= 10_000
                 else rng.choice(len(rest), size=n_distract, replace=False).tolist())
         chosen += [rest[j] for j in pick]
-    roster = [pool[chosen[j]] for j in rng.permutation(len(chosen)).tolist()]
+    perm = _shuffled_range(*fd, len(chosen)) if fd else rng.permutation(len(chosen)).tolist()
+    roster = [pool[chosen[j]] for j in perm]
     return roster + [None]*(M - len(roster))

@@ -118,11 +118,11 @@ class SimConfig(ConfigBase):
     latency_budget: bool = True        # tasks carry a latency budget; overruns are penalised
     conflicts: bool = True             # overlapping specialists run in parallel may conflict
     fit_noise: float = 0.05            # per-episode noise on the specialist/subtask fit (hidden parameter)
-    dependency_factor: float = 0.15    # quality multiplier for a subtask whose dependencies were not available
+    dependency_factor: float = 0.0     # quality multiplier for a subtask worked on before its prerequisites were covered
     diminishing: float = 0.20          # weight of a second contribution to an already covered subtask
     baseline_quality: float = 0.35     # quality of the single generalist call that quality_delta is measured against
     debate_conflict_resolution: float = 0.8  # probability one debate round resolves a conflict
-    conflict_quality: float = 0.80     # quality multiplier per unresolved conflict
+    conflict_quality: float = 0.70     # quality multiplier per unresolved conflict
     conflict_overlap: float = 0.35     # capability cosine from which two specialists run side by side may conflict
     conflict_width: float = 0.25       # conflict probability rises from 0 to 1 over this much more cosine
 

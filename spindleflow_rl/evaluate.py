@@ -13,9 +13,9 @@ from .baselines import (RandomPolicy, CallAllPolicy, GreedyTopKPolicy, OraclePol
                                       mean_ci, normalised)
 
 # %% auto #0
-__all__ = ['SPLITS', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics', 'add_normalised',
-           'make_baselines', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'markdown_table',
-           'evaluate_run', 'main']
+__all__ = ['SPLITS', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics', 'normalised_ci',
+           'add_normalised', 'make_baselines', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report',
+           'fmt_normalised', 'markdown_table', 'evaluate_run', 'main']
 
 # %% ../nbs/10_evaluate.ipynb #0bc69d98
 class ModelPolicy:
@@ -90,11 +90,30 @@ def metrics(summaries) -> dict:
     out['return_by_phase'] = {int(p): float(np.mean(v)) for p, v in sorted(by_phase.items())}
     return out
 
-def add_normalised(table: dict) -> dict:
-    "Add the normalised score (overall and per phase) to every policy of a split's table."
+def normalised_ci(R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Paired-bootstrap confidence interval of the normalised score `(mean R - mean R_random) / (mean R_oracle -
+    mean R_random)` from per-episode returns of three policies that played the same seeds (episode i of each is
+    the same task, roster and hidden parameters): episode indices are resampled jointly."""
+    R, R0, R1 = (np.asarray(x, float) for x in (R, R_random, R_oracle))
+    if not (R.ndim == R0.ndim == R1.ndim == 1 and len(R) == len(R0) == len(R1)):
+        raise ValueError(f"normalised_ci needs three 1-d arrays of per-episode returns on the same seeds, got lengths "
+                         f"{len(R)}, {len(R0)}, {len(R1)}.")
+    if len(R) < 2: raise ValueError("normalised_ci needs at least 2 episodes.")
+    idx = np.random.default_rng(seed).integers(0, len(R), (n_boot, len(R)))
+    m0 = R0[idx].mean(1); num, den = R[idx].mean(1) - m0, R1[idx].mean(1) - m0
+    ok = den > 0                                     # resamples where the oracle does not beat random say nothing
+    if not ok.any(): return float('nan'), float('nan')
+    lo, hi = np.quantile(num[ok]/den[ok], [(1 - level)/2, 1 - (1 - level)/2])
+    return float(lo), float(hi)
+
+def add_normalised(table: dict, returns: dict | None = None) -> dict:
+    """Add the normalised score (overall and per phase) to every policy of a split's table; with `returns` (per-episode
+    returns by policy, on the same seeds) also its paired-bootstrap 95% interval, `normalised_ci95`."""
     r0, r1 = table['random']['return'], table['oracle']['return']
     for k, v in table.items():
         v['normalised'] = normalised(v['return'], r0, r1)
+        if returns is not None and k in returns:
+            v['normalised_ci95'] = list(normalised_ci(returns[k], returns['random'], returns['oracle']))
         v['normalised_by_phase'] = {p: normalised(v['return_by_phase'][p], table['random']['return_by_phase'][p],
                                                   table['oracle']['return_by_phase'][p]) for p in v['return_by_phase']}
     return table
@@ -117,7 +136,7 @@ def make_baselines(seed: int = 0, names=BASELINES) -> dict:
 def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False) -> tuple[dict, dict]:
     """Run every policy on the same `episodes` seeds (a fresh env per policy). Returns (metrics table, recorded
     traces: the first `record` episodes of each policy)."""
-    table, traces = {}, {}
+    table, traces, returns = {}, {}, {}
     for name, pol in policies.items():
         env = env_fn(); sums = []
         for i in range(episodes):
@@ -125,9 +144,9 @@ def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record:
             s = run_episode(env, pol, seed=sd, record=i < record)
             if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
             sums.append(s)
-        table[name] = metrics(sums)
+        table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
         if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
-    if 'random' in table and 'oracle' in table: add_normalised(table)
+    if 'random' in table and 'oracle' in table: add_normalised(table, returns)
     return table, traces
 
 # %% ../nbs/10_evaluate.ipynb #67997ca5
@@ -193,21 +212,26 @@ def plot_report(report: dict, run_dir, out_dir) -> list:
     ax.legend(fontsize=7, ncol=3); fig.tight_layout(); f = out_dir/'phases.png'; fig.savefig(f, dpi=110); plt.close(fig); files.append(f)
     return files
 
+def fmt_normalised(v: dict) -> str:
+    "A policy's normalised score with its 95% interval when the table has one: `0.68 [0.63, 0.73]`."
+    n = v.get('normalised', float('nan')); ci = v.get('normalised_ci95')
+    return f"{n:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
 def markdown_table(report: dict) -> str:
     "The report as markdown tables, one per split."
     out = []
     for split, tab in report['splits'].items():
         out += [f"### {split} ({next(iter(tab.values()))['episodes']} episodes per policy)", '',
-                '| policy | return (95% CI) | normalised | quality | cost $ | latency s | success | recovery | specialists | consistency |',
+                '| policy | return (95% CI) | normalised (95% CI) | quality | cost $ | latency s | success | recovery | specialists | consistency |',
                 '|---|---|---|---|---|---|---|---|---|---|']
         for n, v in tab.items():
-            out.append(f"| {n} | {v['return']:+.3f} ± {v['return_ci95']:.3f} | {v.get('normalised', float('nan')):.2f} | {v['quality']:.3f} | "
+            out.append(f"| {n} | {v['return']:+.3f} ± {v['return_ci95']:.3f} | {fmt_normalised(v)} | {v['quality']:.3f} | "
                        f"{v['cost_usd']:.4f} | {v['latency_s']:.1f} | {v['success_rate']:.2f} | {v['recovery_rate']:.2f} | "
                        f"{v['specialists_per_task']:.2f} | {v['plan_consistency']:.2f} |")
         out.append('')
     return '\n'.join(out)
 
-def evaluate_run(checkpoint, episodes: int = 500, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
+def evaluate_run(checkpoint, episodes: int = 1000, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
                  json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
                  backend: str | None = None, tier: int | None = None, recorded: str | None = None) -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
@@ -263,18 +287,18 @@ def evaluate_run(checkpoint, episodes: int = 500, splits=('train', 'heldout', 'u
                       f"quality {tab['policy']['quality']:.3f}, cost ${tab['policy']['cost_usd']:.4f}/episode"); continue
             greedy = [n for n in tab if n.startswith('greedy')]
             if not greedy:
-                print(f"headline {split}: policy normalised {tab['policy']['normalised']:.2f} (return {tab['policy']['return']:+.3f} ± "
+                print(f"headline {split}: policy normalised {fmt_normalised(tab['policy'])} (return {tab['policy']['return']:+.3f} ± "
                       f"{tab['policy']['return_ci95']:.3f})"); continue
             g = max(greedy, key=lambda n: tab[n]['return'])
-            print(f"headline {split}: policy normalised {tab['policy']['normalised']:.2f} (return {tab['policy']['return']:+.3f} ± "
-                  f"{tab['policy']['return_ci95']:.3f}) vs best greedy {g} {tab[g]['normalised']:.2f} ({tab[g]['return']:+.3f} ± {tab[g]['return_ci95']:.3f})")
+            print(f"headline {split}: policy normalised {fmt_normalised(tab['policy'])} (return {tab['policy']['return']:+.3f} ± "
+                  f"{tab['policy']['return_ci95']:.3f}) vs best greedy {g} {fmt_normalised(tab[g])} ({tab[g]['return']:+.3f} ± {tab[g]['return_ci95']:.3f})")
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e
 def main(argv=None):
     ap = argparse.ArgumentParser(prog='spindleflow-eval', description='Evaluate a trained policy against baselines on SpindleFlow-v0.')
     ap.add_argument('--checkpoint', required=True, help='run folder, latest.json or checkpoint zip')
-    ap.add_argument('--episodes', type=int, default=500, help='episodes per policy and split')
+    ap.add_argument('--episodes', type=int, default=1000, help='episodes per policy and split')
     ap.add_argument('--split', action='append', choices=list(SPLITS), help='split(s) to evaluate (repeatable; default: all three)')
     ap.add_argument('--json', help='report path (default: <run>/eval.json); plots are written next to it')
     ap.add_argument('--seed', type=int, default=0); ap.add_argument('--record', type=int, default=5, help='episodes per policy recorded for replay')

@@ -52,7 +52,7 @@ class OpenAIConfig(ConfigBase):
     judge_attempts: int = 3                   # a malformed judgement (or plan) is asked for up to this many times in all
     conflict_overlap: float = 0.45            # capability cosine from which two specialists can conflict
     conflict_cos: float = 0.45                # answers of overlapping specialists below this cosine conflict
-    conflict_quality: float = 0.85            # quality multiplier per unresolved conflict (as in SimConfig)
+    conflict_quality: float = 0.85            # quality multiplier per unresolved conflict (SimConfig has its own)
     cache: bool = True                        # cache every reply on disk (re-runs cost nothing, replay identically)
     cache_dir: str | None = None              # None -> default_cache_dir()/'llm'
     prices_path: str | None = None            # None -> the shipped configs/prices.yaml

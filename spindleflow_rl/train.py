@@ -26,7 +26,7 @@ def _f(default, help, **kw):
 @dataclass
 class TrainConfig(ConfigBase):
     "Arguments of a training run (`spindleflow-train --help` shows them all)."
-    timesteps: int = _f(300_000, 'total environment steps, all phases together')
+    timesteps: int = _f(400_000, 'total environment steps, all phases together')
     curriculum: bool = _f(True, 'train phases 1 -> 2 -> 3 (else only --phase)')
     phase: int = _f(1, 'the single phase to train when the curriculum is off')
     phase_budget: list = _f([0.25, 0.3], 'most share of the timesteps spent in phases 1 and 2 before moving on')
@@ -40,7 +40,7 @@ class TrainConfig(ConfigBase):
     run_name: str = _f('', 'run folder name (default: SpindleFlow-v0__<exp>__<seed>__<time>)')
     checkpoint_every: int = _f(50_000, 'timesteps between checkpoints (written atomically)')
     keep_checkpoints: int = _f(3, 'how many periodic checkpoints to keep (the final one is always kept)')
-    eval_episodes: int = _f(500, 'episodes per split for the evaluation after training (0: skip)')
+    eval_episodes: int = _f(1000, 'episodes per policy and split for the evaluation after training (0: skip)')
     device: str = _f('auto', 'auto (CUDA when present) | cpu | cuda')
     backend: str = _f('sim', 'execution backend: sim (demo mode, offline) | recorded | openai')
     tier: int = _f(0, 'reward tier locked each episode: 0 heuristic, 1 embedding, 2 LLM judge, 3 strong judge')
@@ -370,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_mutually_exclusive_group()
     g.add_argument('--curriculum', action='store_true', default=None, help='train phases 1 -> 2 -> 3 (the default)')
     g.add_argument('--phase', type=int, choices=(1, 2, 3), help='train one phase only')
-    ap.add_argument('--timesteps', type=int, help='total environment steps (default from the config: 300000)')
+    ap.add_argument('--timesteps', type=int, help='total environment steps (default from the config: 400000)')
     ap.add_argument('--demo-mode', action='store_true', help='simulated backend, no network (the default backend)')
     ap.add_argument('--checkpoint', help='resume from a run folder, latest.json or checkpoint zip')
     ap.add_argument('--out', help='output folder (default: runs)')
