@@ -24,6 +24,9 @@ if cfg.get('pip_requirements'): requirements += shlex.split(cfg.get('pip_require
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+# optional extras; [dev] installs every one of them so CI tests everything
+extras = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('openenv', 'app', 'video')}
+dev_requirements += [r for k in extras for r in extras[k]]
 
 setuptools.setup(
     name = cfg['lib_name'],
@@ -38,7 +41,7 @@ setuptools.setup(
     include_package_data = True,
     package_data = {cfg['lib_path']: ['configs/*.yaml', 'configs/*.yml', 'configs/*.csv', 'configs/*.jsonl', 'assets/*']},
     install_requires = requirements,
-    extras_require = {'dev': dev_requirements},
+    extras_require = {'dev': dev_requirements, **extras},
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

@@ -51,7 +51,10 @@ class ToyDelegationEnv(gym.Env):
     def _obs(self):
         s = _unit(self.sub[self.open].mean(0)) if self.open.any() else np.zeros(self.D)
         sc = [self.t/self.max_steps, 1-self.t/self.max_steps, 0.1*self.t, 0, 0, 0, 0.05*self.called.sum(), self.called.mean()]
-        return np.concatenate([self.task, self.roster.ravel(), self.out.ravel(), s, self.adj.ravel(), self.called, sc]).astype(np.float32)
+        fit = np.where(self.empty, 0.0, np.clip(self.roster @ s, 0, 1))                # per-slot fit to the open work
+        so = np.zeros((self.M, self.L.n_slot_features)); so[:, 0] = so[:, 1] = fit; so[:, 2] = np.where(self.empty, 0, 1)
+        return np.concatenate([self.task, self.roster.ravel(), self.out.ravel(), s, self.adj.ravel(), self.called, sc,
+                               so.ravel()]).astype(np.float32)
     def step(self, action):
         self.t += 1; M = self.M
         if action[0] >= 0: return self._obs(), float(-0.5*self.open.sum()), True, False, {}   # STOP

@@ -36,10 +36,10 @@ class World:
     task_emb: dict                      # task id -> (D,)
     sub_emb: dict                       # task id -> (k, D)
     model_id: str = ''
-    heldout_fraction: float = 0.2
+    near_duplicate_threshold: float = 0.6   # held-out specialists: whole near-duplicate groups (chapter 02)
     def __post_init__(self):
         self.index = {sid: i for i, sid in enumerate(self.catalog.ids)}
-        self.train_ids, self.heldout_ids = self.catalog.split(self.heldout_fraction, seed=0)
+        self.train_ids, self.heldout_ids = self.catalog.split(self.near_duplicate_threshold, embeddings=self.cat_emb)
         self.generalist_idx = np.array([self.index[s.id] for s in self.catalog.specialists if s.generalist], dtype=int)
         self.emb_dim = int(self.cat_emb.shape[1])
         specs = self.catalog.specialists                      # per-specialist arrays, so a reset is a few gathers
@@ -47,6 +47,9 @@ class World:
         self.lat_mu = np.array([s.latency_mean for s in specs])
         self.lat_sigma = np.array([max(0.05, s.latency_std/s.latency_mean) for s in specs])
         self.fb_idx = np.array([self.index[s.fallbacks[0]] if s.fallbacks else -1 for s in specs])
+        held = set(self.heldout_ids)                          # in training, fallback chains skip held-out specialists
+        first = [next((f for f in self.catalog.fallback_chain(s.id) if f not in held), None) for s in specs]
+        self.train_fb_idx = np.array([self.index[f] if f else -1 for f in first])
         self.domain = [s.domain for s in specs]
         self._task_cache = {}; self._param_tables = {}
     def task_arrays(self, task: Task) -> dict:
@@ -58,9 +61,9 @@ class World:
             for j, st in enumerate(task.subtasks):
                 for i in st.depends_on: deps[j, i] = True
             fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
-            has_fb = self.fb_idx >= 0
-            c = {'deps': deps, 'fit_all': fit_all, 'fb_fit_all': fit_all[np.where(has_fb, self.fb_idx, 0)]*has_fb[:, None],
-                 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
+            c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
+            for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
+                has_fb = fb >= 0; c[key] = fit_all[np.where(has_fb, fb, 0)]*has_fb[:, None]
             self._task_cache[task.id] = c
         return c
     def gram(self) -> np.ndarray:
@@ -68,21 +71,24 @@ class World:
         g = self.__dict__.get('_gram')
         if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
         return g
-    def param_table(self, fail_factor: float) -> tuple:
+    def fallback_index(self, train_only: bool = False) -> np.ndarray:
+        "Catalog index of each specialist's fallback (-1: none); `train_only` skips held-out specialists in the chain."
+        return self.train_fb_idx if train_only else self.fb_idx
+    def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
         """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
         reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
         (zero without a fallback); the has-fallback mask (N,); the fallback's catalog index (0 without one)."""
         tables = self.__dict__.setdefault('_param_tables', {})     # (also for a World unpickled from an older version)
-        t = tables.get(fail_factor)
+        t = tables.get((fail_factor, train_only))
         if t is None:
-            has_fb = self.fb_idx >= 0; fbc = np.where(has_fb, self.fb_idx, 0)
+            fbi = self.fallback_index(train_only); has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
             rel = 1 - np.minimum(0.6, (1 - self.rel)*fail_factor)
             fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc])*fail_factor))*has_fb
             rows = np.stack([rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc]*has_fb, self.cost[fbc]*has_fb])
-            t = tables[fail_factor] = (rows, has_fb, fbc)
+            t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
         return t
     @classmethod
-    def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, heldout_fraction=0.2):
+    def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
         "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
         if embedder is None:
             from spindleflow_rl.embeddings import get_embedder
@@ -97,7 +103,7 @@ class World:
         for n, t in enumerate(tasks):
             task_emb[t.id] = embs[n]
             sub_emb[t.id] = embs[i:i+len(t.subtasks)]; i += len(t.subtasks)
-        return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), heldout_fraction)
+        return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
     def add_task(self, task: Task, embedder):
         "Embed and register a task that is not in the bank (e.g. from `TaskDecomposer`)."
         self.task_emb[task.id] = embedder.encode([task.text])[0].astype(np.float32)
@@ -169,6 +175,7 @@ class EpisodeContext:
     sub_emb: np.ndarray                # (k, D)
     roster: list                       # M specialist ids or None (empty slot)
     roster_emb: np.ndarray             # (M, D)
+    roster_split: str = 'all'          # 'train': fallback chains skip held-out specialists (they stay unseen)
 
 @runtime_checkable
 class ExecutionBackend(Protocol):
@@ -279,7 +286,8 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
     else:
         ready = deps_ready(s.q, p.deps) if sim.dependencies else np.ones_like(s.q, bool)
         v = fit*np.where(ready, 1.0, sim.dependency_factor)[:, None, :]*eff
-        if mode == 'debate': v = np.minimum(1.0, v*(1 + 0.04*mp.rounds*mp.agreement))
+        if mode == 'debate':      # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
+            v = np.minimum(1.0, v*(1 + 0.04*mp.rounds*mp.agreement*(1.0 if n > 1 else sim.self_refine_share)))
         out['v'][:] = v
         q = s.q
         for c in range(n): q = combine_quality(q, v[:, c], sim.diminishing)
@@ -371,7 +379,7 @@ def _single_core(p: EpisodeParams, s: SimState, slots: list, mode: str, mp: Mode
         s.latency[0] += sum(lat)
     else:
         rd = readiness(q)
-        boost = (1 + 0.04*mp.rounds*mp.agreement) if mode == 'debate' else None
+        boost = (1 + 0.04*mp.rounds*mp.agreement*(1.0 if n > 1 else sim.self_refine_share)) if mode == 'debate' else None
         for c in range(n):
             v = [x*r*eff for x, r in zip(fits[c], rd)]
             if boost is not None: v = [min(1.0, x*boost) for x in v]
@@ -431,20 +439,21 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
     ta = world.task_arrays(ctx.task) if ctx.task.id in world.sub_emb else None
     fit_all = ta['fit_all'] if ta is not None else fit_from_cosine(world.cat_emb @ ctx.sub_emb.T)
     full = full and ta is not None                    # the fast path uses the task's cached arrays
+    train_only = ctx.roster_split == 'train'          # training never reaches a held-out specialist, not even as a fallback
     fit = fit_all.take(idx, 0)                        # = fit_all[idx] (take is faster on small arrays)
     if sim.fit_noise > 0:                             # = np.clip(fit + rng.normal(0, fit_noise, (M, k)), 0, 1), the same draws
         fit = np.minimum(np.maximum(fit + sim.fit_noise*rng.standard_normal((M, k)), 0), 1)
     pf = _PHASE_FAIL.get(ctx.task.phase, 1.0)
     if full:                                          # every slot filled: gathers from the per-phase table
-        rows, hf, fb_of = world.param_table(pf)
+        rows, hf, fb_of = world.param_table(pf, train_only)
         rel, lat_mu, lat_sigma, cost, fb_rel, fb_lat, fb_cost = rows.take(idx, 1)
         empty = np.zeros(M, bool); has_fb = hf.take(idx)
-        fb_fit = ta['fb_fit_all'].take(idx, 0)        # = fit_all[fallback of idx] * has_fb, per task once
+        fb_fit = ta['fb_fit_train' if train_only else 'fb_fit_all'].take(idx, 0)   # = fit_all[fallback of idx] * has_fb
     else:
         empty = np.array([r is None for r in ctx.roster])
         rel = 1 - np.minimum(0.6, (1 - world.rel[idx])*pf)
         lat_mu, lat_sigma, cost = world.lat_mu[idx], world.lat_sigma[idx], world.cost[idx]
-        fbi = world.fb_idx[idx]; has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
+        fbi = world.fallback_index(train_only)[idx]; has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
         fb_fit = fit_all[fbc]; fb_rel = 1 - np.minimum(0.6, (1 - world.rel[fbc])*pf)
         fb_lat, fb_cost = world.lat_mu[fbc], world.cost[fbc]
         live = ~empty; has_fb = has_fb & live               # empty slots: nothing to call, nothing to fall back on
@@ -525,10 +534,12 @@ class SimulatedBackend:
             Va = np.array(V, np.float32)                              # (n, k), as simulate_step's 'v'
             contrib = _row_means32(Va).tolist() if Va.shape[1] else Va.mean(-1).tolist()
             cat, roster, subtasks = self.world.catalog, self.ctx.roster, self.ctx.task.subtasks
+            fb_index = self.world.fallback_index(self.ctx.roster_split == 'train')
             for c, m in enumerate(slots):
                 sid = roster[m]; spec = cat[sid]
                 st = _STATUS[status[c]]
-                fb = spec.fallbacks[0] if (st != 'ok' and spec.fallbacks and self.sim.unreliability) else None
+                fbi = fb_index[self.world.index[sid]]
+                fb = cat.ids[fbi] if (st != 'ok' and fbi >= 0 and self.sim.unreliability) else None
                 rec = bool(recs[c]); v = Va[c]
                 usable = st == 'ok' or rec
                 author = self.world.cat_emb[self.world.index[fb]] if (rec and fb) else self.ctx.roster_emb[m]

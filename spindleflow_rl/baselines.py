@@ -9,10 +9,13 @@ import numpy as np
 from .config import SimConfig, RewardConfig
 from .backends import (SimState, ModeParams, simulate_step, N_DRAWS, EpisodeParams)
 from .env import SpindleFlowEnv, encode_action
+from .backends import fit_from_cosine
+from .tasks import NOMINAL_CALL_S
 
 # %% auto #0
-__all__ = ['RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy', 'plan_returns', 'dependency_levels', 'enumerate_plans',
-           'OraclePolicy', 'run_episode', 'mean_ci', 'evaluate_policies', 'normalised']
+__all__ = ['RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy', 'SubtaskPlannerPolicy', 'AdaptivePlannerPolicy', 'plan_returns',
+           'dependency_levels', 'enumerate_plans', 'OraclePolicy', 'run_episode', 'mean_ci', 'evaluate_policies',
+           'normalised']
 
 # %% ../nbs/07a_baselines.ipynb #dbe903d8
 class RandomPolicy:
@@ -49,6 +52,76 @@ class GreedyTopKPolicy:
         sims[~info['action_mask']] = -np.inf
         order = [int(s) for s in np.argsort(-sims, kind='stable') if np.isfinite(sims[s])][:k]
         return encode_action(M, slots=order, mode=self.mode)
+
+# %% ../nbs/07a_baselines.ipynb #5d7d12a3
+def _slot_cosines(env) -> np.ndarray:
+    "(M, k) cosine of each roster slot's capability to each subtask; -inf for empty slots."
+    C = (env.roster_emb @ env.sub_emb.T).astype(np.float64)
+    C[np.asarray(env.empty)] = -np.inf
+    return C
+
+def _step_action(env, info, slots, solo_mode: str = 'sequential') -> np.ndarray:
+    "Call the allowed ones of `slots` (parallel when more than one, else `solo_mode`), or STOP when none is allowed."
+    M = env.cfg.max_specialists
+    ok = [int(s) for s in slots if info['action_mask'][s]]
+    if not ok: return encode_action(M, stop=True)
+    return encode_action(M, slots=ok, mode='parallel' if len(ok) > 1 else solo_mode)
+
+class SubtaskPlannerPolicy:
+    "Open loop: the best-fitting slot per subtask, one parallel call per dependency level, levels in order, then STOP."
+    name = 'subtask-planner'
+    def reset(self, env):
+        C, lv = _slot_cosines(env), env.task.levels
+        used, self.plan, self.i = set(), [], 0
+        for L in sorted(set(lv)):
+            step = []
+            for j in (j for j in range(len(lv)) if lv[j] == L):
+                order = [int(s) for s in np.argsort(-C[:, j], kind='stable') if np.isfinite(C[s, j])]
+                s = next((s for s in order if s in step or s not in used), None)
+                if s is not None and s not in step: step.append(s)
+            used.update(step)
+            if step: self.plan.append(step)
+    def act(self, env, obs, info):
+        if self.i >= len(self.plan): return encode_action(env.cfg.max_specialists, stop=True)
+        self.i += 1
+        return _step_action(env, info, self.plan[self.i - 1])
+
+
+# %% ../nbs/07a_baselines.ipynb #cd8baa63
+class AdaptivePlannerPolicy:
+    "Closed loop: each step, the best allowed slot for every open and ready subtask, if worth its expected cost."
+    name = 'adaptive-planner'
+    def __init__(self, cover: float = 0.5, call_s: float = NOMINAL_CALL_S, max_pair_cos: float = 0.4,
+                 solo_mode: str = 'sequential'):
+        "`solo_mode='debate'` runs every single call as self-refinement (the simulator ablation in `bench/baselines_table.py`)."
+        self.cover, self.call_s, self.max_pair_cos, self.solo_mode = cover, call_s, max_pair_cos, solo_mode
+        if solo_mode != 'sequential': self.name = f'adaptive-planner-{solo_mode}'
+
+    def reset(self, env): pass
+    def act(self, env, obs, info):
+        M, q, k = env.cfg.max_specialists, env.scores, len(env.task.subtasks)
+        deps = [[i for i in range(k) if env.deps[j, i]] for j in range(k)]
+        targets = [j for j in range(k) if q[j] < self.cover and all(q[i] >= 0.5 for i in deps[j])]
+        C, mask = _slot_cosines(env), info['action_mask']
+        gain = {}
+        for j in targets:                                    # the best allowed slot for each target, shared if it is the same
+            cand = [s for s in range(M) if mask[s] and np.isfinite(C[s, j])]
+            if not cand: continue
+            s = max(cand, key=lambda s: C[s, j])
+            gain[s] = gain.get(s, 0.0) + float(fit_from_cosine(C[s, j]))*(1.0 - float(q[j]))/k
+        rc, n_called = env.reward_cfg, len(env.dag.called)
+        lat = [c['latency_s'] for ev in env.trace for c in ev.get('calls', [])]
+        est = float(np.mean(lat)) if lat else self.call_s    # expected latency of one more step
+        over = 0.0
+        if np.isfinite(env.budget) and env.budget > 0:
+            over = rc.latency_weight*(max(0.0, env.latency + est - env.budget) - max(0.0, env.latency - env.budget))/env.budget
+        chosen = []
+        for s in sorted(gain, key=lambda s: -gain[s]):       # most valuable first; each call must pay for itself
+            extra = rc.efficiency_coef if n_called + len(chosen) + 1 > env.task.expected_specialists else 0.0
+            if gain[s] <= extra + (over if not chosen else 0.0): continue
+            if all(float(env.roster_emb[s] @ env.roster_emb[t]) <= self.max_pair_cos for t in chosen): chosen.append(s)
+        return _step_action(env, info, chosen, self.solo_mode)
+
 
 # %% ../nbs/07a_baselines.ipynb #12a22c41
 def plan_returns(p: EpisodeParams, plans, sim: SimConfig, rc: RewardConfig, baseline_score: float, expected: int,

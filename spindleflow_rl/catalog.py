@@ -268,17 +268,50 @@ def roster_embeddings(self: Catalog, roster: Sequence[str | None], embedder=None
 
 # %% ../nbs/02_catalog.ipynb #dee94e35
 @patch_into(Catalog)
-def split(self: Catalog, heldout_fraction: float = 0.2, seed: int = 0) -> tuple[list[str], list[str]]:
-    "Deterministic split of `.ids` into `(train_ids, heldout_ids)`, stratified by domain; generalists stay in train."
-    if not (isinstance(heldout_fraction, (int, float)) and 0 <= heldout_fraction < 1):
-        raise ConfigError(f"heldout_fraction must be a number in [0, 1), got {heldout_fraction!r}.")
-    rng = np.random.default_rng(seed)
-    held = set()
+def near_duplicate_groups(self: Catalog, threshold: float = 0.6, embeddings=None, embedder=None) -> list[list[str]]:
+    "Connected components of the graph linking specialists whose capability cosine is `>= threshold` (catalog order)."
+    E = np.asarray(self._embeddings(embedder) if embeddings is None else embeddings, np.float32)
+    E = E/np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    C = E @ E.T; n = len(self.ids); parent = list(range(n))
+    def root(i):
+        while parent[i] != i: parent[i] = parent[parent[i]]; i = parent[i]
+        return i
+    for i, j in zip(*np.nonzero(np.triu(C >= threshold, 1))): parent[root(int(i))] = root(int(j))
+    groups = {}
+    for i in range(n): groups.setdefault(root(i), []).append(self.ids[i])
+    return sorted(groups.values(), key=lambda g: self.ids.index(g[0]))
+
+
+# %% ../nbs/02_catalog.ipynb #2fbaa2f7
+@patch_into(Catalog)
+def split(self: Catalog, threshold: float = 0.6, min_train: int = 2, embeddings=None, embedder=None) -> tuple[list[str], list[str]]:
+    "Deterministic `(train_ids, heldout_ids)`: whole near-duplicate groups per domain plus one generalist (see above)."
+    if not 0 < threshold <= 1: raise ConfigError(f"threshold must be a cosine in (0, 1], got {threshold!r}.")
+    E = np.asarray(self._embeddings(embedder) if embeddings is None else embeddings, np.float32)
+    E = E/np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12); C = E @ E.T
+    ix = {s: i for i, s in enumerate(self.ids)}
+    groups = self.near_duplicate_groups(threshold, E)
+    group_of = {s: g for g in groups for s in g}
+    held: set = set()
+    def can_hold(ids) -> bool:
+        if any(self[s].generalist or s in held for s in ids): return False
+        h = held | set(ids)
+        return all(sum(1 for s in ss if s not in h and not self[s].generalist) >= min_train for ss in self.by_domain().values())
     for d, ids in self.by_domain().items():
-        cand = [i for i in ids if not self[i].generalist]
-        n = max(0, min(math.floor(heldout_fraction*len(cand) + 0.5), len(cand) - 1))
-        held.update(cand[j] for j in rng.permutation(len(cand))[:n])
-    return [i for i in self.ids if i not in held], [i for i in self.ids if i in held]
+        cands = sorted((g for g in groups if sum(self[s].domain == d for s in g) >= 2),
+                       key=lambda g: (-sum(self[s].domain == d for s in g), len(g), ix[g[0]]))
+        pick = next((g for g in cands if can_hold(g)), None)
+        if pick is None:
+            singles = [s for s in ids if len(group_of[s]) == 1 and not self[s].generalist]
+            pairs = sorted(((a, b) for n_, a in enumerate(singles) for b in singles[n_ + 1:]), key=lambda p: -C[ix[p[0]], ix[p[1]]])
+            pick = next((list(p) for p in pairs if can_hold(p)), None) or next(([s] for s in singles if can_hold([s])), [])
+        held.update(pick)
+    gens = [g for g in self.generalists() if len(group_of[g]) == 1]
+    if len(self.generalists()) >= 2 and gens:
+        train_rows = [ix[s] for s in self.ids if s not in held and s not in gens]
+        held.add(min(gens, key=lambda g: (float(C[ix[g], train_rows].max()) if train_rows else 0.0, ix[g])))
+    return [s for s in self.ids if s not in held], [s for s in self.ids if s in held]
+
 
 # %% ../nbs/02_catalog.ipynb #8dd58657
 def _lemire_below(next32, state, n: int) -> int:

@@ -12,8 +12,8 @@ import numpy as np
 import yaml
 
 # %% auto #0
-__all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'SCALAR_FEATURES', 'ConfigError', 'config_path', 'default_cache_dir', 'seed_everything',
-           'load_yaml', 'ConfigBase', 'RewardConfig', 'SimConfig', 'EnvConfig', 'ObsLayout']
+__all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'SCALAR_FEATURES', 'SLOT_FEATURES', 'ConfigError', 'config_path', 'default_cache_dir',
+           'seed_everything', 'load_yaml', 'ConfigBase', 'RewardConfig', 'SimConfig', 'EnvConfig', 'ObsLayout']
 
 # %% ../nbs/00_config.ipynb #dee9f7ba
 PACKAGE_DIR = Path(__file__).resolve().parent if '__file__' in globals() else Path('../spindleflow_rl').resolve()
@@ -95,7 +95,7 @@ class ConfigBase:
 # %% ../nbs/00_config.ipynb #edad7632
 @dataclass
 class RewardConfig(ConfigBase):
-    "Coefficients of the reward (ARCHITECTURE.md); every term is reported separately in `info`."
+    "Coefficients of the reward (chapter 06); every term is reported separately in `info`."
     efficiency_coef: float = 0.05      # per specialist beyond the task's expected count
     timeout_penalty: float = 0.3       # per timed-out call
     error_penalty: float = 0.2         # per failed call
@@ -125,6 +125,7 @@ class SimConfig(ConfigBase):
     conflict_quality: float = 0.70     # quality multiplier per unresolved conflict
     conflict_overlap: float = 0.35     # capability cosine from which two specialists run side by side may conflict
     conflict_width: float = 0.25       # conflict probability rises from 0 to 1 over this much more cosine
+    self_refine_share: float = 0.5     # a 'debate' of one specialist is self-refinement: this share of a debate's gain
 
 @dataclass
 class EnvConfig(ConfigBase):
@@ -140,10 +141,14 @@ class EnvConfig(ConfigBase):
     backend: str = 'sim'               # sim / recorded / openai
     n_relevant: int = 3                # roster slots filled with relevant specialists (rest are distractors)
     rehearsal: float = 0.0             # share of episodes drawn from earlier phases (curriculum rehearsal)
+    score_lo: float = 0.70             # run-time output scorer: a subtask cosine at or below this scores 0 ...
+    score_hi: float = 0.97             # ... and at or above this scores 1 (linear between; calibrated in chapter 07)
 
 # %% ../nbs/00_config.ipynb #4436b621
 SCALAR_FEATURES = ('step_fraction', 'budget_left', 'latency_used', 'tier', 'failures', 'conflicts',
                    'cost_used', 'n_called_fraction')
+SLOT_FEATURES = ('fit_open_ready', 'fit_open', 'fit_best', 'failed', 'recovered', 'output_score', 'call_latency',
+                 'call_cost')
 
 @dataclass(frozen=True)
 class ObsLayout:
@@ -151,13 +156,15 @@ class ObsLayout:
     max_specialists: int = 6
     emb_dim: int = 384
     n_scalars: int = len(SCALAR_FEATURES)
+    n_slot_features: int = len(SLOT_FEATURES)
     @property
     def n_nodes(self): return self.max_specialists + 4
     @property
     def sizes(self) -> dict:
         M, D = self.max_specialists, self.emb_dim
         return {'task': D, 'roster': M*D, 'called': M*D, 'scratchpad': D,
-                'adjacency': self.n_nodes**2, 'called_mask': M, 'scalars': self.n_scalars}
+                'adjacency': self.n_nodes**2, 'called_mask': M, 'scalars': self.n_scalars,
+                'slot_obs': M*self.n_slot_features}
     @property
     def slices(self) -> dict:
         out, i = {}, 0
@@ -172,4 +179,5 @@ class ObsLayout:
         M, D = self.max_specialists, self.emb_dim
         parts = {k: obs[..., s] for k, s in self.slices.items()}
         for k in ('roster', 'called'): parts[k] = parts[k].reshape(*obs.shape[:-1], M, D)
+        parts['slot_obs'] = parts['slot_obs'].reshape(*obs.shape[:-1], M, self.n_slot_features)
         return parts

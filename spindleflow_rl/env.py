@@ -11,11 +11,13 @@ import gymnasium as gym
 from gymnasium import spaces
 from .config import EnvConfig, RewardConfig, SimConfig, ObsLayout, ConfigError
 from .dag import DelegationDAG
+from .audit import explanation_verified
 from .catalog import _fast_draws, _lemire_below
 from .tasks import Task
-from .backends import (World, SimulatedBackend, EpisodeContext, ModeParams, MODES, ExecutionBackend)
+from .backends import (World, SimulatedBackend, EpisodeContext, ModeParams, MODES, ExecutionBackend,
+                                     fit_from_cosine)
 from .rewards import (RewardCalculator, ConsistencyTracker, TierCascade, EpisodeRecord, zero_terms,
-                                    overrun_fraction, REWARD_TERMS)
+                                    overrun_fraction, REWARD_TERMS, subtask_scores, subtask_scores_each)
 
 # %% auto #0
 __all__ = ['default_world', 'decode_mode', 'encode_action', 'SpindleFlowEnv']
@@ -60,10 +62,12 @@ class SpindleFlowEnv(gym.Env):
 
     ## Observation Space
 
-    `Box(-inf, inf, (obs_dim,), float32)`, `obs_dim = D + M*D + M*D + D + (M+4)^2 + M + 8` (5490 for M=6,
+    `Box(-inf, inf, (obs_dim,), float32)`, `obs_dim = D + M*D + M*D + D + (M+4)^2 + M + 8 + 8M` (5538 for M=6,
     D=384): task embedding, roster capability embeddings, embeddings of what each called specialist produced,
-    the scratchpad digest (embedding of the still-open work items), the padded DAG adjacency, the called mask
-    and 8 scalars (`SCALAR_FEATURES`). `ObsLayout` gives the offsets.
+    the scratchpad digest (embedding of the still-open work items, judged by a run-time scorer that reads only
+    the outputs: `subtask_scores`, chapter 06), the padded DAG adjacency, the called mask, 8 scalars
+    (`SCALAR_FEATURES`) and 8 features per slot (`SLOT_FEATURES`). `ObsLayout` gives the offsets. Only what a deployment can see enters the observation:
+    never the backend's hidden quality (`coverage()`), which only the tier-0 reward reads at the end.
 
     ## Rewards
 
@@ -87,7 +91,7 @@ class SpindleFlowEnv(gym.Env):
     `EnvConfig` field as a keyword (`gymnasium.make('SpindleFlow-v0', max_specialists=4, phase=2)`).
     Reset options: `task` (a `Task` or task id), `roster` (list of specialist ids), `tier` (0-3).
     """
-    metadata = {'render_modes': ['ansi'], 'render_fps': 1}
+    metadata = {'render_modes': ['ansi', 'rgb_array'], 'render_fps': 1}
 
     def __init__(self, config: EnvConfig | dict | None = None, *, reward_config: RewardConfig | dict | None = None,
                  sim_config: SimConfig | dict | None = None, world: World | None = None, backend=None,
@@ -102,7 +106,8 @@ class SpindleFlowEnv(gym.Env):
         if self.cfg.split not in ('train', 'heldout', 'all'): raise ConfigError(f"split must be train, heldout or all, got {self.cfg.split!r}.")
         if self.cfg.roster_split not in ('train', 'unseen', 'all'):
             raise ConfigError(f"roster_split must be train, unseen or all, got {self.cfg.roster_split!r}.")
-        if render_mode not in (None, 'ansi'): raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
+        if render_mode not in (None, 'ansi', 'rgb_array'):
+            raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}.")
         if self.cfg.max_steps < 1: raise ConfigError(f"max_steps must be >= 1, got {self.cfg.max_steps}.")
         if self.cfg.max_depth < 1: raise ConfigError(f"max_depth must be >= 1, got {self.cfg.max_depth}.")
         if self.cfg.n_relevant < 0: raise ConfigError(f"n_relevant must be >= 0, got {self.cfg.n_relevant}.")
@@ -193,7 +198,7 @@ class SpindleFlowEnv(gym.Env):
             ts = self._task_static[task.id] = [sub, deps, bool(self.sim_cfg.dependencies and deps.any()), None,
                                                [[i for i, x in enumerate(r) if x] for r in deps.tolist()]]
         self.deps, self._has_deps, self._dep_lists = ts[1], ts[2], ts[4]
-        self.ctx = EpisodeContext(task, self.task_emb, sub, roster, self.roster_emb)
+        self.ctx = EpisodeContext(task, self.task_emb, sub, roster, self.roster_emb, self.cfg.roster_split)
         self.backend.begin_episode(self.ctx, self.np_random)
         self.budget = float(task.latency_budget_s) if self.sim_cfg.latency_budget else float('inf')
         if (self._dag_template.max_specialists, self._dag_template.max_depth) != (M, self.cfg.max_depth):
@@ -208,11 +213,12 @@ class SpindleFlowEnv(gym.Env):
         sl = self._sl
         b = self._obs_buf = np.zeros(self._obs_dim, np.float32)    # static parts written once per episode
         b[sl['task']] = self.task_emb; b[sl['roster']] = self.roster_emb.ravel()
-        q = self.backend.coverage()                         # the opening scratchpad depends on the task only
-        if q.any(): b[sl['scratchpad']] = self._scratchpad(q)   # (while nothing is covered): computed once per task
-        else:
-            if ts[3] is None: ts[3] = self._scratchpad(q)
-            b[sl['scratchpad']] = ts[3]
+        self.scores = np.zeros(len(task.subtasks), np.float32)   # run-time scores: nothing written yet
+        self.slot_fit = fit_from_cosine(self.roster_emb @ sub.T)      # (M, k) capability/subtask fit, observable
+        self.slot_call = np.zeros((M, 5), np.float32)               # per slot: failed, recovered, output score, latency, cost
+        b[sl['slot_obs']] = self._slot_obs().ravel()
+        if ts[3] is None: ts[3] = self._scratchpad(self.scores)  # so the opening scratchpad depends on the task only
+        b[sl['scratchpad']] = ts[3]
         mask = self.dag.action_mask()
         info = {'action_mask': mask, 'task_id': task.id, 'roster': list(roster), 'tier': self.tier,
                 'tier_flagged': self.tier_flag}
@@ -221,13 +227,26 @@ class SpindleFlowEnv(gym.Env):
     def sub_emb_cache(self): return self.world.sub_emb
 
     def _scratchpad(self, q: np.ndarray | None = None) -> np.ndarray:
-        "Digest of the open work: subtask embeddings weighted by what is still missing (ready items count double)."
-        if q is None: q = self.backend.coverage()
+        """Digest of the open work: subtask embeddings weighted by what is still missing (ready items count double).
+        "Missing" is judged by the run-time scores (`self.scores`: what the outputs so far say about each subtask),
+        never by the backend's hidden quality."""
+        if q is None: q = self.scores
         ql = q.tolist()                                  # a few subtasks: plain floats beat numpy's per-call overhead
         open_ = np.array([1.0 - min(x, 1.0) for x in ql], np.float32)        # = 1 - np.minimum(q, 1) in float32
         if self._has_deps:                               # blocked (a prerequisite under 0.5) counts half, in float64
             open_ = open_*np.array([0.5 if any(ql[i] < 0.5 for i in pre) else 1.0 for pre in self._dep_lists])
         return (open_ @ self.sub_emb)*np.float32(1.0/len(ql))
+
+    def _slot_obs(self) -> np.ndarray:
+        """`(M, 8)` per-slot features (`SLOT_FEATURES`): fit to the open and ready subtasks, to the open ones, to any;
+        then failed, recovered, the run-time score of its output, its call's latency and cost. Open and ready are
+        judged by the run-time scores (a prerequisite counts as covered at 0.5), never by hidden quality."""
+        q = self.scores; open_ = 1.0 - q; ql = q.tolist()
+        ready = np.array([all(ql[i] >= 0.5 for i in pre) for pre in self._dep_lists], np.float32)
+        f = self.slot_fit; out = np.empty((len(f), 8), np.float32)
+        np.max(f*(open_*ready), 1, out=out[:, 0]); np.max(f*open_, 1, out=out[:, 1]); np.max(f, 1, out=out[:, 2])
+        out[:, 3:] = self.slot_call
+        return out
 
     def _scalars(self) -> np.ndarray:
         M = self.cfg.max_specialists
@@ -249,6 +268,7 @@ class SpindleFlowEnv(gym.Env):
         if changed:
             b[sl['scratchpad']] = self._scratchpad()
             b[sl['adjacency']] = self.dag.adjacency()
+            b[sl['slot_obs']] = self._slot_obs().ravel()
             cm = b[sl['called_mask']]; cm[:] = 0.0; cm[self.dag.called] = 1.0
         b[sl['scalars']] = self._scalars()
         return b.copy()
@@ -318,6 +338,14 @@ class SpindleFlowEnv(gym.Env):
                     self.called_emb[c.slot] = c.embedding
                     self._obs_buf[off + c.slot*D: off + (c.slot + 1)*D] = c.embedding
                     if c.usable: self.outputs.append((c.fallback_id if (c.recovered and c.fallback_id) else c.specialist_id, c.output_text, c.embedding))
+                usable = [c for c in res.calls if c.usable]
+                if usable:                                       # the run-time scorer reads what was written, nothing else
+                    S = subtask_scores_each([c.embedding for c in usable], self.sub_emb, self.cfg.score_lo, self.cfg.score_hi)
+                    self.scores = np.maximum(self.scores, S.max(0))
+                own = dict(zip((c.slot for c in usable), S.max(1).tolist())) if usable else {}
+                for c in res.calls:                              # what came back, per slot
+                    self.slot_call[c.slot] = (0.0 if c.usable else 1.0, float(c.recovered), own.get(c.slot, 0.0),
+                                              min(2.0, c.latency_s/60.0), min(2.0, c.cost_usd/0.05))
                 cat = self.world.catalog
                 self.path.append(mode[0] + ':' + '+'.join(sorted(cat[self.roster[s]].domain for s in accepted)))
                 ev.update(calls=[{'slot': c.slot, 'specialist_id': c.specialist_id, 'role': cat[c.specialist_id].role,
@@ -335,13 +363,13 @@ class SpindleFlowEnv(gym.Env):
         truncated = bool(not terminated and self.t >= self.cfg.max_steps)
         info = {'action_mask': mask_after}
         if terminated or truncated:
-            self._finish(terms, info, explicit=terminated)
+            self._finish(terms, info, explicit=terminated, ev=ev)
         reward = float(sum(terms.values()))
         tt = self.terms_total
         for k_, v in terms.items(): tt[k_] += v
         self.return_ += reward
         ev.update(reward=reward, reward_terms=dict(terms), latency_s=self.latency, cost_usd=self.cost,
-                  coverage=self.backend.coverage().tolist(), edges=self.dag_edges())
+                  scores=self.scores.tolist(), edges=self.dag_edges())
         self.trace.append(ev)
         info.update(reward_terms=terms, trace=ev)
         if 'summary' in info: info['summary']['return'] = self.return_; info['summary']['terms_total'] = dict(self.terms_total)
@@ -351,7 +379,7 @@ class SpindleFlowEnv(gym.Env):
         "Edges of the delegation DAG so far, in the order they were added (node ids as in `DelegationDAG`)."
         return [[int(u), int(v)] for u, v in self.dag.edges]
 
-    def _finish(self, terms: dict, info: dict, explicit: bool):
+    def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = None):
         self._done = True
         q = self.backend.coverage()
         cm = self.backend.conflict_multiplier() if hasattr(self.backend, 'conflict_multiplier') else 1.0
@@ -362,7 +390,10 @@ class SpindleFlowEnv(gym.Env):
         judge_cost = sum(getattr(j, 'cost_usd', 0.0) for j in judges) - spent0     # LLM judges (tiers 2-3) cost money too
         path = '>'.join(self.path) or 'none'
         cons = self.consistency.update(self.task.category, path)
-        auditable = explicit and self.n_invalid == 0 and len(self.path) > 0
+        # the explanation bonus is paid only when the explanation generated from the trace justifies every decision
+        # and is verified against it (chapter 15): the audit reads only what a deployment observes
+        auditable = (explicit and self.n_invalid == 0 and len(self.path) > 0
+                     and explanation_verified(self, pending=ev, explicit=explicit))
         tt = self.rewards.terminal_terms(specialist_score=sc['specialist_score'], baseline_score=sc['baseline_score'],
                                          consistency=cons, auditable=auditable)
         for k_ in ('quality_delta', 'consistency_bonus', 'explanation_bonus'): terms[k_] += tt[k_]
@@ -397,7 +428,14 @@ class SpindleFlowEnv(gym.Env):
         return self.dag.action_mask()
 
     def render(self):
+        "`ansi`: a text summary of the episode so far; `rgb_array`: a frame (DAG, calls, reward terms; chapter 07b)."
+        if self.render_mode == 'rgb_array':
+            from spindleflow_rl.render import render_frame
+            return render_frame(self)
         if self.render_mode != 'ansi' or self.task is None: return None
+        try: from spindleflow_rl.render import render_ansi
+        except ImportError: render_ansi = None
+        if render_ansi is not None: return render_ansi(self)
         lines = [f"task {self.task.id} (phase {self.task.phase}): {self.task.text}", f"tier {self.tier}  step {self.t}"]
         for s, sid in enumerate(self.roster):
             lines.append(f"  [{s}] {'*' if s in self.dag.called else ' '} {sid or '-'}")

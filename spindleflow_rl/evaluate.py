@@ -13,9 +13,10 @@ from .baselines import (RandomPolicy, CallAllPolicy, GreedyTopKPolicy, OraclePol
                                       mean_ci, normalised)
 
 # %% auto #0
-__all__ = ['SPLITS', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics', 'normalised_ci',
-           'add_normalised', 'make_baselines', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report',
-           'fmt_normalised', 'markdown_table', 'evaluate_run', 'main']
+__all__ = ['SPLITS', 'NON_DEPLOYABLE', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics',
+           'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison',
+           'make_baselines', 'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report',
+           'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'main']
 
 # %% ../nbs/10_evaluate.ipynb #0bc69d98
 class ModelPolicy:
@@ -118,9 +119,59 @@ def add_normalised(table: dict, returns: dict | None = None) -> dict:
                                                   table['oracle']['return_by_phase'][p]) for p in v['return_by_phase']}
     return table
 
+# %% ../nbs/10_evaluate.ipynb #4e352347
+NON_DEPLOYABLE = ('random', 'oracle')     # random is a floor, and the oracle reads the simulator's hidden parameters
+
+def best_baseline(table: dict, exclude=('policy', *NON_DEPLOYABLE)) -> str | None:
+    "The non-learned baseline a deployment could run with the best mean return in a split's table (`None` if none)."
+    names = [n for n in table if n not in exclude]
+    return max(names, key=lambda n: table[n]['return']) if names else None
+
+def paired_difference(R, R_base, R_random=None, R_oracle=None, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """Policy minus baseline on the same episodes (episode i of each: same task, roster, hidden parameters): the mean
+    return difference and, with random's and the oracle's returns, the normalised difference
+    `(mean R - mean R_base) / (mean R_oracle - mean R_random)`, each with a paired-bootstrap interval (episode indices
+    resampled jointly for all arrays; seeded)."""
+    arrs = [np.asarray(x, float) for x in (R, R_base, R_random, R_oracle) if x is not None]
+    if len(arrs) not in (2, 4): raise ValueError("paired_difference needs R and R_base, and optionally both R_random and R_oracle.")
+    if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) != 1:
+        raise ValueError(f"paired_difference needs 1-d per-episode returns of equal length (the same episodes), got lengths "
+                         f"{[len(a) for a in arrs]}.")
+    if len(arrs[0]) < 2: raise ValueError("paired_difference needs at least 2 episodes.")
+    q = [(1 - level)/2, 1 - (1 - level)/2]
+    idx = np.random.default_rng(seed).integers(0, len(arrs[0]), (n_boot, len(arrs[0])))
+    d = arrs[0] - arrs[1]; bd = d[idx].mean(1)
+    out = {'return_diff': float(d.mean()), 'return_diff_ci95': [float(x) for x in np.quantile(bd, q)]}
+    if len(arrs) == 4:
+        span = arrs[3].mean() - arrs[2].mean(); bspan = arrs[3][idx].mean(1) - arrs[2][idx].mean(1)
+        out['normalised_diff'] = float(d.mean()/span) if span > 0 else float('nan')
+        ok = bspan > 0
+        out['normalised_diff_ci95'] = ([float(x) for x in np.quantile(bd[ok]/bspan[ok], q)] if ok.any() else [float('nan')]*2)
+    return out
+
+def compare_to_best(table: dict, returns: dict, seed: int = 0) -> dict | None:
+    "Policy vs the split's best deployable baseline: its name, both normalised scores and the paired difference."
+    b = best_baseline(table)
+    if b is None or 'policy' not in returns or b not in returns: return None
+    n = min(len(returns['policy']), len(returns[b]), *(len(returns[k]) for k in NON_DEPLOYABLE if k in returns))
+    rr = [returns[k][:n] for k in NON_DEPLOYABLE] if all(k in returns for k in NON_DEPLOYABLE) else [None, None]
+    out = {'best_baseline': b, 'episodes': n, **paired_difference(returns['policy'][:n], returns[b][:n], *rr, seed=seed)}
+    for k in ('policy', b):
+        if 'normalised' in table[k]: out[f"{'policy' if k == 'policy' else 'baseline'}_normalised"] = table[k]['normalised']
+    return out
+
+def fmt_comparison(c: dict) -> str:
+    "`policy − greedy-topk-par: +0.031 [+0.012, +0.050] return, +0.05 [+0.02, +0.08] normalised`."
+    s = f"policy − {c['best_baseline']}: {c['return_diff']:+.3f} [{c['return_diff_ci95'][0]:+.3f}, {c['return_diff_ci95'][1]:+.3f}] return"
+    if 'normalised_diff' in c:
+        lo, hi = c['normalised_diff_ci95']; s += f", {c['normalised_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] normalised"
+    return s
+
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
+import spindleflow_rl.baselines as _B
+_PLANNERS = tuple(n for n, c in (('subtask-planner', 'SubtaskPlannerPolicy'), ('adaptive-planner', 'AdaptivePlannerPolicy')) if hasattr(_B, c))
 BASELINES = ('random', 'call-all-sequential', 'call-all-parallel', 'greedy-topk-seq', 'greedy-topk-par',
-             'greedy-top3-seq', 'greedy-top3-par', 'oracle')
+             'greedy-top3-seq', 'greedy-top3-par', *_PLANNERS, 'oracle')
 
 def make_baselines(seed: int = 0, names=BASELINES) -> dict:
     "The scripted baselines by name (greedy 'topk' uses the task's expected specialist count, 'top3' a fixed 3)."
@@ -129,24 +180,50 @@ def make_baselines(seed: int = 0, names=BASELINES) -> dict:
           'greedy-topk-seq': lambda: GreedyTopKPolicy(None, 'sequential'), 'greedy-topk-par': lambda: GreedyTopKPolicy(None, 'parallel'),
           'greedy-top3-seq': lambda: GreedyTopKPolicy(3, 'sequential'), 'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
           'oracle': lambda: OraclePolicy(K=16, seed=seed)}
+    for n, cls in (('subtask-planner', 'SubtaskPlannerPolicy'), ('adaptive-planner', 'AdaptivePlannerPolicy')):
+        if hasattr(_B, cls): mk[n] = getattr(_B, cls)          # chapter 07a's planners (issue 10)
     unknown = [n for n in names if n not in mk]
     if unknown: raise ConfigError(f"unknown baseline(s) {unknown}; choose from {list(mk)}.")
     return {n: mk[n]() for n in names}
 
-def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False) -> tuple[dict, dict]:
+class EvalBudget:
+    "What an evaluation may spend (`limit_usd` None: no limit), what it spent, and why it stopped early (if it did)."
+    def __init__(self, limit_usd: float | None = None):
+        self.limit, self.spent, self.most, self.stopped = limit_usd, 0.0, 0.0, None
+    def charge(self, usd: float): self.spent += usd; self.most = max(self.most, usd)
+    def allows_next(self) -> bool: return self.limit is None or self.spent + 1.5*self.most <= self.limit
+
+def _spent(env, pol) -> float:
+    f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
+    return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
+
+def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False,
+                   budget: EvalBudget | None = None, returns_out: dict | None = None) -> tuple[dict, dict]:
     """Run every policy on the same `episodes` seeds (a fresh env per policy). Returns (metrics table, recorded
-    traces: the first `record` episodes of each policy)."""
-    table, traces, returns = {}, {}, {}
+    traces: the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit; Ctrl-C
+    also stops; either way the finished episodes are kept (`budget.stopped` says why). `returns_out`: filled with
+    each policy's per-episode returns."""
+    table, traces, returns = {}, {}, {} if returns_out is None else returns_out
+    budget = budget or EvalBudget()
     for name, pol in policies.items():
+        if budget.stopped: break
         env = env_fn(); sums = []
-        for i in range(episodes):
-            sd = 10_000*(seed + 1) + i
-            s = run_episode(env, pol, seed=sd, record=i < record)
-            if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
-            sums.append(s)
+        try:
+            for i in range(episodes):
+                if not budget.allows_next(): budget.stopped = 'budget'; break
+                sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
+                s = run_episode(env, pol, seed=sd, record=i < record)
+                budget.charge(_spent(env, pol) - before)
+                if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
+                sums.append(s)
+        except KeyboardInterrupt: budget.stopped = 'interrupted'
+        if not sums: continue
         table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
+        if len(sums) < episodes: table[name]['partial'] = True
         if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
-    if 'random' in table and 'oracle' in table: add_normalised(table, returns)
+    if 'random' in table and 'oracle' in table:
+        n = min(len(v) for v in returns.values())
+        add_normalised(table, {k: v[:n] for k, v in returns.items()} if n >= 2 else None)
     return table, traces
 
 # %% ../nbs/10_evaluate.ipynb #67997ca5
@@ -222,23 +299,54 @@ def markdown_table(report: dict) -> str:
     out = []
     for split, tab in report['splits'].items():
         out += [f"### {split} ({next(iter(tab.values()))['episodes']} episodes per policy)", '',
-                '| policy | return (95% CI) | normalised (95% CI) | quality | cost $ | latency s | success | recovery | specialists | consistency |',
+                '| policy | return (95% CI) | normalised (95% CI) | quality | ' + ('cost $ (simulated)' if report.get('backend', 'sim') == 'sim' else 'cost $') + ' | latency s | success | recovery | specialists | consistency |',
                 '|---|---|---|---|---|---|---|---|---|---|']
         for n, v in tab.items():
             out.append(f"| {n} | {v['return']:+.3f} ± {v['return_ci95']:.3f} | {fmt_normalised(v)} | {v['quality']:.3f} | "
                        f"{v['cost_usd']:.4f} | {v['latency_s']:.1f} | {v['success_rate']:.2f} | {v['recovery_rate']:.2f} | "
-                       f"{v['specialists_per_task']:.2f} | {v['plan_consistency']:.2f} |")
+                       f"{v['specialists_per_task']:.2f} | {v['plan_consistency']:.2f} |" + (' (partial)' if v.get('partial') else ''))
+        c = report.get('vs_best_baseline', {}).get(split)
+        if c: out += ['', f"**Policy vs the best baseline ({c['best_baseline']})**, paired over {c['episodes']} episodes: {fmt_comparison(c)}"]
         out.append('')
     return '\n'.join(out)
 
-def evaluate_run(checkpoint, episodes: int = 1000, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
+
+# %% ../nbs/10_evaluate.ipynb #b459a213
+def report_paths(run_dir: Path, json_out=None) -> tuple[Path, Path, Path]:
+    """`(report json, its markdown, the folder for episodes.jsonl and plots)`. The run's own report lives in the run
+    folder; a report named with `json_out` keeps its companions next to it (`X.md`) and in a folder named after it
+    (`X/`), so it never lands on the run's own files."""
+    if json_out is None: return run_dir/'eval.json', run_dir/'eval.md', run_dir
+    j = Path(json_out)
+    if j.suffix != '.json': raise ConfigError(f"--json names the report file and must end in .json, got {j}.")
+    if j.resolve() == (run_dir/'eval.json').resolve(): return report_paths(run_dir)
+    return j, j.with_suffix('.md'), j.with_suffix('')
+
+def _headlines(report: dict) -> list:
+    out = []
+    for split, tab in report['splits'].items():
+        p = tab.get('policy')
+        if p is None: continue
+        c = report.get('vs_best_baseline', {}).get(split)
+        head = (f"headline {split}: policy normalised {fmt_normalised(p)}" if 'normalised' in p else f"headline {split}: policy") + \
+               f" (return {p['return']:+.3f} ± {p['return_ci95']:.3f})"
+        if c: head += f" vs best baseline {c['best_baseline']} {fmt_normalised(tab[c['best_baseline']])}; {fmt_comparison(c)}"
+        out.append(head)
+    return out
+
+# %% ../nbs/10_evaluate.ipynb #6a0992a8
+def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
                  json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
-                 backend: str | None = None, tier: int | None = None, recorded: str | None = None) -> dict:
+                 backend: str | None = None, tier: int | None = None, recorded: str | None = None,
+                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool | None = None) -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
-    `backend`/`tier`/`recorded` override the run's own settings (e.g. evaluate a demo-trained policy with real LLMs:
-    `backend='openai', tier=2`, which adds the `llm-planner` baseline; the oracle needs the simulator's hidden
-    parameters, so it and the normalised score are only reported with the simulated backend)."""
-    from spindleflow_rl.train import SECTIONS, TrainConfig, make_backend
+    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
+    the oracle needs the simulator's hidden parameters, so it and the normalised score are only reported with the
+    simulated backend). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
+    printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
+    keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
+    run's own default report)."""
+    from spindleflow_rl.train import SECTIONS, TrainConfig, make_backend, atomic_write_json
     from spindleflow_rl.env import default_world
     model, cfg, z = load_model(checkpoint, device)
     run_dir = Path(cfg.pop('_run_dir'))
@@ -246,78 +354,114 @@ def evaluate_run(checkpoint, episodes: int = 1000, splits=('train', 'heldout', '
     tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
     tc = tc.replace(**{k: v for k, v in dict(backend=backend, tier=tier, recorded=recorded).items() if v is not None})
     if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+    paid = tc.backend == 'openai'
+    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else 1000)
+    if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
+    jpath, mdpath, side = report_paths(run_dir, json_out)
+    if jpath.exists() and not (overwrite or (overwrite is None and json_out is None)):
+        raise ConfigError(f"{jpath} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
     world = default_world() if tc.backend != 'recorded' else None
     backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
     if tc.backend != 'sim': baselines = tuple(b for b in baselines if b != 'oracle')
     extra = {}
-    if tc.backend == 'openai':
+    if paid:
         from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, LLMPlannerPolicy
         ocfg = OpenAIConfig.from_dict(cfg.get('openai') or {}, where='openai')
         extra['llm-planner'] = LLMPlannerPolicy(ocfg, LLMClient(ocfg))
-    json_out = Path(json_out) if json_out else run_dir/'eval.json'
-    json_out.parent.mkdir(parents=True, exist_ok=True)
+    n_runs = episodes*(1 + len(baselines) + len(extra))*len(splits)
+    if paid and not quiet:
+        est = f"about ${n_runs*cost_per_episode:.4f} at training's ${cost_per_episode:.5f} per episode (call-all baselines cost more)" \
+              if cost_per_episode else "unknown (no paid training episodes to measure from)"
+        lim = f"; it stops before passing ${max_cost_usd:.4f} (what --max-cost-usd left)" if max_cost_usd is not None else '; no --max-cost-usd limit'
+        print(f"evaluation on {tc.backend}: {episodes} episodes x {1 + len(baselines) + len(extra)} policies x {len(splits)} splits "
+              f"= {n_runs} episodes; estimated cost {est}{lim}.", flush=True)
+    budget = EvalBudget(max_cost_usd if paid else None)
     report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
-              'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
-    traces = {}
-    t0 = time.time()
-    for split in splits:
-        if not quiet: print(f"evaluating on {split} ({episodes} episodes per policy)...", flush=True)
-        pols = {'policy': ModelPolicy(model), **make_baselines(seed, baselines), **extra}
-        fn = split_env_fn(split, sec['env'], sec['reward'], sec['sim'], world, backend_fn)
-        try: fn().task_pool()
-        except ConfigError as e:          # e.g. a small table of recorded outcomes with no held-out task
-            print(f"  skipped {split}: {e}"); continue
-        tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet)
-        report['splits'][split] = tab; traces[split] = tr
-    if not report['splits']: raise ConfigError("no split had tasks to evaluate on; check the task bank or the --split choice.")
+              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    traces, t0 = {}, time.time()
+    import signal
+    def _on_term(signum, frame): raise KeyboardInterrupt
+    old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
+    try:
+        for split in splits:
+            if budget.stopped: break
+            if not quiet: print(f"evaluating on {split} ({episodes} episodes per policy)...", flush=True)
+            pols = {'policy': ModelPolicy(model), **make_baselines(seed, baselines), **extra}
+            fn = split_env_fn(split, sec['env'], sec['reward'], sec['sim'], world, backend_fn)
+            try: fn().task_pool()
+            except ConfigError as e:          # e.g. a small table of recorded outcomes with no held-out task
+                print(f"  skipped {split}: {e}"); continue
+            rets = {}
+            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets)
+            if tab: report['splits'][split] = tab; traces[split] = tr
+            c = compare_to_best(tab, rets, seed) if tab else None
+            if c: report['vs_best_baseline'][split] = c
+    except KeyboardInterrupt: budget.stopped = 'interrupted'
+    finally:
+        if old_term is not None: signal.signal(signal.SIGTERM, old_term)
+    if not report['splits']:
+        if budget.stopped == 'interrupted': raise KeyboardInterrupt
+        raise ConfigError("no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
+                          "--split or --max-cost-usd.")
     report['seconds'] = time.time() - t0
+    report.update(stopped=budget.stopped, eval_cost_usd=budget.spent if paid else 0.0)
+    return _write_report(report, traces, run_dir, jpath, mdpath, side, quiet)
+
+# %% ../nbs/10_evaluate.ipynb #c2761528
+def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
     from spindleflow_rl.train import atomic_write_json
-    atomic_write_json(json_out, report)
-    md = markdown_table(report); (json_out.with_suffix('.md')).write_text(md)
-    figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, json_out.parent)
     from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
-    write_episodes(json_out.parent/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
-                                                      for split, tr in traces.items() for name, eps in tr.items() for s in eps])
+    jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(jpath, report)
+    md = markdown_table(report); mdpath.write_text(md)
+    figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, side)
+    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
+                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
     if not quiet:
-        print('\n' + md); print(f"report: {json_out} (+ {json_out.with_suffix('.md').name}, " + ', '.join(p.name for p in figs) + ')')
-        for split, tab in report['splits'].items():
-            if 'normalised' not in tab['policy']:
-                print(f"headline {split}: policy return {tab['policy']['return']:+.3f} ± {tab['policy']['return_ci95']:.3f}, "
-                      f"quality {tab['policy']['quality']:.3f}, cost ${tab['policy']['cost_usd']:.4f}/episode"); continue
-            greedy = [n for n in tab if n.startswith('greedy')]
-            if not greedy:
-                print(f"headline {split}: policy normalised {fmt_normalised(tab['policy'])} (return {tab['policy']['return']:+.3f} ± "
-                      f"{tab['policy']['return_ci95']:.3f})"); continue
-            g = max(greedy, key=lambda n: tab[n]['return'])
-            print(f"headline {split}: policy normalised {fmt_normalised(tab['policy'])} (return {tab['policy']['return']:+.3f} ± "
-                  f"{tab['policy']['return_ci95']:.3f}) vs best greedy {g} {fmt_normalised(tab[g])} ({tab[g]['return']:+.3f} ± {tab[g]['return_ci95']:.3f})")
+        print('\n' + md); print(f"report: {jpath} (+ {mdpath.name}; {side/'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
+        for h in _headlines(report): print(h)
+    if report.get('stopped'):
+        why = 'the --max-cost-usd budget' if report['stopped'] == 'budget' else 'an interrupt'
+        print(f"evaluation stopped early by {why}: the report holds the finished episodes (marked 'partial').", flush=True)
+        if report['stopped'] == 'interrupted': raise KeyboardInterrupt
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog='spindleflow-eval', description='Evaluate a trained policy against baselines on SpindleFlow-v0.')
+    ap = argparse.ArgumentParser(prog='spindleflow-eval', description='Evaluate a trained policy against baselines on SpindleFlow-v0. '
+                                 'Reads .env from the current folder first (variables already set win).')
     ap.add_argument('--checkpoint', required=True, help='run folder, latest.json or checkpoint zip')
-    ap.add_argument('--episodes', type=int, default=1000, help='episodes per policy and split')
+    ap.add_argument('--episodes', type=int, help='episodes per policy and split (default 1000; 50 with --backend openai)')
     ap.add_argument('--split', action='append', choices=list(SPLITS), help='split(s) to evaluate (repeatable; default: all three)')
-    ap.add_argument('--json', help='report path (default: <run>/eval.json); plots are written next to it')
+    ap.add_argument('--json', help="report file (default: the run's own <run>/eval.json); its .md goes next to it, "
+                                   "episodes.jsonl and plots into a folder named after it")
+    ap.add_argument('--overwrite', action='store_true', help='replace an existing report at that path')
     ap.add_argument('--seed', type=int, default=0); ap.add_argument('--record', type=int, default=5, help='episodes per policy recorded for replay')
     ap.add_argument('--baselines', help='comma-separated baseline names (default: all)')
     ap.add_argument('--backend', choices=('sim', 'recorded', 'openai'), help="execution backend (default: the run's own)")
     ap.add_argument('--tier', type=int, choices=(0, 1, 2, 3), help="reward tier (default: the run's own)")
     ap.add_argument('--recorded', help='outcome table for --backend recorded')
     ap.add_argument('--base-url', help='OpenAI-compatible server URL (sets OPENAI_BASE_URL)')
+    ap.add_argument('--max-cost-usd', type=float, help='with --backend openai: stop before the spend passes this (the finished part is kept)')
     ap.add_argument('--demo-mode', action='store_true', help='simulated backend, no network')
+    ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     a = ap.parse_args(argv)
-    if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
     if a.demo_mode:
         if a.backend not in (None, 'sim'): print("spindleflow-eval: error: --demo-mode cannot be combined with --backend " + a.backend, file=sys.stderr); return 2
         a.backend = 'sim'
     try:
-        if a.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {a.episodes}.")
+        from spindleflow_rl.openai_backend import load_env_file
+        names = load_env_file(a.env_file)
+        if names: print(f"read {', '.join(names)} from {a.env_file}")
+        if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
+        if a.episodes is not None and a.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {a.episodes}.")
+        if a.max_cost_usd is not None and a.max_cost_usd <= 0: raise ConfigError(f"--max-cost-usd must be > 0, got {a.max_cost_usd}.")
         evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed, a.json,
                      tuple(a.baselines.split(',')) if a.baselines else BASELINES, a.record,
-                     backend=a.backend, tier=a.tier, recorded=a.recorded)
+                     backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite)
     except ConfigError as e:
         print(f"spindleflow-eval: error: {e}", file=sys.stderr); return 2
+    except KeyboardInterrupt:
+        return 130
     return 0

@@ -67,14 +67,14 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
         self.M, self.D, self.slot_dim, self.slot_features, self.context_dim = M, emb_dim, slot_dim, slot_features, context_dim
         assert L.slices['scratchpad'].stop == (2*M + 2)*emb_dim     # task, roster, called, scratchpad are contiguous
         self.proj = nn.Linear(emb_dim, slot_dim)     # ONE projection for every roster slot, called slot, task and scratchpad
-        self.slot_mlp = nn.Sequential(nn.Linear(2*slot_dim + N_REL + N_GRAPH, slot_hidden), nn.ReLU(),
+        self.slot_mlp = nn.Sequential(nn.Linear(2*slot_dim + N_REL + N_GRAPH + L.n_slot_features, slot_hidden), nn.ReLU(),
                                       nn.Linear(slot_hidden, slot_features), nn.ReLU())
         self.context_mlp = nn.Sequential(nn.Linear(2*slot_features + 2*slot_dim + L.n_scalars + 17 + 2, context_dim), nn.ReLU())
         self.register_buffer('_graph', _graph_matrix(M), persistent=False)
         self.register_buffer('_eye', th.eye(M), persistent=False)
 
     def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        "Embeddings `(B, 2M+2, D)` [task, roster, called, scratchpad], per-slot features `(B, M, N_REL+N_GRAPH)`, misc `(B, 27)`."
+        "Embeddings `(B, 2M+2, D)` [task, roster, called, scratchpad], per-slot features `(B, M, N_REL+N_GRAPH+8)`, misc `(B, 27)`."
         M, D, L = self.M, self.D, self.layout
         V = obs[:, :(2*M + 2)*D].reshape(-1, 2*M + 2, D)
         norm = V.norm(dim=-1)                                        # (B, 2M+2)
@@ -93,7 +93,8 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
         graph = g[:, :M*N_GRAPH].reshape(-1, M, N_GRAPH)
         misc = th.cat([obs[:, L.slices['scalars']], g[:, M*N_GRAPH:], empty.mean(-1, keepdim=True),
                        called.mean(-1, keepdim=True)], -1)
-        return V, th.cat([rel, graph], -1), misc
+        so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)      # the env's per-slot run-time features
+        return V, th.cat([rel, graph, so], -1), misc
 
     def forward(self, obs: th.Tensor) -> th.Tensor:
         M = self.M

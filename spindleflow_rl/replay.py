@@ -175,7 +175,7 @@ def node_labels(ep: dict) -> dict:
     "Display label of every DAG node of an episode (0 orchestrator, 1..M slots, M+1 aggregator, M+2 fallback, M+3 resolver)."
     M = len(ep['roster'])
     out = {0: 'orchestrator', M + 1: 'aggregator', M + 2: 'fallback', M + 3: 'resolver'}
-    for s, sid in enumerate(ep['roster']): out[s + 1] = sid or f'slot {s} (empty)'
+    for s, sid in enumerate(ep['roster']): out[s + 1] = (sid or f'slot {s} (empty)').replace('$', r'\$')   # no mathtext from ids
     return out
 
 def _fig_png(fig, dpi: int = 90) -> str:
@@ -314,7 +314,7 @@ def step_html(ep: dict, t: int, images: bool = True) -> str:
     for s, reason in (st.get('allowed') or {}).items():
         why.append(f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>')
     for r in st.get('rejected') or []:
-        why.append(f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot {r["slot"]}) refused: {E(r["reason"])}</li>')
+        why.append(f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot {E(str(r["slot"]))}) refused: {E(str(r["reason"]))}</li>')
     if st['meta'] == 'call':
         open_ = [name(s) for s, m in enumerate(st.get('mask') or []) if m]
         why.append(f'<li>callable before this step (mask): {", ".join(E(x) for x in open_) or "none"}</li>')
@@ -324,7 +324,7 @@ def step_html(ep: dict, t: int, images: bool = True) -> str:
     if t == T:
         ok = summ.get('success')
         out.append(f'<div class="sf-end"><b>Episode end</b>: quality {summ.get("quality", float("nan")):.3f} vs generalist baseline '
-                   f'{summ.get("baseline_score", float("nan")):.3f} · {summ.get("n_called", "?")} specialist(s) (expected {summ.get("expected", "?")}) · '
+                   f'{summ.get("baseline_score", float("nan")):.3f} · {E(str(summ.get("n_called", "?")))} specialist(s) (expected {E(str(summ.get("expected", "?")))}) · '
                    f'path <code>{E(str(summ.get("path", "")))}</code> · return <b>{summ.get("return", R):+.3f}</b> · '
                    f'<span class="{"ok" if ok else "bad"}">{"success" if ok else "no success"}</span>'
                    f'{" · truncated at the step limit" if summ.get("truncated") else ""}</div>')

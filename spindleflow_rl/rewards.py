@@ -12,7 +12,8 @@ from .config import RewardConfig
 
 # %% auto #0
 __all__ = ['REWARD_TERMS', 'zero_terms', 'RewardCalculator', 'overrun_fraction', 'ConsistencyTracker', 'JudgeUnavailable',
-           'EpisodeRecord', 'TierScorer', 'HeuristicScorer', 'EmbeddingScorer', 'JudgeScorer', 'TierCascade']
+           'EpisodeRecord', 'TierScorer', 'HeuristicScorer', 'subtask_scores_each', 'subtask_scores', 'EmbeddingScorer',
+           'JudgeScorer', 'TierCascade']
 
 # %% ../nbs/06_rewards.ipynb #06961356
 REWARD_TERMS = ('quality_delta', 'efficiency_penalty', 'failure_penalty', 'recovery_bonus', 'conflict_penalty',
@@ -108,14 +109,24 @@ class HeuristicScorer:
         spec = _mean(rec.coverage)*rec.conflict_mult if len(rec.coverage) else 0.0
         return spec, _mean(rec.baseline['quality']) if len(rec.coverage) else 0.0
 
+def subtask_scores_each(embs, sub: np.ndarray, lo: float = 0.2, hi: float = 0.8) -> np.ndarray:
+    "`(n_out, k)`: each output's cosine to each subtask, rescaled from `[lo, hi]` to `[0, 1]` (float32)."
+    sims = np.stack(embs) @ np.asarray(sub).T
+    return np.clip((sims - lo)*(1.0/(hi - lo)), 0, 1).astype(np.float32, copy=False)
+
+def subtask_scores(embs, sub: np.ndarray, lo: float = 0.2, hi: float = 0.8) -> np.ndarray:
+    """A run-time scorer that needs nothing but what was written: per subtask, the best cosine of any output
+    embedding to the subtask embedding, rescaled from `[lo, hi]` to `[0, 1]`. `(k,)` float32; zeros without outputs."""
+    if len(embs) == 0: return np.zeros(len(sub), np.float32)
+    return subtask_scores_each(embs, sub, lo, hi).max(0)
+
 class EmbeddingScorer:
-    "Tier 1: per subtask, the best cosine of any output to the subtask, rescaled from [lo, hi] to [0, 1]; mean over subtasks."
+    "Tier 1: `subtask_scores` of the outputs (best cosine per subtask, rescaled from [lo, hi] to [0, 1]); mean over subtasks."
     tier = 1
     def __init__(self, lo: float = 0.2, hi: float = 0.8): self.lo, self.hi = lo, hi
     def _s(self, embs, sub):
         if len(embs) == 0: return 0.0
-        sims = np.stack(embs) @ sub.T                                  # (n_out, k)
-        return float(np.clip((sims.max(0) - self.lo)/(self.hi - self.lo), 0, 1).mean())
+        return float(subtask_scores(embs, sub, self.lo, self.hi).mean())
     def score(self, rec):
         spec = self._s([e for _, _, e in rec.outputs], rec.sub_emb)*rec.conflict_mult
         return spec, self._s([rec.baseline['embedding']], rec.sub_emb)

@@ -15,7 +15,8 @@ from .catalog import DOMAINS
 
 # %% auto #0
 __all__ = ['PHASES', 'SPLITS', 'PHASE_BUDGET_RANGE', 'NOMINAL_CALL_S', 'Subtask', 'dependency_levels', 'default_latency_budget',
-           'Task', 'subtask_from_dict', 'task_from_dict', 'TaskBank', 'split_clauses', 'TaskDecomposer']
+           'Task', 'subtask_from_dict', 'task_from_dict', 'TaskBank', 'normalise_text', 'resplit', 'split_overlap',
+           'split_clauses', 'TaskDecomposer']
 
 # %% ../nbs/04_tasks.ipynb #ef514c64
 PHASES = (1, 2, 3)
@@ -236,6 +237,69 @@ class TaskBank:
 
 @lru_cache(maxsize=4)
 def _cached_bank(path: str, mtime_ns: int) -> TaskBank: return TaskBank.from_yaml(path)
+
+# %% ../nbs/04_tasks.ipynb #8bf28e15
+def normalise_text(s: str) -> str:
+    "Lower case, whitespace collapsed: the form in which two subtask texts count as the same."
+    return re.sub(r'\s+', ' ', s.strip().lower())
+
+def _task_groups(tasks: Sequence[Task], embedder=None, threshold: float = 0.8) -> list[list[int]]:
+    "Connected components of tasks linked by a shared (normalised) subtask text or subtasks with cosine >= threshold."
+    texts = sorted({normalise_text(s.text) for t in tasks for s in t.subtasks})
+    tid = {x: i for i, x in enumerate(texts)}
+    users = [[] for _ in texts]
+    for n, t in enumerate(tasks):
+        for s in t.subtasks: users[tid[normalise_text(s.text)]].append(n)
+    parent = list(range(len(tasks)))
+    def root(i):
+        while parent[i] != i: parent[i] = parent[parent[i]]; i = parent[i]
+        return i
+    links = [(a, b) for a in range(len(texts)) for b in (a,)]         # the same text
+    if embedder is not None and threshold < 1:
+        E = np.asarray(embedder.encode(texts), np.float32); E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+        links += [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(E @ E.T >= threshold, 1)))]
+    for a, b in links:
+        for x in users[a] + users[b]: parent[root(x)] = root(users[a][0])
+    groups = {}
+    for n in range(len(tasks)): groups.setdefault(root(n), []).append(n)
+    return list(groups.values())
+
+
+# %% ../nbs/04_tasks.ipynb #55c118bd
+def resplit(bank: TaskBank, embedder=None, threshold: float = 0.8, per_cell: int = 2, seed: int = 0) -> TaskBank:
+    """A copy of `bank` with a new train/heldout split: whole groups of related tasks (`_task_groups`) are held out,
+    smallest first and in a seeded order among equals, until every (phase, category) cell has `per_cell` held-out tasks."""
+    tasks = [Task(**{**t.to_dict(), 'subtasks': [Subtask(**s) for s in t.to_dict()['subtasks']], 'split': 'train'})
+             for t in bank]
+    groups = _task_groups(tasks, embedder, threshold)
+    perm = np.random.default_rng(seed).permutation(len(groups)).tolist()
+    order = sorted(perm, key=lambda i: len(groups[i]))      # small groups first (stable: seeded among equals)
+    held = set()
+    for p in sorted({t.phase for t in tasks}):
+        for c in DOMAINS:
+            for g in (groups[i] for i in order):
+                if sum(1 for n in held if (tasks[n].phase, tasks[n].category) == (p, c)) >= per_cell: break
+                if any((tasks[n].phase, tasks[n].category) == (p, c) for n in g): held.update(g)
+    for n in held: tasks[n].split = 'heldout'
+    return TaskBank(tasks, source=bank.source)
+
+def split_overlap(bank: TaskBank, embedder=None) -> dict:
+    """What a held-out task shares with training: held-out subtask texts found verbatim (normalised) in training,
+    held-out tasks sharing half or more of their subtasks with one training task, and (with an embedder) the
+    highest cosine between a held-out and a training subtask text."""
+    train, held = bank.tasks(split='train'), bank.tasks(split='heldout')
+    seen = {normalise_text(s.text) for t in train for s in t.subtasks}
+    hs = [normalise_text(s.text) for t in held for s in t.subtasks]
+    tsets = [{normalise_text(s.text) for s in t.subtasks} for t in train]
+    half = [t.id for t in held if any(2*len({normalise_text(s.text) for s in t.subtasks} & ts) >= len(t.subtasks) for ts in tsets)]
+    out = {'train_tasks': len(train), 'heldout_tasks': len(held), 'heldout_subtasks': len(hs),
+           'verbatim_shared_subtasks': sum(x in seen for x in hs), 'heldout_tasks_half_shared': len(half)}
+    if embedder is not None:
+        A = np.asarray(embedder.encode(sorted(set(hs))), np.float32); B = np.asarray(embedder.encode(sorted(seen)), np.float32)
+        A /= np.linalg.norm(A, axis=1, keepdims=True); B /= np.linalg.norm(B, axis=1, keepdims=True)
+        out['max_cosine_to_training'] = round(float((A @ B.T).max()), 3)
+    return out
+
 
 # %% ../nbs/04_tasks.ipynb #58617af3
 _SENTENCE_RE = re.compile(r'(?<=[.!?])\s+(?=\S)')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_train.ipynb #18d28d91
 from __future__ import annotations
-import argparse, io, json, os, sys, time, signal, platform, shutil
+import argparse, copy, io, json, os, pickle, random, sys, time, signal, platform, shutil, traceback
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 import numpy as np
@@ -12,10 +12,12 @@ from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig
                                    seed_everything)
 
 # %% auto #0
-__all__ = ['SECTIONS', 'TrainConfig', 'load_run_config', 'Curriculum', 'atomic_write_bytes', 'atomic_write_json', 'RunState',
-           'EpisodeStatsCallback', 'CheckpointCallback', 'save_checkpoint', 'prune_checkpoints', 'make_backend',
-           'FastDummyVecEnv', 'make_vec_env', 'resolve_checkpoint', 'train', 'build_parser', 'args_to_overrides',
-           'main']
+__all__ = ['SECTIONS', 'SPEND_KIND', 'TrainConfig', 'load_run_config', 'Curriculum', 'atomic_write_bytes', 'atomic_write_json',
+           'spend_fields', 'spend_from', 'NonFiniteError', 'check_finite', 'RunState', 'EpisodeStatsCallback',
+           'rng_state', 'set_rng_state', 'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash',
+           'CheckpointCallback', 'prune_checkpoints', 'make_backend', 'FastDummyVecEnv', 'safe_start_method',
+           'make_vec_env', 'ProgressCallback', 'resolve_checkpoint', 'set_determinism', 'train', 'build_parser',
+           'args_to_overrides', 'eval_plan', 'main']
 
 # %% ../nbs/09_train.ipynb #8abeeeff
 def _f(default, help, **kw):
@@ -41,33 +43,53 @@ class TrainConfig(ConfigBase):
     checkpoint_every: int = _f(50_000, 'timesteps between checkpoints (written atomically)')
     keep_checkpoints: int = _f(3, 'how many periodic checkpoints to keep (the final one is always kept)')
     eval_episodes: int = _f(1000, 'episodes per policy and split for the evaluation after training (0: skip)')
+    paid_eval_episodes: int = _f(50, 'the same with a paid backend (openai), unless --eval-episodes is given')
     device: str = _f('auto', 'auto (CUDA when present) | cpu | cuda')
     backend: str = _f('sim', 'execution backend: sim (demo mode, offline) | recorded | openai')
     tier: int = _f(0, 'reward tier locked each episode: 0 heuristic, 1 embedding, 2 LLM judge, 3 strong judge')
     recorded: str = _f('', 'CSV/JSONL table of logged outcomes for --backend recorded')
-    max_cost_usd: float = _f(0.0, 'stop cleanly (checkpoint written) before LLM spend passes this (0: no limit)')
-    progress: bool = _f(True, 'show a progress bar')
-    torch_threads: int = _f(0, 'torch CPU threads (0: leave the default)')
+    max_cost_usd: float = _f(0.0, 'stop cleanly (checkpoint written) before LLM spend passes this, training and evaluation together (0: no limit)')
+    progress: bool = _f(True, 'show progress (a live line on a terminal, a plain line every progress_every_s otherwise)')
+    progress_every_s: float = _f(30.0, 'seconds between plain-text progress lines when stdout is not a terminal')
+    torch_threads: int = _f(0, 'torch CPU threads (0: leave the default); pin it to reproduce a run bit for bit')
 
 SECTIONS = {'train': TrainConfig, 'env': EnvConfig, 'reward': RewardConfig, 'sim': SimConfig}
 
+def _check_ppo(ppo: dict, where: str) -> dict:
+    "The `ppo:` section's keys must be public `RecurrentPPO` arguments that the run does not set itself."
+    import inspect
+    from sb3_contrib import RecurrentPPO
+    valid = sorted(k for k in inspect.signature(RecurrentPPO.__init__).parameters
+                   if not k.startswith('_') and k not in ('self', 'policy', 'env', 'seed', 'device', 'tensorboard_log', 'policy_kwargs'))
+    unknown = sorted(set(ppo) - set(valid))
+    if unknown: raise ConfigError(f"{where}: unknown key(s) {unknown} in section 'ppo'. Valid: {', '.join(valid)} "
+                                  "(seed, device: section 'train'; the architecture: section 'policy').")
+    return ppo
+
 def load_run_config(path=None, overrides: dict | None = None) -> dict:
     """The shipped `train.yaml`, updated section by section with the file at `path` and then with `overrides`
-    (`{'train': {...}, 'ppo': {...}, ...}`); every section validated. Returns typed sections."""
+    (`{'train': {...}, 'ppo': {...}, ...}`); every section validated (errors name the file). Returns typed sections."""
     raw = load_yaml(config_path('train.yaml'))
-    layers = [load_yaml(path)] if path else []
-    layers.append(overrides or {})
-    for layer in layers:
+    layers = [(load_yaml(path), str(path))] if path else []
+    layers.append((overrides or {}, 'overrides'))
+    for layer, where in layers:
         unknown = sorted(set(layer) - {'train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai'})
-        if unknown: raise ConfigError(f"{path or 'overrides'}: unknown section(s) {unknown}. Sections: train, ppo, policy, env, reward, sim, openai.")
+        if unknown: raise ConfigError(f"{where}: unknown section(s) {unknown}. Sections: train, ppo, policy, env, reward, sim, openai.")
         for k, v in layer.items():
             if v is None: continue
-            if not isinstance(v, dict): raise ConfigError(f"{path or 'overrides'}: section {k!r} must be a mapping, got {type(v).__name__}.")
+            if not isinstance(v, dict): raise ConfigError(f"{where}: section {k!r} must be a mapping, got {type(v).__name__}.")
+            if k == 'ppo': _check_ppo(v, where)
             raw[k] = {**(raw.get(k) or {}), **v}
-    out = {k: cls.from_dict(raw.get(k) or {}, where=f"{path or 'train.yaml'}: {k}") for k, cls in SECTIONS.items()}
+    where = str(path) if path else 'train.yaml'
+    out = {k: cls.from_dict(raw.get(k) or {}, where=f"{where}: {k}") for k, cls in SECTIONS.items()}
     out['ppo'] = dict(raw.get('ppo') or {}); out['policy'] = dict(raw.get('policy') or {})
     out['openai'] = dict(raw.get('openai') or {})        # OpenAIConfig fields, validated when the backend is built
+    from spindleflow_rl.policy import PolicyConfig
+    PolicyConfig.from_dict(out['policy'], f"{where}: policy")
     t = out['train']
+    if t.backend == 'openai':
+        from spindleflow_rl.openai_backend import OpenAIConfig
+        OpenAIConfig.from_dict(out['openai'], where=f"{where}: openai")
     if t.timesteps <= 0: raise ConfigError(f"train.timesteps must be > 0, got {t.timesteps}.")
     if t.n_envs < 1: raise ConfigError(f"train.n_envs must be >= 1, got {t.n_envs}.")
     if t.vec_env not in ('dummy', 'subproc', 'auto'): raise ConfigError(f"train.vec_env must be dummy, subproc or auto, got {t.vec_env!r}.")
@@ -78,6 +100,9 @@ def load_run_config(path=None, overrides: dict | None = None) -> dict:
     if t.tier not in (0, 1, 2, 3): raise ConfigError(f"train.tier must be 0-3, got {t.tier}.")
     if t.tier >= 2 and t.backend != 'openai':
         raise ConfigError(f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend).")
+    for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads'):
+        if getattr(t, k) < 0: raise ConfigError(f"train.{k} must be >= 0, got {getattr(t, k)}.")
+    if t.max_cost_usd < 0: raise ConfigError(f"train.max_cost_usd must be >= 0 (0: no limit), got {t.max_cost_usd}.")
     return out
 
 # %% ../nbs/09_train.ipynb #bc5f205d
@@ -125,27 +150,60 @@ def atomic_write_bytes(path: Path, data: bytes):
 
 def atomic_write_json(path: Path, obj): atomic_write_bytes(path, json.dumps(obj, indent=2, default=str).encode())
 
+SPEND_KIND = {'sim': 'simulated', 'recorded': 'recorded', 'openai': 'real'}
+
+def spend_fields(kind: str, usd: float) -> dict:
+    """How a run reports what its backend charged: `cost_usd` is money really spent (the OpenAI backend); the
+    simulator's invented prices and logged costs of recorded outcomes go to `simulated_cost_usd` /
+    `recorded_cost_usd` and `cost_usd` is 0."""
+    if kind == 'real': return {'cost_kind': 'real', 'cost_usd': float(usd)}
+    return {'cost_kind': kind, 'cost_usd': 0.0, f'{kind}_cost_usd': float(usd)}
+
+def spend_from(st: dict) -> float:
+    "The backend spend recorded by `spend_fields` (0 when absent)."
+    kind = st.get('cost_kind', 'real')
+    return float(st.get('cost_usd', 0.0) if kind == 'real' else st.get(f'{kind}_cost_usd', 0.0))
+
+class NonFiniteError(FloatingPointError):
+    "Training produced a NaN or an infinity (in the weights or the rewards): the run stops, the last good checkpoint stays latest."
+
+def check_finite(model) -> str | None:
+    "The name of the first policy parameter with a NaN or an infinity, else `None`."
+    import torch
+    for n, p in model.policy.named_parameters():
+        if not torch.isfinite(p).all(): return n
+    return None
+
 class RunState:
-    "What a checkpoint carries besides the weights: timesteps, curriculum, cost spent, config."
-    def __init__(self, run_dir: Path, config: dict, curriculum: Curriculum):
-        self.run_dir, self.config, self.curriculum = Path(run_dir), config, curriculum
+    "What a checkpoint carries besides the weights: timesteps, curriculum, spend (labelled by kind), config."
+    def __init__(self, run_dir: Path, config: dict, curriculum: Curriculum, spend_kind: str = 'real'):
+        self.run_dir, self.config, self.curriculum, self.spend_kind = Path(run_dir), config, curriculum, spend_kind
         self.cost_usd = 0.0; self.episodes = 0
         self.cost_base = 0.0        # spend of earlier sessions of a resumed run
-    def to_dict(self, model, checkpoint: str) -> dict:
-        try: consistency = model.get_env().env_method('consistency_state')
-        except Exception: consistency = []          # no env attached (e.g. a model loaded for evaluation)
-        return {'format': 'spindleflow-rl-checkpoint/1', 'num_timesteps': int(model.num_timesteps), 'checkpoint': checkpoint,
-                'consistency': consistency,
-                'phase': self.curriculum.phase, 'curriculum': self.curriculum.state, 'cost_usd': self.cost_usd,
-                'episodes': self.episodes, 'config': self.config, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    def to_dict(self, model, checkpoint: str, at: dict | None = None) -> dict:
+        "The `latest.json` record; `at`: the run state captured at a rollout boundary (else now)."
+        if at is None:
+            try: consistency = model.get_env().env_method('consistency_state')
+            except Exception: consistency = []          # no env attached (e.g. a model loaded for evaluation)
+            at = {'num_timesteps': int(model.num_timesteps), 'curriculum': copy.deepcopy(self.curriculum.state),
+                  'phase': self.curriculum.phase, 'episodes': self.episodes, 'consistency': consistency}
+        return {'format': 'spindleflow-rl-checkpoint/2', 'num_timesteps': at['num_timesteps'], 'checkpoint': checkpoint,
+                'consistency': at['consistency'], 'phase': at['phase'], 'curriculum': at['curriculum'],
+                **spend_fields(self.spend_kind, self.cost_usd), 'episodes': at['episodes'], 'config': self.config,
+                'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
 
+# %% ../nbs/09_train.ipynb #6a304455
 class EpisodeStatsCallback(BaseCallback):
-    "Log reward terms and episode outcomes; drive the curriculum; enforce the cost budget."
+    "Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost budget."
     def __init__(self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0):
         super().__init__(verbose); self.state, self.max_cost_usd = state, max_cost_usd
         self.stopped_for_cost = False; self.step_cost = 0.0
     def _on_step(self) -> bool:
         cur = self.state.curriculum; lg = self.logger
+        r = np.asarray(self.locals.get('rewards', []), dtype=float)
+        if not np.isfinite(r).all():
+            raise NonFiniteError(f"non-finite reward {r.tolist()} at timestep {self.num_timesteps}: the environment or its "
+                                 "backend returned NaN/inf (check the reward config and the backend's costs and scores).")
         for info in self.locals['infos']:
             s = info.get('summary')
             if s is None: continue
@@ -166,41 +224,152 @@ class EpisodeStatsCallback(BaseCallback):
             spent = self.state.cost_base + float(sum(self.training_env.env_method('spent_usd')))
             self.step_cost = max(self.step_cost, spent - self.state.cost_usd)      # most spent by one vec step so far
             self.state.cost_usd = spent
-            lg.record('cost/total_usd', spent)
+            lg.record(f'cost/{self.state.spend_kind}_usd', spent)
             if self.max_cost_usd > 0 and spent + 1.5*self.step_cost > self.max_cost_usd:
                 self.stopped_for_cost = True
-                print(f"cost budget: ${spent:.4f} spent of ${self.max_cost_usd:.2f}; stopping before the next step could pass it.")
+                label = '' if self.state.spend_kind == 'real' else f' ({self.state.spend_kind})'
+                print(f"cost budget: ${spent:.4f}{label} spent of ${self.max_cost_usd:.2f}; stopping before the next step could pass it.")
                 return False
         return True
 
-class CheckpointCallback(BaseCallback):
-    "Atomic checkpoints (model zip + `latest.json`) every `every` timesteps, at rollout ends."
-    def __init__(self, state: RunState, every: int, keep: int = 3):
-        super().__init__(0); self.state, self.every, self.keep = state, int(every), int(keep)
-        self.last = None
-    def _on_training_start(self): self.last = self.num_timesteps
-    def _on_step(self) -> bool: return True
-    def _on_rollout_end(self):
-        if self.every > 0 and self.num_timesteps - self.last >= self.every:
-            save_checkpoint(self.model, self.state); self.last = self.num_timesteps
-            prune_checkpoints(self.state.run_dir/'checkpoints', self.keep)
+# %% ../nbs/09_train.ipynb #c51df298
+import gymnasium as gym
 
-def save_checkpoint(model, state: RunState, name: str | None = None) -> Path:
-    "Write `checkpoints/<name>.zip` and `latest.json` atomically; return the zip path."
+def rng_state() -> dict:
+    "Every global generator training draws from: Python's, NumPy's (minibatch order) and torch's (action sampling)."
+    import torch
+    st = {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state()}
+    if torch.cuda.is_available(): st['cuda'] = torch.cuda.get_rng_state_all()
+    return st
+
+def set_rng_state(st: dict):
+    import torch
+    random.setstate(st['python']); np.random.set_state(st['numpy']); torch.set_rng_state(st['torch'])
+    if 'cuda' in st and torch.cuda.is_available(): torch.cuda.set_rng_state_all(st['cuda'])
+
+class _WorldPickler(pickle.Pickler):
+    "Pickles an environment with the shared `World` (and its tasks and specialists) as references, not copies."
+    def __init__(self, f, refs: dict): super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL); self.refs = refs
+    def persistent_id(self, obj): return self.refs.get(id(obj))
+
+class _WorldUnpickler(pickle.Unpickler):
+    def __init__(self, f, world): super().__init__(f); self.world = world
+    def persistent_load(self, pid):
+        kind, path = pid
+        if kind == 'task': return self.world.bank[path]
+        if kind == 'spec': return self.world.catalog[path]
+        obj = self.world
+        for i, k in enumerate(path): obj = getattr(obj, k) if i == 0 else obj[k]
+        return obj
+
+_PLAIN = (int, float, str, bool, bytes, type(None))
+
+def _world_refs(world) -> dict:
+    "id -> reference of the world, its public attributes, their items (two levels), its tasks and specialists."
+    refs = {id(world): ('path', ())}
+    def walk(obj, path, depth):
+        if isinstance(obj, _PLAIN) or id(obj) in refs: return
+        refs[id(obj)] = ('path', path)
+        if depth == 0: return
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+        for k, v in items:
+            if isinstance(k, _PLAIN) or isinstance(k, tuple): walk(v, path + (k,), depth - 1)
+    for k, v in vars(world).items():
+        if not k.startswith('_'): walk(v, (k,), 2)         # private attributes are lazy caches: not in every process
+    for t in world.bank.tasks(): refs[id(t)] = ('task', t.id)
+    for s in world.catalog.specialists: refs[id(s)] = ('spec', s.id)
+    return refs
+
+class ResumableEnv(gym.Wrapper):
+    """The outermost wrapper of every training env: `snapshot()` pickles the whole env stack (episode in progress,
+    its generator, the backend's state and meters, Monitor's counters) with the shared world as a reference;
+    `restore(blob)` puts it back. Reached through `VecEnv.env_method`, so it works in subprocesses too."""
+    def snapshot(self) -> bytes:
+        f = io.BytesIO(); _WorldPickler(f, _world_refs(self.env.unwrapped.world)).dump(self.env); return f.getvalue()
+    def restore(self, blob: bytes) -> None:
+        self.env = _WorldUnpickler(io.BytesIO(blob), self.env.unwrapped.world).load()
+
+# %% ../nbs/09_train.ipynb #c01ac199
+def capture(model, state: RunState) -> dict:
+    """Everything a run needs to continue bit for bit from this rollout boundary: the model (weights, optimiser,
+    counters), each env's full state, the last observation and LSTM state, every RNG, the curriculum and the spend."""
+    venv = model.get_env(); buf = io.BytesIO(); model.save(buf)
+    lstm = getattr(model, '_last_lstm_states', None)
+    resume = {'format': 'spindleflow-rl-resume/1', 'num_timesteps': int(model.num_timesteps), 'envs': venv.env_method('snapshot'),
+              'last_obs': np.copy(model._last_obs), 'last_episode_starts': np.copy(model._last_episode_starts),
+              'last_lstm_states': None if lstm is None else _map_tensors(lstm, lambda x: x.detach().cpu().clone()),
+              'rng': rng_state(), 'env_spent': float(sum(venv.env_method('spent_usd')))}
+    at = {'num_timesteps': int(model.num_timesteps), 'curriculum': copy.deepcopy(state.curriculum.state),
+          'phase': state.curriculum.phase, 'episodes': state.episodes, 'consistency': venv.env_method('consistency_state')}
+    return {'model': buf.getvalue(), 'resume': pickle.dumps(resume, protocol=pickle.HIGHEST_PROTOCOL), 'at': at}
+
+def _map_tensors(x, fn):
+    if hasattr(x, 'detach'): return fn(x)
+    if isinstance(x, tuple): return type(x)(*(_map_tensors(y, fn) for y in x)) if hasattr(x, '_fields') else tuple(_map_tensors(y, fn) for y in x)
+    return x
+
+def restore(model, resume: dict):
+    "Put a captured boundary back: env states, last observation and LSTM state, RNGs (call right before `learn`)."
+    venv = model.get_env()
+    for i, blob in enumerate(resume['envs']): venv.env_method('restore', blob, indices=[i])
+    model._last_obs, model._last_episode_starts = resume['last_obs'], resume['last_episode_starts']
+    if resume['last_lstm_states'] is not None:
+        model._last_lstm_states = _map_tensors(resume['last_lstm_states'], lambda x: x.to(model.device))
+    set_rng_state(resume['rng'])
+
+def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict | None = None) -> Path:
+    """Write `checkpoints/<name>.zip` (+ `<name>.resume.pkl`) and then `latest.json`, each atomically; return the zip
+    path. `snap` (from `capture`): save that rollout boundary rather than the model as it is now."""
+    snap = snap or capture(model, state)
     ck = state.run_dir/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
-    name = name or f"step_{model.num_timesteps:010d}"
-    buf = io.BytesIO(); model.save(buf)
-    zp = ck/f"{name}.zip"; atomic_write_bytes(zp, buf.getvalue())
-    atomic_write_json(state.run_dir/'latest.json', state.to_dict(model, str(zp.relative_to(state.run_dir))))
+    name = name or f"step_{snap['at']['num_timesteps']:010d}"
+    zp = ck/f"{name}.zip"; atomic_write_bytes(zp, snap['model'])
+    rp = ck/f"{name}.resume.pkl"; atomic_write_bytes(rp, snap['resume'])
+    rec = state.to_dict(model, str(zp.relative_to(state.run_dir)), snap['at'])
+    atomic_write_json(state.run_dir/'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))})
     return zp
 
+def save_crash(model, state: RunState, error: BaseException) -> Path:
+    "`checkpoints/crash_<step>.zip` (the model as it is, for a post-mortem) and `crash_<step>.json` (the error); `latest.json` untouched."
+    ck = state.run_dir/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
+    zp = ck/f"crash_{int(model.num_timesteps):010d}.zip"
+    try: buf = io.BytesIO(); model.save(buf); atomic_write_bytes(zp, buf.getvalue())
+    except Exception as e: zp = None; note = f"the model could not be saved: {e}"
+    else: note = ''
+    latest = state.run_dir/'latest.json'
+    atomic_write_json(ck/f"crash_{int(model.num_timesteps):010d}.json",
+                      {'num_timesteps': int(model.num_timesteps), 'error': f"{type(error).__name__}: {error}",
+                       'traceback': ''.join(traceback.format_exception(error))[-8000:], 'note': note,
+                       'latest_good': json.loads(latest.read_text())['checkpoint'] if latest.exists() else None})
+    return zp or ck/f"crash_{int(model.num_timesteps):010d}.json"
+
+# %% ../nbs/09_train.ipynb #2194aa8b
+class CheckpointCallback(BaseCallback):
+    """At every rollout start (the weights just updated, nothing of the next rollout collected yet): check the
+    weights are finite, capture the boundary in memory (`capture`), and every `every` timesteps write it as a
+    checkpoint. An interrupt or a budget stop later in the rollout saves this boundary, so a resume repeats nothing
+    and skips nothing."""
+    def __init__(self, state: RunState, every: int, keep: int = 3):
+        super().__init__(0); self.state, self.every, self.keep = state, int(every), int(keep)
+        self.last = None; self.snap = None
+    def _on_training_start(self): self.last = self.num_timesteps
+    def _on_step(self) -> bool: return True
+    def _on_rollout_start(self):
+        bad = check_finite(self.model)
+        if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the update at timestep "
+                                     f"{self.num_timesteps}. Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
+        self.snap = capture(self.model, self.state)
+        if self.every > 0 and self.num_timesteps - self.last >= self.every:
+            save_checkpoint(self.model, self.state, snap=self.snap); self.last = self.num_timesteps
+            prune_checkpoints(self.state.run_dir/'checkpoints', self.keep)
+
 def prune_checkpoints(folder: Path, keep: int):
-    "Keep the `keep` most recently written periodic checkpoints, and always the one `latest.json` points at."
+    "Keep the `keep` most recently written periodic checkpoints (with their resume states), and always the one `latest.json` points at."
     folder = Path(folder); latest = folder.parent/'latest.json'
     target = (folder.parent/json.loads(latest.read_text())['checkpoint']).resolve() if latest.exists() else None
     zs = sorted(folder.glob('step_*.zip'), key=lambda z: z.stat().st_mtime)
     for z in zs[:-keep] if keep > 0 else []:
-        if z.resolve() != target: z.unlink(missing_ok=True)
+        if z.resolve() != target: z.unlink(missing_ok=True); z.with_suffix('.resume.pkl').unlink(missing_ok=True)
 
 # %% ../nbs/09_train.ipynb #61c436be
 def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
@@ -215,8 +384,6 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
     client = LLMClient(ocfg)
     return OpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
-
-
 
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -236,8 +403,14 @@ class FastDummyVecEnv(DummyVecEnv):
             self._save_obs(i, obs)
         return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), list(self.buf_infos)
 
+def safe_start_method(system: str | None = None) -> str:
+    """The multiprocessing start method for `vec_env: subproc`: `forkserver` on Linux (fork is unsafe once torch has
+    started threads), `spawn` on macOS (fork is unsafe there) and Windows (no fork)."""
+    system = system or platform.system()
+    return 'forkserver' if system == 'Linux' else 'spawn'
+
 def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
-    "A VecEnv of `n_envs` SpindleFlow environments (Monitor-wrapped), seeded `seed, seed+1, ...`."
+    "A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`."
     from stable_baselines3.common.vec_env import SubprocVecEnv
     from stable_baselines3.common.monitor import Monitor
     from spindleflow_rl.env import SpindleFlowEnv, default_world
@@ -250,13 +423,43 @@ def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_
             e = SpindleFlowEnv(env_cfg, reward_config=cfg['reward'], sim_config=cfg['sim'], world=getattr(backend, 'world', world),
                                backend=backend, scorers=scorers)
             e.reset(seed=seed + i)
-            return Monitor(e)
+            return ResumableEnv(Monitor(e))
         return _init
-    kind = vec_env if vec_env != 'auto' else ('subproc' if n_envs > 1 and platform.system() == 'Linux' and (os.cpu_count() or 1) > 2 else 'dummy')
+    kind = vec_env if vec_env != 'auto' else ('subproc' if n_envs > 1 and (os.cpu_count() or 1) > 2 else 'dummy')
     fns = [make(i) for i in range(n_envs)]
-    venv = SubprocVecEnv(fns, start_method='fork') if kind == 'subproc' else FastDummyVecEnv(fns)
+    venv = SubprocVecEnv(fns, start_method=safe_start_method()) if kind == 'subproc' else FastDummyVecEnv(fns)
     venv.seed(seed)
     return venv
+
+# %% ../nbs/09_train.ipynb #e16f3e71
+class ProgressCallback(BaseCallback):
+    """Progress with one throughput figure, the one `train_summary.json` reports: timesteps trained in this session
+    over the wall time since `learn` started (rollouts and updates together). On a terminal one line is rewritten
+    in place; otherwise (a log file, CI, a notebook) a plain line is printed every `every_s` seconds."""
+    def __init__(self, total: int, every_s: float = 30.0, stream=None, tty: bool | None = None):
+        super().__init__(0); self.total, self.every_s = int(total), float(every_s)
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.t0 = self.start = None; self.last = 0.0
+    def _on_training_start(self): self.t0, self.start, self.last = time.time(), self.num_timesteps, time.time()
+    def line(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        done = self.num_timesteps - self.start; secs = max(now - self.t0, 1e-9); rate = done/secs
+        eta = (self.total - self.num_timesteps)/rate if rate > 0 else float('inf')
+        return (f"timesteps {self.num_timesteps:,}/{self.total:,} ({100*self.num_timesteps/max(self.total, 1):.0f}%) | "
+                f"{rate:,.0f} timesteps/s | elapsed {_dur(secs)} | left ~{_dur(eta)}")
+    def _on_step(self) -> bool:
+        now = time.time()
+        if now - self.last >= (0.5 if self.tty else self.every_s):
+            self.last = now
+            print(('\r' + self.line(now)) if self.tty else self.line(now), end='' if self.tty else '\n', file=self.stream, flush=True)
+        return True
+    def _on_training_end(self):
+        if self.tty: print('\r' + self.line(), file=self.stream, flush=True)
+
+def _dur(s: float) -> str:
+    if not np.isfinite(s): return '?'
+    s = int(s); return f"{s//3600}h{s%3600//60:02d}m" if s >= 3600 else f"{s//60}m{s%60:02d}s" if s >= 60 else f"{s}s"
 
 # %% ../nbs/09_train.ipynb #acf98c81
 def resolve_checkpoint(path) -> tuple[Path, dict]:
@@ -266,12 +469,14 @@ def resolve_checkpoint(path) -> tuple[Path, dict]:
     if not p.exists(): raise ConfigError(f"{p}: not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.")
     if p.is_dir(): p = p/'latest.json'
     if p.suffix == '.json':
-        if not p.exists(): raise ConfigError(f"{p}: no latest.json here. Pass a run folder that has checkpoints, or a .zip checkpoint.")
+        if not p.exists():
+            crash = sorted(p.parent.glob('checkpoints/crash_*.json'))
+            why = f" The run crashed before its first checkpoint: see {crash[-1]}." if crash else ''
+            raise ConfigError(f"{p}: no latest.json here.{why} Pass a run folder that has checkpoints, or a .zip checkpoint.")
         st = json.loads(p.read_text()); z = p.parent/st['checkpoint']
         if not z.exists(): raise ConfigError(f"{p} points at {z}, which is missing. Pass another checkpoint zip from {z.parent}.")
         return z, {**st, 'run_dir': str(p.parent)}
     if p.suffix == '.zip':
-        if not p.exists(): raise ConfigError(f"{p}: checkpoint not found.")
         st_path = next((d/'latest.json' for d in (p.parent, p.parent.parent) if (d/'latest.json').exists()), p.parent/'latest.json')
         st = json.loads(st_path.read_text()) if st_path.exists() else {}
         if st.get('checkpoint') and Path(st_path.parent/st['checkpoint']).resolve() != p.resolve():
@@ -279,93 +484,142 @@ def resolve_checkpoint(path) -> tuple[Path, dict]:
             from stable_baselines3.common.save_util import load_from_zip_file
             n = int(load_from_zip_file(p, load_data=True)[0]['num_timesteps'])
             hist = [h for h in st.get('curriculum', {}).get('history', []) if h['end'] <= n]
-            st = {**st, 'num_timesteps': n, 'checkpoint': str(p),
+            rs = p.with_suffix('.resume.pkl')
+            if p.name == 'final.zip' and st.get('num_timesteps') == n and st.get('resume_state'): rs = st_path.parent/st['resume_state']
+            st = {**st, 'num_timesteps': n, 'checkpoint': str(p), 'resume_state': str(rs) if rs.exists() else None,
                   'curriculum': {'idx': len(hist), 'start': hist[-1]['end'] if hist else 0, 'recent': [], 'history': hist}}
         return p, {**st, 'run_dir': str(st_path.parent if st_path.exists() else p.parent)}
     raise ConfigError(f"{p}: expected a run folder, latest.json or a .zip checkpoint.")
 
-def train(cfg: dict, checkpoint=None, quiet: bool = False) -> Path:
-    "Train (or resume) per `cfg` (from `load_run_config`); return the run folder."
+def set_determinism(threads: int = 0):
+    "Same seed, same weights on one machine: deterministic torch kernels, and `threads` CPU threads when > 0."
     import torch
+    os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    if threads > 0: torch.set_num_threads(threads)
+
+# %% ../nbs/09_train.ipynb #3601596e
+def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path:
+    """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
+    input (config, backend, outcome table, checkpoint) is built before the run folder is created. `callbacks`: extra
+    SB3 callbacks."""
     from spindleflow_rl.policy import make_model, SpindleFlowPPO
-    from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
+    from stable_baselines3.common.callbacks import CallbackList
     t = cfg['train']
-    if t.torch_threads > 0: torch.set_num_threads(t.torch_threads)
-    seed_everything(t.seed)
-    state_in = {}
+    set_determinism(t.torch_threads); seed_everything(t.seed)
+    state_in, resume = {}, None
     if checkpoint:
         zpath, state_in = resolve_checkpoint(checkpoint)
         run_dir = Path(state_in['run_dir'])      # a resumed run stays in its own folder, wherever it was moved
+        if int(state_in.get('num_timesteps') or 0) >= t.timesteps:
+            if not quiet: print(f"{run_dir}: already trained to {int(state_in['num_timesteps']):,} timesteps (target {t.timesteps:,}); "
+                                "nothing to do. Pass a larger --timesteps to train further.")
+            return run_dir
+        if state_in.get('resume_state') and (run_dir/state_in['resume_state']).exists():
+            resume = pickle.loads((run_dir/state_in['resume_state']).read_bytes())
     else:
         name = t.run_name or f"SpindleFlow-v0__{'curriculum' if t.curriculum else f'phase{t.phase}'}__{t.seed}__{int(time.time())}"
         run_dir = Path(t.out)/name
-        if (run_dir/'latest.json').exists():
+        if (run_dir/'latest.json').exists() or (run_dir/'checkpoints').exists():
             raise ConfigError(f"{run_dir} already holds a run. Resume it with --checkpoint {run_dir}, or pick another --run-name/--out.")
-    run_dir.mkdir(parents=True, exist_ok=True)
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
-    if not checkpoint: atomic_write_json(run_dir/'config.json', plain)   # a resume keeps the run's config.json
     phases = (1, 2, 3) if t.curriculum else (t.phase,)
     if t.backend == 'recorded' and phases != (1,):    # logged outcomes are single-subtask tasks: one phase
         if not quiet: print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
         phases = (1,)
     cur = Curriculum(t.timesteps, phases, t.phase_budget, t.success_threshold, t.success_window, t.min_phase_fraction,
                      state=state_in.get('curriculum'))
-    venv = make_vec_env(cfg, t.n_envs, t.seed + (int(state_in.get('num_timesteps') or 0)), cur.phase, vec_env=t.vec_env)
+    venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, vec_env=t.vec_env)     # validates the backend and its inputs
     tb = str(run_dir/'tb')
-    if checkpoint:
-        try: model = SpindleFlowPPO.load(zpath, env=venv, device=t.device, tensorboard_log=tb)
-        except ValueError as e:
-            venv.close()
-            raise ConfigError(f"{zpath} does not fit this configuration ({e}). Resume with the run's own config "
-                              "(drop --config), or start a new run.") from None
-        for i, cs in enumerate(state_in.get('consistency') or []):          # the consistency-bonus history
-            if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
-    else:
-        model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
+    try:
+        if checkpoint:
+            try: model = SpindleFlowPPO.load(zpath, env=venv, device=t.device, tensorboard_log=tb)
+            except ValueError as e:
+                raise ConfigError(f"{zpath} does not fit this configuration ({e}). Resume with the run's own config "
+                                  "(drop --config), or start a new run.") from None
+            if resume is not None: restore(model, resume)
+            else:
+                for i, cs in enumerate(state_in.get('consistency') or []):      # an older checkpoint: consistency history only
+                    if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
+        else:
+            model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
+    except BaseException:
+        venv.close(); raise
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not checkpoint: atomic_write_json(run_dir/'config.json', plain)   # a resume keeps the run's config.json
+    state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
+    state.cost_usd = spend_from(state_in)
+    state.cost_base = state.cost_usd - (resume['env_spent'] if resume else 0.0)   # restored env meters already hold their part
+    state.episodes = int(state_in.get('episodes', 0))
+    return _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, list(callbacks))
+
+# %% ../nbs/09_train.ipynb #f9a56303
+def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
+    "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
+    from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import Logger, make_output_format
+    tb = str(run_dir/'tb'); cur = state.curriculum
     suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"    # a resumed run never overwrites the earlier log
     model.set_logger(Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)]))
-    state = RunState(run_dir, plain, cur); state.cost_usd = state.cost_base = float(state_in.get('cost_usd', 0.0))
-    state.episodes = int(state_in.get('episodes', 0))
-    stats = EpisodeStatsCallback(state, t.max_cost_usd)
-    cbs = [stats, CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)]
-    if t.progress and not quiet: cbs.append(ProgressBarCallback())
-    remaining = t.timesteps - model.num_timesteps
+    stats = EpisodeStatsCallback(state, t.max_cost_usd); ckcb = CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)
+    cbs = [stats, ckcb, *extra]
+    if t.progress and not quiet: cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
+    start = int(model.num_timesteps); remaining = t.timesteps - start
     if not quiet:
+        how = '' if not checkpoint else (' (exact resume: envs, RNGs and LSTM state restored)' if resume else
+                                         ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)')
         print(f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir/'checkpoints'}"
-              f"\n  training {remaining:,} timesteps from {model.num_timesteps:,} (phase {cur.phase}, {t.n_envs} envs, device {model.device})")
-    t0 = time.time(); interrupted = False
+              f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs, device {model.device}){how}", flush=True)
+    t0 = time.time(); interrupted = False; crashed = None
     def _on_term(signum, frame): raise KeyboardInterrupt      # `kill` (SIGTERM) saves a checkpoint like Ctrl-C
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
     try:
-        if remaining > 0:
-            model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
+        model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
+        bad = check_finite(model)
+        if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
+                                     "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
     except KeyboardInterrupt:
         interrupted = True
-        print('\ninterrupted: writing a checkpoint before exiting...')
+        print('\ninterrupted: writing a checkpoint (the last rollout boundary) before exiting...', flush=True)
+    except BaseException as e:
+        crashed = e
+        try: bad = check_finite(model)
+        except Exception: bad = None
+        if bad and not isinstance(e, NonFiniteError):    # e.g. torch refusing a NaN scale: name the real cause
+            crashed = NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf at timestep {model.num_timesteps} "
+                                     f"({type(e).__name__}: {str(e)[:200]}). Lower ppo.learning_rate or ppo.max_grad_norm, "
+                                     "or check the rewards.")
+            crashed.__cause__ = e
     finally:
         if old_term is not None: signal.signal(signal.SIGTERM, old_term)
         try: state.cost_usd = state.cost_base + float(sum(venv.env_method('spent_usd')))
         except Exception: pass          # the envs are gone (e.g. a crashed subprocess): keep the last figure
-        zp = save_checkpoint(model, state, name=f"step_{model.num_timesteps:010d}")
+        if crashed is not None: zp = save_crash(model, state, crashed)
+        else:
+            done = not interrupted and not stats.stopped_for_cost
+            zp = save_checkpoint(model, state, snap=None if done else ckcb.snap)   # a stop mid-rollout: its boundary
         venv.close()
     secs = time.time() - t0
-    if not interrupted and not stats.stopped_for_cost:
-        shutil.copyfile(zp, run_dir/'final.zip')
+    if crashed is not None:
+        print(f"training failed at timestep {model.num_timesteps:,}: {type(crashed).__name__}: {crashed}\n"
+              f"  crash checkpoint: {zp} (with the error); latest.json still points at the last good checkpoint.", file=sys.stderr, flush=True)
+        raise crashed
+    if not interrupted and not stats.stopped_for_cost: shutil.copyfile(zp, run_dir/'final.zip')
     summary = {'num_timesteps': int(model.num_timesteps), 'phase': cur.phase, 'seconds': secs,
-               'timesteps_per_s': (model.num_timesteps - (state_in.get('num_timesteps') or 0))/max(secs, 1e-9),
-               'curriculum': cur.state['history'], 'cost_usd': state.cost_usd, 'interrupted': interrupted,
-               'stopped_for_cost': stats.stopped_for_cost}
+               'timesteps_per_s': (model.num_timesteps - start)/max(secs, 1e-9), 'curriculum': cur.state['history'],
+               **spend_fields(state.spend_kind, state.cost_usd), 'interrupted': interrupted, 'stopped_for_cost': stats.stopped_for_cost}
     atomic_write_json(run_dir/'train_summary.json', summary)
     if not quiet:
-        print(f"trained to {model.num_timesteps:,} timesteps in {secs:.0f}s ({summary['timesteps_per_s']:.0f} timesteps/s), final phase {cur.phase}")
+        print(f"trained to {model.num_timesteps:,} timesteps in {secs:.0f}s ({summary['timesteps_per_s']:,.0f} timesteps/s), final phase {cur.phase}")
         print(f"checkpoint: {zp}")
     if interrupted: raise KeyboardInterrupt
     return run_dir
 
 # %% ../nbs/09_train.ipynb #05beb153
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='spindleflow-train', description='Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO).',
+    ap = argparse.ArgumentParser(prog='spindleflow-train', description='Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO). '
+                                 'Reads .env from the current folder first (variables already set win).',
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g = ap.add_mutually_exclusive_group()
     g.add_argument('--curriculum', action='store_true', default=None, help='train phases 1 -> 2 -> 3 (the default)')
@@ -381,18 +635,22 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--recorded', help='outcome table (CSV/JSONL) for --backend recorded')
     ap.add_argument('--tier', type=int, choices=(0, 1, 2, 3), help='reward tier locked per episode')
     ap.add_argument('--base-url', help='OpenAI-compatible server URL (sets OPENAI_BASE_URL)')
-    ap.add_argument('--max-cost-usd', type=float, help='stop cleanly before LLM spend passes this')
-    ap.add_argument('--eval-episodes', type=int, help='episodes per split for the evaluation after training (0: skip)')
+    ap.add_argument('--max-cost-usd', type=float, help='stop cleanly before LLM spend passes this (training and evaluation together)')
+    ap.add_argument('--eval-episodes', type=int, help='episodes per policy and split for the evaluation after training '
+                                                      '(0: skip; default 1000, or 50 with --backend openai)')
     ap.add_argument('--device', help='auto | cpu | cuda'); ap.add_argument('--vec-env', choices=('dummy', 'subproc', 'auto'))
-    ap.add_argument('--no-progress', action='store_true', help='no progress bar')
+    ap.add_argument('--torch-threads', type=int, help='torch CPU threads (pin it to reproduce a run bit for bit)')
+    ap.add_argument('--no-progress', action='store_true', help='no progress output')
+    ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     return ap
 
 def args_to_overrides(a) -> dict:
     t = {}
     if a.phase: t.update(curriculum=False, phase=a.phase)
     if a.curriculum: t['curriculum'] = True
-    for k in ('timesteps', 'out', 'run_name', 'seed', 'n_envs', 'backend', 'recorded', 'tier', 'max_cost_usd', 'eval_episodes', 'device', 'vec_env'):
-        v = getattr(a, k)
+    for k in ('timesteps', 'out', 'run_name', 'seed', 'n_envs', 'backend', 'recorded', 'tier', 'max_cost_usd', 'eval_episodes',
+              'device', 'vec_env', 'torch_threads'):
+        v = getattr(a, k, None)
         if v is not None: t[k] = v
     if a.no_progress: t['progress'] = False
     if a.demo_mode:
@@ -401,11 +659,27 @@ def args_to_overrides(a) -> dict:
         if (a.tier or 0) > 1: raise ConfigError("--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai.")
     return {'train': t}
 
+# %% ../nbs/09_train.ipynb #e2f59051
+def eval_plan(cfg: dict, explicit: bool, run_dir: Path) -> tuple[int, float | None, float | None]:
+    """`(episodes, budget left in USD or None for no limit, training's spend per episode)` for the evaluation after
+    training. A paid backend evaluates `paid_eval_episodes` unless `explicit`, inside what `max_cost_usd` left."""
+    t = cfg['train']
+    episodes = t.eval_episodes if (explicit or t.backend != 'openai') else t.paid_eval_episodes
+    st = json.loads((run_dir/'latest.json').read_text()) if (run_dir/'latest.json').exists() else {}
+    spent = spend_from(st) if SPEND_KIND[t.backend] == 'real' else 0.0
+    per_episode = spent/st['episodes'] if st.get('episodes') else None
+    left = (t.max_cost_usd - spent) if (t.max_cost_usd > 0 and t.backend == 'openai') else None
+    return episodes, left, per_episode
+
 def main(argv=None):
     a = build_parser().parse_args(argv)
     try:
+        from spindleflow_rl.openai_backend import load_env_file
+        names = load_env_file(a.env_file)                  # the environment wins over the file
+        if names: print(f"read {', '.join(names)} from {a.env_file}")
         if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
         cfg = load_run_config(a.config, args_to_overrides(a))
+        explicit = a.eval_episodes is not None or 'eval_episodes' in ((load_yaml(a.config) if a.config else {}).get('train') or {})
         if a.checkpoint:      # resume with the run's own config; --config and flags (e.g. --timesteps) on top
             _, st = resolve_checkpoint(a.checkpoint)
             if st.get('config'):
@@ -414,12 +688,26 @@ def main(argv=None):
                 for k, v in layer.items(): saved[k] = {**(saved.get(k) or {}), **(v or {})}
                 saved['train'] = {**saved['train'], **args_to_overrides(a)['train']}
                 cfg = load_run_config(None, saved)
+            if int(st.get('num_timesteps') or 0) >= cfg['train'].timesteps:
+                print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {cfg['train'].timesteps:,} timesteps); "
+                      "nothing to train. Pass a larger --timesteps to train further, or evaluate it again with "
+                      f"spindleflow-eval --checkpoint {st['run_dir']} --overwrite.")
+                return 0
         run = train(cfg, checkpoint=a.checkpoint)
-        if cfg['train'].eval_episodes > 0:
+        summ = json.loads((run/'train_summary.json').read_text())
+        episodes, left, per_episode = eval_plan(cfg, explicit, run)
+        if episodes > 0 and summ.get('stopped_for_cost'):
+            print("evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate with "
+                  f"spindleflow-eval --checkpoint {run} --max-cost-usd USD.")
+        elif episodes > 0 and left is not None and left <= 0:
+            print(f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with spindleflow-eval --checkpoint {run}.")
+        elif episodes > 0:
             from spindleflow_rl.evaluate import evaluate_run
-            evaluate_run(run, episodes=cfg['train'].eval_episodes, seed=cfg['train'].seed)
+            evaluate_run(run, episodes=episodes, seed=cfg['train'].seed, max_cost_usd=left, cost_per_episode=per_episode, overwrite=True)
     except ConfigError as e:
         print(f"spindleflow-train: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:
         return 130
+    except NonFiniteError as e:
+        print(f"spindleflow-train: error: {e}", file=sys.stderr); return 1
     return 0

@@ -9,7 +9,8 @@ from spindleflow_rl.config import ConfigError
 from spindleflow_rl.env import SpindleFlowEnv, default_world, encode_action
 from spindleflow_rl.baselines import run_episode
 from spindleflow_rl.openai_backend import (OpenAIConfig, OpenAIBackend, LLMClient, LLMPlannerPolicy, ResponseCache,
-                                           ScriptedOpenAIServer, ScriptedReply, make_judge_scorers)
+                                           make_judge_scorers)
+from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
 
 FAKE_KEY = 'sk-test-SECRET-1234'
 TASK = 'p2-frontend-01'

@@ -4,7 +4,7 @@ no network here); the API key never lands in a file."""
 import json, os, shutil, subprocess
 from pathlib import Path
 import pytest
-from spindleflow_rl.openai_backend import ScriptedOpenAIServer
+from spindleflow_rl.testing import ScriptedOpenAIServer
 
 KEY = 'sk-test-SECRET-cli-5678'
 CONFIG = """

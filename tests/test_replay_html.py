@@ -91,3 +91,24 @@ def test_replay_html_in_headless_chromium(exported, tmp_path):
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         for p in (shot1, shotT): shutil.copy(p, Path(keep)/p.name)
+
+
+def test_specialist_script_renders_as_text_in_chromium(exported, tmp_path):
+    "A specialist output holding <script> is shown as text in replay.html and in the audit report; the script never runs."
+    import copy
+    from spindleflow_rl.replay import export_html
+    from spindleflow_rl.audit import audit_episodes, audit_report, write_audit
+    exe = find_chromium()
+    _, eps, i = exported
+    ep = copy.deepcopy(eps[i]); ep['policy'] = 'policy'
+    c = ep['steps'][0]['calls'][0]
+    payload = '<script>document.title="pwned"</script>XSS-TEXT<img src=x onerror="document.title=\'pwned\'">'
+    c['output'] = payload
+    page = export_html([ep], tmp_path/'evil.html', title='safe-title')
+    dom = run_chromium(exe, tmp_path, f'{page.resolve().as_uri()}#ep=0&step=1', '--dump-dom')
+    assert '<title>safe-title</title>' in dom and 'pwned</title>' not in dom, 'the injected script ran'
+    m = re.search(r'<div id="sf-a">(.*?)<div id="sf-b">', dom, re.S)
+    assert m and 'XSS-TEXT' in m.group(1) and '&lt;script&gt;' in m.group(1), 'the output is not shown as text'
+    files = write_audit(audit_report(audit_episodes([ep])), tmp_path/'audit', title='safe-title')
+    dom = run_chromium(exe, tmp_path, files[2].resolve().as_uri(), '--dump-dom')
+    assert '<title>safe-title</title>' in dom and 'pwned</title>' not in dom and 'XSS-TEXT' in dom and '&lt;script&gt;' in dom

@@ -1,5 +1,6 @@
 """A training run killed with SIGKILL mid-way and resumed with --checkpoint ends at the same total timesteps and
-curriculum phase as an uninterrupted run (small scale, real `spindleflow-train` processes)."""
+curriculum phase as an uninterrupted run, with bit-identical weights: every checkpoint carries the envs' states and
+every RNG at a rollout boundary (small scale, real `spindleflow-train` processes)."""
 import json, os, shutil, signal, subprocess, sys, time, zipfile
 from pathlib import Path
 import pytest
@@ -12,6 +13,7 @@ train:
   keep_checkpoints: 2
   eval_episodes: 0
   progress: false
+  torch_threads: 1
   phase_budget: [0.25, 0.25]
   success_threshold: 2.0     # phases advance on the step budget only, so the phase is a function of timesteps
 ppo:
@@ -59,3 +61,7 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
     assert [h['phase'] for h in end['curriculum']['history']] == [h['phase'] for h in ref['curriculum']['history']]
     assert [h['end'] for h in end['curriculum']['history']] == [h['end'] for h in ref['curriculum']['history']]
     assert (run/'final.zip').exists()
+    from spindleflow_rl.policy import SpindleFlowPPO
+    wa, wb = (SpindleFlowPPO.load(r/'final.zip', device='cpu').policy.state_dict() for r in (tmp_path/'full', run))
+    assert all(__import__('torch').equal(wa[k], wb[k]) for k in wa), 'resumed weights differ from the uninterrupted run'
+    assert 'exact resume' in out
