@@ -8,8 +8,8 @@ deployment could run (not `random`, not the `oracle`, which reads the simulator'
 
 Ablations: the best baseline and the gap to the oracle with each simulator design feature switched off
 (dependencies, unreliability, latency budget, conflicts), and the self-refinement change of issue 10: a "debate"
-of one specialist gets `self_refine_share` (0.5) of a debate's gain; with 1.0 (the earlier model) calling every
-single specialist as a debate of one pays, with 0.5 it does not.
+of one specialist gets `self_refine_share` (0.5) of a debate's gain, 1.0 being the earlier model. The table
+compares the adaptive planner with the same planner running every single call as a debate of one, paired.
 
     python bench/baselines_table.py [--episodes 2000] [--split heldout] [--no-ablations] [--json out.json]
 """

@@ -518,6 +518,9 @@ class SimulatedBackend:
         b = self._baselines.get(ctx.task.id)      # deterministic per task: computed once
         if b is None: b = self._baselines[ctx.task.id] = generalist_baseline(self.world, ctx, self.sim)
         self._baseline = b
+    def __getstate__(self):
+        "Pickled without the per-task baseline cache (deterministic, rebuilt on demand), except the current one."
+        return {**self.__dict__, '_baselines': {}}
     def coverage(self) -> np.ndarray: return self.state.q[0].copy()
     def conflict_multiplier(self) -> float: return float(self.state.conflict_mult[0])
     def baseline(self) -> dict: return self._baseline

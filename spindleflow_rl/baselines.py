@@ -13,9 +13,9 @@ from .backends import fit_from_cosine
 from .tasks import NOMINAL_CALL_S
 
 # %% auto #0
-__all__ = ['RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy', 'SubtaskPlannerPolicy', 'AdaptivePlannerPolicy', 'plan_returns',
-           'dependency_levels', 'enumerate_plans', 'OraclePolicy', 'run_episode', 'mean_ci', 'evaluate_policies',
-           'normalised']
+__all__ = ['TUNED_ADAPTIVE', 'RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy', 'SubtaskPlannerPolicy', 'AdaptivePlannerPolicy',
+           'plan_returns', 'dependency_levels', 'enumerate_plans', 'OraclePolicy', 'run_episode', 'mean_ci',
+           'evaluate_policies', 'normalised']
 
 # %% ../nbs/07a_baselines.ipynb #dbe903d8
 class RandomPolicy:
@@ -60,12 +60,14 @@ def _slot_cosines(env) -> np.ndarray:
     C[np.asarray(env.empty)] = -np.inf
     return C
 
-def _step_action(env, info, slots, solo_mode: str = 'sequential') -> np.ndarray:
-    "Call the allowed ones of `slots` (parallel when more than one, else `solo_mode`), or STOP when none is allowed."
+def _step_action(env, info, slots, solo_mode: str = 'sequential', timeout_mult: float = 2.0, effort: float = 1.0) -> np.ndarray:
+    """Call the allowed ones of `slots` (parallel when more than one, else `solo_mode`) with a per-call timeout of
+    `timeout_mult` times the specialist's mean latency and `effort`, or STOP when none is allowed."""
     M = env.cfg.max_specialists
     ok = [int(s) for s in slots if info['action_mask'][s]]
     if not ok: return encode_action(M, stop=True)
-    return encode_action(M, slots=ok, mode='parallel' if len(ok) > 1 else solo_mode)
+    prm = (0.0, 0.0, float(np.clip((timeout_mult - 2.0)/0.8, -1, 1)), float(np.clip((effort - 1.0)/0.3, -1, 1)))
+    return encode_action(M, slots=ok, mode='parallel' if len(ok) > 1 else solo_mode, params=prm)
 
 class SubtaskPlannerPolicy:
     "Open loop: the best-fitting slot per subtask, one parallel call per dependency level, levels in order, then STOP."
@@ -92,9 +94,10 @@ class AdaptivePlannerPolicy:
     "Closed loop: each step, the best allowed slot for every open and ready subtask, if worth its expected cost."
     name = 'adaptive-planner'
     def __init__(self, cover: float = 0.5, call_s: float = NOMINAL_CALL_S, max_pair_cos: float = 0.4,
-                 solo_mode: str = 'sequential'):
+                 solo_mode: str = 'sequential', timeout_mult: float = 2.0, effort: float = 1.0):
         "`solo_mode='debate'` runs every single call as self-refinement (the simulator ablation in `bench/baselines_table.py`)."
         self.cover, self.call_s, self.max_pair_cos, self.solo_mode = cover, call_s, max_pair_cos, solo_mode
+        self.timeout_mult, self.effort = timeout_mult, effort
         if solo_mode != 'sequential': self.name = f'adaptive-planner-{solo_mode}'
 
     def reset(self, env): pass
@@ -120,8 +123,10 @@ class AdaptivePlannerPolicy:
             extra = rc.efficiency_coef if n_called + len(chosen) + 1 > env.task.expected_specialists else 0.0
             if gain[s] <= extra + (over if not chosen else 0.0): continue
             if all(float(env.roster_emb[s] @ env.roster_emb[t]) <= self.max_pair_cos for t in chosen): chosen.append(s)
-        return _step_action(env, info, chosen, self.solo_mode)
+        return _step_action(env, info, chosen, self.solo_mode, self.timeout_mult, self.effort)
 
+
+TUNED_ADAPTIVE = dict(cover=0.5, max_pair_cos=1.0, call_s=20.0, timeout_mult=2.8, effort=1.3)   # tuned on training tasks (below)
 
 # %% ../nbs/07a_baselines.ipynb #12a22c41
 def plan_returns(p: EpisodeParams, plans, sim: SimConfig, rc: RewardConfig, baseline_score: float, expected: int,

@@ -15,7 +15,7 @@ __all__ = ['DEMO_POLICY', 'DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_
 
 # %% ../nbs/12_demo.ipynb #7a84e252
 DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'
-DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-seq', 'greedy-topk-par', 'oracle')
+DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
 DEMO_RUN = 'demo_run'
 
 def train_demo_run(out, timesteps: int = 16_384, n_envs: int = 8, seed: int = 0, ppo: dict | None = None,
@@ -81,7 +81,7 @@ def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int
                device: str = 'cpu', quiet: bool = False) -> dict:
     "Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers."
     from spindleflow_rl.evaluate import (ModelPolicy, make_baselines, split_env_fn, evaluate_split, markdown_table,
-                                         plot_report)
+                                         plot_report, best_baseline, paired_difference, NON_DEPLOYABLE)
     from spindleflow_rl.replay import record_episodes, write_episodes, export_html
     if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
     if record < 1: raise ConfigError(f"record must be at least 1 (episodes per policy kept for the replay), got {record}.")
@@ -96,7 +96,8 @@ def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int
     pols = lambda: {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'),
                     **make_baselines(seed, baselines)}
     if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z}, {source})", flush=True)
-    table, _ = evaluate_split(env_fn, pols(), episodes, seed, progress=not quiet)
+    returns = {}
+    table, _ = evaluate_split(env_fn, pols(), episodes, seed, progress=not quiet, returns_out=returns)
     report = {'checkpoint': str(z), 'source': source, 'episodes': episodes, 'seed': seed, 'splits': {'heldout': table},
               'num_timesteps': int(model.num_timesteps), 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
     from spindleflow_rl.train import atomic_write_json
@@ -117,9 +118,11 @@ def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int
     export_html(eps, out/'replay.html', title='SpindleFlow RL demo: replay (held-out tasks)',
                 initial=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
     t = table
-    g = max((n for n in t if n.startswith('greedy')), key=lambda n: t[n]['return'], default=None)
+    g = best_baseline(t, exclude=('policy', 'untrained', *NON_DEPLOYABLE))      # the best a deployment could run
+    diff = paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
     headline = {'untrained': t['untrained']['return'], 'policy': t['policy']['return'],
-                'best_greedy': (g, t[g]['return']) if g else None, 'normalised': {n: v.get('normalised') for n, v in t.items()}}
+                'best_baseline': (g, t[g]['return']) if g else None, 'vs_best_baseline': diff,
+                'normalised': {n: v.get('normalised') for n, v in t.items()}}
     res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
            'figures': figs, 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html', 'headline': headline,
            'seconds': time.time() - t0}
@@ -132,7 +135,10 @@ def print_demo(res: dict):
     h = res['headline']; nz = h['normalised']
     line = f"untrained {h['untrained']:+.3f} -> trained {h['policy']:+.3f}"
     if nz.get('policy') is not None: line += f" (normalised {nz['untrained']:.2f} -> {nz['policy']:.2f})"
-    if h['best_greedy']: line += f"; best greedy {h['best_greedy'][0]} {h['best_greedy'][1]:+.3f}"
+    if h['best_baseline']:
+        d = h['vs_best_baseline']; lo, hi = d['return_diff_ci95']
+        line += (f"; best baseline {h['best_baseline'][0]} {h['best_baseline'][1]:+.3f}; policy - best baseline "
+                 f"{d['return_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] (paired 95% interval)")
     print('headline (held-out return): ' + line)
     print(f"files in {res['out']}: " + ', '.join(Path(p).name for p in
           [res['report_md'], res['report_json'], *res['figures'], res['episodes'], res['replay']]))
@@ -164,6 +170,8 @@ def main(argv=None):
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--device', default='cpu', help='cpu | cuda | auto (evaluation)')
     a = ap.parse_args(argv)
+    from spindleflow_rl.openai_backend import load_env_file
+    load_env_file('.env')                                   # as every CLI: .env first, shell variables win
     os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
     try:
         if a.train_timesteps < 1: raise ConfigError(f"--train-timesteps must be positive, got {a.train_timesteps}.")

@@ -205,6 +205,9 @@ class SpindleFlowEnv(gym.Env):
             self._dag_template = DelegationDAG(M, self.cfg.max_depth)
         self.dag = self._dag_template.copy()               # a fresh, empty DAG (cheaper than building one)
         if None in roster: self.dag.set_empty_slots([s for s, r in enumerate(roster) if r is None])
+        if hasattr(self.backend, 'scratchpad'):              # a sandboxed backend (chapter 16): a fresh scratchpad per episode
+            from spindleflow_rl.security import attach_scratchpad
+            attach_scratchpad(self)
         self.t = 0; self.latency = 0.0; self.cost = 0.0; self.n_failures = 0; self.n_recovered = 0
         self.n_unresolved = 0; self.n_resolved = 0; self.n_invalid = 0
         self.called_emb = np.zeros((M, self.layout.emb_dim), np.float32)
@@ -409,6 +412,13 @@ class SpindleFlowEnv(gym.Env):
             'conflicts_resolved': self.n_resolved, 'invalid': self.n_invalid, 'path': path, 'consistency': cons,
             'auditable': auditable, 'steps': self.t, 'truncated': not explicit,
             'success': bool(sc['specialist_score'] - sc['baseline_score'] >= 0.25 and over <= 0.1)}
+
+    _CACHES = ('_task_cache', '_task_static')       # derived per-task arrays: rebuilt on demand, identical
+    def __getstate__(self):
+        "Pickle (exact-resume snapshots, subprocesses) without the per-task caches: a snapshot stays small and cheap."
+        d = dict(self.__dict__)
+        for k in self._CACHES: d[k] = {}
+        return d
 
     def consistency_state(self) -> dict:
         "The consistency-bonus history (Dirichlet counts per category), for checkpoints."

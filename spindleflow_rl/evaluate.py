@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from .config import ConfigError, EnvConfig, RewardConfig, SimConfig
 from .baselines import (RandomPolicy, CallAllPolicy, GreedyTopKPolicy, OraclePolicy, run_episode,
-                                      mean_ci, normalised)
+                                      mean_ci, normalised, SubtaskPlannerPolicy, AdaptivePlannerPolicy, TUNED_ADAPTIVE)
 
 # %% auto #0
 __all__ = ['SPLITS', 'NON_DEPLOYABLE', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics',
@@ -168,10 +168,8 @@ def fmt_comparison(c: dict) -> str:
     return s
 
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
-import spindleflow_rl.baselines as _B
-_PLANNERS = tuple(n for n, c in (('subtask-planner', 'SubtaskPlannerPolicy'), ('adaptive-planner', 'AdaptivePlannerPolicy')) if hasattr(_B, c))
 BASELINES = ('random', 'call-all-sequential', 'call-all-parallel', 'greedy-topk-seq', 'greedy-topk-par',
-             'greedy-top3-seq', 'greedy-top3-par', *_PLANNERS, 'oracle')
+             'greedy-top3-seq', 'greedy-top3-par', 'subtask-planner', 'adaptive-planner', 'adaptive-planner-tuned', 'oracle')
 
 def make_baselines(seed: int = 0, names=BASELINES) -> dict:
     "The scripted baselines by name (greedy 'topk' uses the task's expected specialist count, 'top3' a fixed 3)."
@@ -179,9 +177,9 @@ def make_baselines(seed: int = 0, names=BASELINES) -> dict:
           'call-all-parallel': lambda: CallAllPolicy('parallel'),
           'greedy-topk-seq': lambda: GreedyTopKPolicy(None, 'sequential'), 'greedy-topk-par': lambda: GreedyTopKPolicy(None, 'parallel'),
           'greedy-top3-seq': lambda: GreedyTopKPolicy(3, 'sequential'), 'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
+          'subtask-planner': SubtaskPlannerPolicy, 'adaptive-planner': AdaptivePlannerPolicy,   # chapter 07a's planners
+          'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(**TUNED_ADAPTIVE),            # its knobs tuned on training tasks
           'oracle': lambda: OraclePolicy(K=16, seed=seed)}
-    for n, cls in (('subtask-planner', 'SubtaskPlannerPolicy'), ('adaptive-planner', 'AdaptivePlannerPolicy')):
-        if hasattr(_B, cls): mk[n] = getattr(_B, cls)          # chapter 07a's planners (issue 10)
     unknown = [n for n in names if n not in mk]
     if unknown: raise ConfigError(f"unknown baseline(s) {unknown}; choose from {list(mk)}.")
     return {n: mk[n]() for n in names}
@@ -280,13 +278,14 @@ def plot_report(report: dict, run_dir, out_dir) -> list:
     key, ylabel = ('normalised_by_phase', 'normalised score') if 'normalised_by_phase' in tab['policy'] else ('return_by_phase', 'return')
     names = [n for n in tab if n not in ('random',)]
     phases = sorted(next(iter(tab.values()))['return_by_phase'])
-    fig, ax = plt.subplots(figsize=(8, 3.8)); w = 0.8/len(names); col = policy_colours(names)
+    fig, ax = plt.subplots(figsize=(8, 4.4)); w = 0.8/len(names); col = policy_colours(names)
     for i, n in enumerate(names):
         ax.bar(np.arange(len(phases)) + i*w, [tab[n][key][p] for p in phases], w, label=n, color=col[n])
     ax.set_xticks(np.arange(len(phases)) + 0.4 - w/2); ax.set_xticklabels([f'phase {p}' for p in phases])
     if key == 'normalised_by_phase': ax.axhline(1, color='black', lw=0.8)
     ax.set_ylabel(ylabel); ax.set_title(f'{ylabel.capitalize()} per phase (held-out tasks)')
-    ax.legend(fontsize=7, ncol=3); fig.tight_layout(); f = out_dir/'phases.png'; fig.savefig(f, dpi=110); plt.close(fig); files.append(f)
+    ax.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False)   # below the axes: no bar hidden
+    fig.tight_layout(); f = out_dir/'phases.png'; fig.savefig(f, dpi=110, bbox_inches='tight'); plt.close(fig); files.append(f)
     return files
 
 def fmt_normalised(v: dict) -> str:

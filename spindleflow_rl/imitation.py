@@ -11,7 +11,8 @@ from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behaviour_clone']
+__all__ = ['TEACHERS', 'Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behaviour_clone', 'concat_demonstrations',
+           'dagger_round', 'make_teacher', 'warm_start']
 
 # %% ../nbs/08a_imitation.ipynb #ff2d6a67
 @dataclass
@@ -81,3 +82,53 @@ def behaviour_clone(model, demos: Demonstrations, epochs: int = 40, batch_episod
         losses.append(tot/max(n, 1))
     pol.set_training_mode(False)
     return losses
+
+# %% ../nbs/08a_imitation.ipynb #2f555455
+def concat_demonstrations(*ds: Demonstrations) -> Demonstrations:
+    "Several demonstration sets as one (episodes stay contiguous)."
+    return Demonstrations(*(np.concatenate([getattr(d, f) for d in ds]) for f in ('obs', 'actions', 'starts', 'returns', 'episode_returns')))
+
+def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
+    """Play `model` (deterministic actions) for `episodes` episodes; label every visited state with what `teacher`
+    would have done there. The teacher must be stateless between steps (the adaptive planner is)."""
+    O, A, S, G, E = [], [], [], [], []
+    for i in range(episodes):
+        obs, info = env.reset(seed=seed + i); teacher.reset(env); done, rs, state = False, [], None
+        while not done:
+            O.append(obs); A.append(np.asarray(teacher.act(env, obs, info), np.float32)); S.append(1.0 if not rs else 0.0)
+            a, state = model.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
+            obs, r, term, trunc, info = env.step(a); rs.append(float(r)); done = term or trunc
+        g, back = 0.0, []
+        for r in reversed(rs): g = r + gamma*g; back.append(g)
+        G += back[::-1]; E.append(sum(rs))
+    f32 = lambda x: np.asarray(x, np.float32)
+    return Demonstrations(f32(O), f32(A), f32(S), f32(G), f32(E))
+
+# %% ../nbs/08a_imitation.ipynb #b10e38ab
+TEACHERS = ('adaptive-planner', 'subtask-planner')
+
+def make_teacher(name: str):
+    "A chapter-07a planner by name."
+    from spindleflow_rl.baselines import AdaptivePlannerPolicy, SubtaskPlannerPolicy
+    if name not in TEACHERS: raise ConfigError(f"unknown imitation teacher {name!r}; use one of {TEACHERS} (or '' for none).")
+    return AdaptivePlannerPolicy() if name == 'adaptive-planner' else SubtaskPlannerPolicy()
+
+def warm_start(model, env, teacher: str = 'adaptive-planner', episodes: int = 4000, epochs: int = 30,
+               batch_episodes: int = 32, lr: float = 2e-3, seed: int = 0, dagger_rounds: int = 2) -> dict:
+    """Behaviour-clone `teacher` into `model` from `episodes` episodes on `env` (training tasks), then
+    `dagger_rounds` DAgger rounds of `episodes // 2` policy-driven episodes each (adaptive planner only: it is
+    stateless), each followed by `epochs // 2` passes over everything collected. Returns a summary."""
+    import time
+    t0 = time.time(); tch = make_teacher(teacher)
+    demos = collect_demonstrations(env, tch, episodes, seed=seed)
+    teacher_return = float(demos.episode_returns.mean())
+    losses = behaviour_clone(model, demos, epochs, batch_episodes, lr, seed=seed)
+    policy_returns = []
+    for r in range(dagger_rounds if teacher == 'adaptive-planner' else 0):
+        d = dagger_round(model, env, tch, max(1, episodes//2), seed=seed + (r + 1)*episodes)
+        policy_returns.append(float(d.episode_returns.mean()))
+        demos = concat_demonstrations(demos, d)
+        losses += behaviour_clone(model, demos, max(1, epochs//2), batch_episodes, lr, seed=seed + r + 1)
+    return {'teacher': teacher, 'episodes': episodes, 'steps': len(demos), 'epochs': epochs, 'dagger_rounds': len(policy_returns),
+            'teacher_return': teacher_return, 'policy_return_per_round': policy_returns,
+            'loss_first': losses[0] if losses else None, 'loss_last': losses[-1] if losses else None, 'seconds': time.time() - t0}

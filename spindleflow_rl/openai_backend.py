@@ -6,12 +6,14 @@
 from __future__ import annotations
 import hashlib, itertools, json, logging, math, os, re, tempfile, threading, time, warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 from .config import ConfigBase, ConfigError, config_path, default_cache_dir, load_yaml
+from .catalog import patch_into
 from .backends import World, ModeParams, CallResult, Conflict, StepResult, EpisodeContext, MODES
 from .rewards import JudgeScorer, JudgeUnavailable
 
@@ -19,9 +21,9 @@ _log = logging.getLogger(__name__)
 
 # %% auto #0
 __all__ = ['PROMPT_FIELDS', 'OPENAI_API_URL', 'OpenAIConfig', 'load_env_file', 'redact', 'PriceTable', 'fill', 'load_prompts',
-           'normalise_base_url', 'ResponseCache', 'UsageMeter', 'LLMCallFailed', 'LLMReply', 'estimate_tokens',
-           'parse_retry_after', 'classify_error', 'LLMClient', 'extract_json_objects', 'parse_judge_reply',
-           'OpenAIBackend', 'LLMJudge', 'make_judge_scorers', 'parse_plan', 'LLMPlannerPolicy']
+           'normalise_base_url', 'ResponseCache', 'UsageMeter', 'RequestLimiter', 'shared_limiter', 'LLMCallFailed',
+           'LLMReply', 'estimate_tokens', 'parse_retry_after', 'classify_error', 'LLMClient', 'extract_json_objects',
+           'parse_judge_reply', 'OpenAIBackend', 'LLMJudge', 'make_judge_scorers', 'parse_plan', 'LLMPlannerPolicy']
 
 # %% ../nbs/05a_openai.ipynb #34e366dc
 @dataclass
@@ -46,6 +48,8 @@ class OpenAIConfig(ConfigBase):
     max_words: int = 150                      # answer length asked for in the prompts
     temperature: float = 0.0
     max_workers: int = 6                      # concurrent calls in a parallel or debate step
+    max_concurrency: int = 16                 # requests in flight at once to this server, from all envs and threads of the process
+    tokens_per_minute: int = 0                # token budget per minute for this server, all envs together (0: no cap)
     context_chars: int = 1500                 # each earlier output shown to a specialist is cut to this many characters
     judge_answer_chars: int = 8000            # the answer shown to a judge is cut to this many characters
     judge_attempts: int = 3                   # a malformed judgement (or plan) is asked for up to this many times in all
@@ -60,10 +64,10 @@ class OpenAIConfig(ConfigBase):
 
     def __post_init__(self):
         pos = ('timeout_s', 'backoff_max_s', 'max_tokens', 'judge_max_tokens', 'planner_max_tokens', 'max_words',
-               'max_workers', 'context_chars', 'judge_answer_chars', 'judge_attempts', 'cache_samples')
+               'max_workers', 'max_concurrency', 'context_chars', 'judge_answer_chars', 'judge_attempts', 'cache_samples')
         for k in pos:
             if not getattr(self, k) > 0: raise ConfigError(f"OpenAIConfig.{k} must be > 0, got {getattr(self, k)!r}.")
-        for k in ('max_retries', 'backoff_base_s', 'retry_after_max_s', 'temperature'):
+        for k in ('max_retries', 'backoff_base_s', 'retry_after_max_s', 'temperature', 'tokens_per_minute'):
             if getattr(self, k) < 0: raise ConfigError(f"OpenAIConfig.{k} must be >= 0, got {getattr(self, k)!r}.")
         for k in ('conflict_overlap', 'conflict_cos', 'conflict_quality'):
             if not -1 <= getattr(self, k) <= 1: raise ConfigError(f"OpenAIConfig.{k} must be in [-1, 1], got {getattr(self, k)!r}.")
@@ -279,6 +283,77 @@ class UsageMeter:
         for f in self.FIELDS: setattr(self, f, d.get(f, 0))
     def __repr__(self): return f"UsageMeter({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
 
+# %% ../nbs/05a_openai.ipynb #29e527c1
+class RequestLimiter:
+    "In-flight, tokens-per-minute and Retry-After limits shared by every client of one server (thread-safe)."
+    def __init__(self, max_in_flight: int = 16, tokens_per_minute: float = 0, clock: Callable = time.monotonic):
+        if int(max_in_flight) < 1: raise ConfigError(f"max_concurrency must be >= 1, got {max_in_flight!r}.")
+        if tokens_per_minute < 0: raise ConfigError(f"tokens_per_minute must be >= 0 (0: no cap), got {tokens_per_minute!r}.")
+        self.max_in_flight, self.tokens_per_minute, self._clock = int(max_in_flight), float(tokens_per_minute), clock
+        self._cv = threading.Condition()
+        self.in_flight = self.peak = self.requests = self.waited = self.pauses = 0
+        self.wait_s, self.paused_until = 0.0, 0.0
+        self._tokens, self._t = self.tokens_per_minute, clock()
+
+    def _refill(self, now: float):
+        if self.tokens_per_minute > 0:
+            self._tokens = min(self.tokens_per_minute, self._tokens + (now - self._t)*self.tokens_per_minute/60.0)
+        self._t = now
+
+    def acquire(self, tokens: float = 0) -> float:
+        "Wait until a request of about `tokens` tokens may go out; take a slot. Returns the tokens reserved."
+        need = min(float(tokens), self.tokens_per_minute) if self.tokens_per_minute > 0 else 0.0
+        t0 = self._clock(); waited = False
+        with self._cv:
+            while True:
+                now = self._clock(); self._refill(now)
+                if now < self.paused_until: wait = self.paused_until - now
+                elif self.in_flight >= self.max_in_flight: wait = None                    # until a slot is released
+                elif need > self._tokens: wait = (need - self._tokens)*60.0/self.tokens_per_minute
+                else: break
+                waited = True; self._cv.wait(wait)
+            self.in_flight += 1; self.peak = max(self.peak, self.in_flight); self.requests += 1
+            self._tokens -= need
+            if waited: self.waited += 1; self.wait_s += self._clock() - t0
+        return need
+
+    def release(self, reserved: float = 0.0, used: float | None = None):
+        "Free the slot; settle the reservation with the tokens the reply really `used` (None: keep the reservation)."
+        with self._cv:
+            self.in_flight -= 1
+            if self.tokens_per_minute > 0 and used is not None:
+                self._tokens = min(self.tokens_per_minute, self._tokens + reserved - float(used))
+            self._cv.notify_all()
+
+    def pause(self, seconds: float):
+        "A server asked to wait: no request to it goes out for `seconds` (from now), from any client."
+        with self._cv:
+            until = self._clock() + max(0.0, float(seconds))
+            if until > self.paused_until: self.paused_until = until; self.pauses += 1
+            self._cv.notify_all()
+
+    @contextmanager
+    def slot(self, tokens: float = 0):
+        "`with limiter.slot(n) as s: ...; s['used'] = tokens` -- acquire, then release and settle."
+        s = {'reserved': self.acquire(tokens), 'used': None}
+        try: yield s
+        finally: self.release(s['reserved'], s['used'])
+
+    def stats(self) -> dict:
+        return {'max_in_flight': self.max_in_flight, 'tokens_per_minute': self.tokens_per_minute, 'peak_in_flight': self.peak,
+                'requests': self.requests, 'waited': self.waited, 'wait_s': self.wait_s, 'pauses': self.pauses}
+
+_LIMITERS: dict = {}
+_LIMITERS_LOCK = threading.Lock()
+
+def shared_limiter(base_url: str | None, max_in_flight: int = 16, tokens_per_minute: float = 0) -> RequestLimiter:
+    "The process-wide limiter of one server (normalised URL) and these limits: every client built alike shares it."
+    key = (normalise_base_url(base_url), int(max_in_flight), float(tokens_per_minute))
+    with _LIMITERS_LOCK:
+        lim = _LIMITERS.get(key)
+        if lim is None: lim = _LIMITERS[key] = RequestLimiter(max_in_flight, tokens_per_minute)
+        return lim
+
 # %% ../nbs/05a_openai.ipynb #582a5c74
 class LLMCallFailed(RuntimeError):
     "A chat request that still failed after the retries. `kind`: 'timeout' or 'error'. The message is redacted."
@@ -342,10 +417,11 @@ _CONFIG_HINT = {401: "the server rejected the API key: check {env}", 403: "the k
                 429: "the account has no quota left: check the plan and billing of the key in {env}"}
 
 class LLMClient:
-    """Chat requests with an on-disk cache, bounded retries we control, redaction and cost accounting. Shared by
-    the backend, the judges and the planner. The API key is read from the environment; the client object that
+    """Chat requests with an on-disk cache, bounded retries we control, redaction, cost accounting and the server's
+    shared `RequestLimiter`; thread-safe. Shared by the backend, the judges and the planner. The API key is read from the environment; the client object that
     holds it is dropped when this object is pickled."""
-    def __init__(self, cfg: OpenAIConfig | None = None, prices: PriceTable | None = None, sleep: Callable = time.sleep):
+    def __init__(self, cfg: OpenAIConfig | None = None, prices: PriceTable | None = None, sleep: Callable = time.sleep,
+                 limiter: RequestLimiter | None = None, clock: Callable = time.perf_counter):
         self.cfg = cfg or OpenAIConfig()
         self.cfg.check_key()
         self.prices = prices or PriceTable.from_yaml(self.cfg.prices_path)
@@ -357,11 +433,14 @@ class LLMClient:
         self._sleep = sleep
         self._client, self._lock = None, threading.Lock()
         self._warned = set()
+        self._clock = clock                                       # measures each attempt's latency
+        self.limiter = limiter or shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
 
     def __getstate__(self):
-        d = self.__dict__.copy(); d['_client'] = None; d['_lock'] = None; return d
+        d = self.__dict__.copy(); d['_client'] = None; d['_lock'] = None; d['limiter'] = None; return d
     def __setstate__(self, d):
         self.__dict__.update(d); self._lock = threading.Lock()
+        self.limiter = shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
 
     def _secrets(self) -> list[str]:
         k = os.environ.get(self.cfg.api_key_env, '')
@@ -385,62 +464,104 @@ class LLMClient:
 
     def chat(self, model: str, messages: list, *, max_tokens: int, temperature: float | None = None,
              timeout_s: float | None = None, meters: Sequence[UsageMeter] = ()) -> LLMReply:
-        "One chat completion (cached); raises `LLMCallFailed` after the retries, `ConfigError` on key/quota/model errors."
+        """One chat completion (cached); raises `LLMCallFailed` after the retries, `ConfigError` on key/quota/model
+        errors. Threads asking for the same reply at once send one request: the others wait and read it from the cache."""
         meters = (self.meter, *meters)
-        def count(**kw):
-            for m in meters: m.add(**kw)
         params = self.params(max_tokens, temperature)
         key = ResponseCache.key(model, messages, params, self.base_url)
         keep = self.cfg.cache_samples if params['temperature'] > 0 else 1
         with self._lock: n = self._calls.get(key, 0); self._calls[key] = n + 1
         sample = n % keep                                         # call n of this prompt gets sample n mod keep
-        rec = self.cache.get(key, sample) if self.cache is not None else None
-        if rec is not None:
-            u = rec['response'].get('usage') or {}
-            pt, ct = int(u.get('prompt_tokens', 0)), int(u.get('completion_tokens', 0))
-            priced = self.prices.cost(model, pt, ct)
-            count(replies=1, cache_hits=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced)
-            return LLMReply(rec['response']['content'], model, pt, ct, priced, 0.0, True, float(rec.get('latency_s', 0.0)),
-                            0, bool(u.get('estimated', False)))
-        t0 = time.perf_counter(); kind, msg = 'error', 'no attempt made'
-        for attempt in range(self.cfg.max_retries + 1):
+        if self.cache is None: return self._request(model, messages, params, timeout_s, meters, key, sample)
+        while True:
+            rec = self.cache.get(key, sample)
+            if rec is not None: return self._replay(model, rec, meters)
+            busy = _claim(self.cache.root, key, sample)           # None: this thread asks; else wait for the one asking
+            if busy is None: break
+            busy.wait()
+        try:
+            rec = self.cache.get(key, sample)                     # answered between our look and our claim
+            if rec is not None: return self._replay(model, rec, meters)
+            return self._request(model, messages, params, timeout_s, meters, key, sample)
+        finally: _unclaim(self.cache.root, key, sample)
+
+# %% ../nbs/05a_openai.ipynb #cf9bb699
+_INFLIGHT: dict = {}                 # (cache folder, key, sample) -> Event set when the asking thread is done
+_INFLIGHT_LOCK = threading.Lock()
+
+def _claim(root, key: str, sample: int):
+    "Claim a reply to fetch: `None` when this thread should ask, else the `Event` of the thread already asking."
+    k = (str(root), key, sample)
+    with _INFLIGHT_LOCK:
+        ev = _INFLIGHT.get(k)
+        if ev is not None: return ev
+        _INFLIGHT[k] = threading.Event()
+def _unclaim(root, key: str, sample: int):
+    with _INFLIGHT_LOCK: ev = _INFLIGHT.pop((str(root), key, sample), None)
+    if ev is not None: ev.set()
+
+def _server_asked_to_wait(e: Exception) -> bool:
+    "A 429 (not a quota error: that raises) or any status with a Retry-After header: every client should hold."
+    code = getattr(e, 'status_code', None)
+    return code is not None and (int(code) == 429 or parse_retry_after(getattr(getattr(e, 'response', None), 'headers', None)) is not None)
+
+@patch_into(LLMClient)
+def _replay(self, model: str, rec: dict, meters) -> LLMReply:
+    "A cached reply: free, with its recorded usage priced and its recorded latency."
+    u = rec['response'].get('usage') or {}
+    pt, ct = int(u.get('prompt_tokens', 0)), int(u.get('completion_tokens', 0))
+    priced = self.prices.cost(model, pt, ct)
+    for m in meters: m.add(replies=1, cache_hits=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced)
+    return LLMReply(rec['response']['content'], model, pt, ct, priced, 0.0, True, float(rec.get('latency_s', 0.0)),
+                    0, bool(u.get('estimated', False)))
+
+# %% ../nbs/05a_openai.ipynb #3fd6a057
+@patch_into(LLMClient)
+def _request(self, model: str, messages: list, params: dict, timeout_s, meters, key: str, sample: int) -> LLMReply:
+    "Send the request through the limiter, retrying per the table above; price, count and cache the reply."
+    def count(**kw):
+        for m in meters: m.add(**kw)
+    prompt_est = sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in messages)
+    latency, kind, msg = 0.0, 'error', 'no attempt made'  # latency: time on the wire and in backoffs, not in our queue
+    for attempt in range(self.cfg.max_retries + 1):
+        err = None
+        with self.limiter.slot(prompt_est + params[self.cfg.token_param]) as slot:
+            t0 = self._clock()
             try:
                 resp = self._openai().chat.completions.create(model=model, messages=messages,
                                                               timeout=timeout_s or self.cfg.timeout_s, **params)
                 content = resp.choices[0].message.content or ''
-            except Exception as e:
-                count(requests=1, failed_requests=1)
-                kind, retry, wait = classify_error(e, self.cfg, attempt)
-                detail = redact(f"{type(e).__name__}: {e}", self._secrets())
-                if kind == 'config':
-                    code = getattr(e, 'status_code', 0)
-                    hint = _CONFIG_HINT.get(code, 'check the configuration').format(env=self.cfg.api_key_env)
-                    raise ConfigError(f"{model} request refused ({detail}): {hint}.") from None
-                msg = f"{model}: {kind} after {attempt + 1} attempt(s): {detail}"
-                if not retry or attempt == self.cfg.max_retries: break
-                _log.info("%s; retrying in %.2fs", msg, wait)
-                self._sleep(wait)
-                continue
-            latency = time.perf_counter() - t0
-            u = getattr(resp, 'usage', None)
-            estimated = u is None or getattr(u, 'prompt_tokens', None) is None
-            if estimated:
-                pt = sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in messages); ct = estimate_tokens(content)
-            else:
-                pt, ct = int(u.prompt_tokens or 0), int(u.completion_tokens or 0)
-            priced = self.prices.cost(model, pt, ct)
-            count(replies=1, requests=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced, cost_usd=priced)
-            if self.cache is not None:
-                self.cache.put(key, {'format': ResponseCache.FORMAT, 'model': model, 'base_url': self.base_url, 'sample': sample,
-                                     'request': {'messages': messages, 'params': params},
-                                     'response': {'content': content, 'model': getattr(resp, 'model', model),
-                                                  'usage': {'prompt_tokens': pt, 'completion_tokens': ct, 'estimated': estimated}},
-                                     'latency_s': latency, 'attempts': attempt + 1}, sample)
-            return LLMReply(content, model, pt, ct, priced, priced, False, latency, attempt + 1, estimated)
-        latency = time.perf_counter() - t0
-        if msg not in self._warned:
-            self._warned.add(msg); _log.warning(msg)
+                u = getattr(resp, 'usage', None)
+                estimated = u is None or getattr(u, 'prompt_tokens', None) is None
+                pt, ct = (prompt_est, estimate_tokens(content)) if estimated else (int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+                slot['used'] = pt + ct
+            except Exception as e: err = e
+            latency += self._clock() - t0
+        if err is None: break
+        count(requests=1, failed_requests=1)
+        kind, retry, wait = classify_error(err, self.cfg, attempt)
+        detail = redact(f"{type(err).__name__}: {err}", self._secrets())
+        if kind == 'config':
+            hint = _CONFIG_HINT.get(getattr(err, 'status_code', 0), 'check the configuration').format(env=self.cfg.api_key_env)
+            raise ConfigError(f"{model} request refused ({detail}): {hint}.") from None
+        msg = f"{model}: {kind} after {attempt + 1} attempt(s): {detail}"
+        if not retry or attempt == self.cfg.max_retries: break
+        if _server_asked_to_wait(err): self.limiter.pause(wait)   # everyone holds, not only this thread
+        _log.info("%s; retrying in %.2fs", msg, wait)
+        self._sleep(wait); latency += wait
+    if err is not None:
+        with self._lock: new = msg not in self._warned; self._warned.add(msg)
+        if new: _log.warning(msg)
         raise LLMCallFailed(kind, msg, attempt + 1, latency)
+    priced = self.prices.cost(model, pt, ct)
+    count(replies=1, requests=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced, cost_usd=priced)
+    if self.cache is not None:
+        self.cache.put(key, {'format': ResponseCache.FORMAT, 'model': model, 'base_url': self.base_url, 'sample': sample,
+                             'request': {'messages': messages, 'params': params},
+                             'response': {'content': content, 'model': getattr(resp, 'model', model),
+                                          'usage': {'prompt_tokens': pt, 'completion_tokens': ct, 'estimated': estimated}},
+                             'latency_s': latency, 'attempts': attempt + 1}, sample)
+    return LLMReply(content, model, pt, ct, priced, priced, False, latency, attempt + 1, estimated)
 
 # %% ../nbs/05a_openai.ipynb #9ade1789
 def extract_json_objects(text: str) -> list:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/98_testing.ipynb #0a756cd2
 from __future__ import annotations
-import json, re, threading
+import json, re, threading, time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
@@ -30,8 +30,10 @@ class ScriptedOpenAIServer:
     """TEST DOUBLE: an OpenAI-compatible chat-completions server on 127.0.0.1 in a background thread, scripted per
     request. Use as a context manager; point `OpenAIConfig(base_url=server.base_url)` at it."""
     def __init__(self, usage: tuple | None = None, answer_words: int = 150, api_key: str | None = None,
-                 models: Sequence[str] = ('gpt-4o-mini', 'gpt-4o'), tag: str = ''):
+                 models: Sequence[str] = ('gpt-4o-mini', 'gpt-4o'), tag: str = '', latency_s: float = 0.0):
+        if latency_s < 0: raise ValueError(f"latency_s must be >= 0, got {latency_s!r}")
         self.usage, self.answer_words, self.api_key, self.models, self.tag = usage, answer_words, api_key, list(models), tag
+        self.latency_s = float(latency_s)     # added to every answer's delay (scripted or not)
         self.requests: list[dict] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -71,6 +73,9 @@ class ScriptedOpenAIServer:
 
 
 # %% ../nbs/98_testing.ipynb #fd26079b
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128           # many clients connect at once in the concurrency tests
+
 @patch
 def start(self: ScriptedOpenAIServer) -> 'ScriptedOpenAIServer':
     server = self
@@ -97,7 +102,7 @@ def start(self: ScriptedOpenAIServer) -> 'ScriptedOpenAIServer':
                 return self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
             code, obj, headers = server._handle(body, self.headers.get('Authorization', ''))
             self._send(code, obj, headers)
-    self._httpd = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    self._httpd = _Server(('127.0.0.1', 0), Handler)
     self._httpd.daemon_threads = True
     self._thread = threading.Thread(target=self._httpd.serve_forever, name='ScriptedOpenAIServer', daemon=True)
     self._thread.start()
@@ -132,7 +137,7 @@ def count(self: ScriptedOpenAIServer, match: str | Callable | None = None) -> in
 @patch
 def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
     with self._lock:
-        self.requests.append({'model': body.get('model'), 'messages': body.get('messages', []),
+        self.requests.append({'model': body.get('model'), 'messages': body.get('messages', []), 'time': time.monotonic(),
                               'params': {k: v for k, v in body.items() if k not in ('model', 'messages')}})
         self._in_flight += 1; self.max_in_flight = max(self.max_in_flight, self._in_flight)
         reply = None
@@ -145,7 +150,8 @@ def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
                 break
     try:
         reply = reply or ScriptedReply()
-        if reply.delay_s: self._stopping.wait(reply.delay_s)
+        delay = self.latency_s + reply.delay_s
+        if delay: self._stopping.wait(delay)
         if self.api_key is not None and auth != f'Bearer {self.api_key}':
             return 401, {'error': {'message': 'Incorrect API key provided.', 'type': 'invalid_request_error', 'code': 'invalid_api_key'}}, ()
         if reply.status != 200:

@@ -4,20 +4,21 @@
 
 # %% ../nbs/09_train.ipynb #18d28d91
 from __future__ import annotations
-import argparse, copy, io, json, os, pickle, random, sys, time, signal, platform, shutil, traceback
+import argparse, copy, io, json, os, pickle, random, sys, time, signal, platform, shutil, threading, traceback
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 import numpy as np
 from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig, config_path, load_yaml,
                                    seed_everything)
+from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv
 
 # %% auto #0
 __all__ = ['SECTIONS', 'SPEND_KIND', 'TrainConfig', 'load_run_config', 'Curriculum', 'atomic_write_bytes', 'atomic_write_json',
            'spend_fields', 'spend_from', 'NonFiniteError', 'check_finite', 'RunState', 'EpisodeStatsCallback',
            'rng_state', 'set_rng_state', 'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash',
            'CheckpointCallback', 'prune_checkpoints', 'make_backend', 'FastDummyVecEnv', 'safe_start_method',
-           'make_vec_env', 'ProgressCallback', 'resolve_checkpoint', 'set_determinism', 'train', 'build_parser',
-           'args_to_overrides', 'eval_plan', 'main']
+           'make_vec_env', 'ProgressCallback', 'resolve_checkpoint', 'set_determinism', 'warm_start_from_config',
+           'train', 'build_parser', 'args_to_overrides', 'eval_plan', 'main']
 
 # %% ../nbs/09_train.ipynb #8abeeeff
 def _f(default, help, **kw):
@@ -28,7 +29,7 @@ def _f(default, help, **kw):
 @dataclass
 class TrainConfig(ConfigBase):
     "Arguments of a training run (`spindleflow-train --help` shows them all)."
-    timesteps: int = _f(400_000, 'total environment steps, all phases together')
+    timesteps: int = _f(250_000, 'total PPO environment steps, all phases together (after the imitation warm start)')
     curriculum: bool = _f(True, 'train phases 1 -> 2 -> 3 (else only --phase)')
     phase: int = _f(1, 'the single phase to train when the curriculum is off')
     phase_budget: list = _f([0.25, 0.3], 'most share of the timesteps spent in phases 1 and 2 before moving on')
@@ -36,13 +37,14 @@ class TrainConfig(ConfigBase):
     success_window: int = _f(500, 'number of recent episodes the success rate is measured over')
     min_phase_fraction: float = _f(0.1, 'least share of the timesteps spent in a phase before an early advance')
     n_envs: int = _f(16, 'parallel environments')
-    vec_env: str = _f('dummy', 'dummy (one process) | subproc (one process per env) | auto')
+    vec_env: str = _f('auto', 'dummy (one process, one env after another) | threads (all envs at once: for --backend openai) | '
+                      'subproc (one process per env) | auto (threads for openai; else subproc with > 2 cores, else dummy)')
     seed: int = _f(0, 'seed of everything: envs, policy, sampling')
     out: str = _f('runs', 'output folder; the run folder is created inside it')
     run_name: str = _f('', 'run folder name (default: SpindleFlow-v0__<exp>__<seed>__<time>)')
     checkpoint_every: int = _f(50_000, 'timesteps between checkpoints (written atomically)')
     keep_checkpoints: int = _f(3, 'how many periodic checkpoints to keep (the final one is always kept)')
-    eval_episodes: int = _f(1000, 'episodes per policy and split for the evaluation after training (0: skip)')
+    eval_episodes: int = _f(500, 'episodes per policy and split for the evaluation after training (0: skip)')
     paid_eval_episodes: int = _f(50, 'the same with a paid backend (openai), unless --eval-episodes is given')
     device: str = _f('auto', 'auto (CUDA when present) | cpu | cuda')
     backend: str = _f('sim', 'execution backend: sim (demo mode, offline) | recorded | openai')
@@ -52,6 +54,10 @@ class TrainConfig(ConfigBase):
     progress: bool = _f(True, 'show progress (a live line on a terminal, a plain line every progress_every_s otherwise)')
     progress_every_s: float = _f(30.0, 'seconds between plain-text progress lines when stdout is not a terminal')
     torch_threads: int = _f(0, 'torch CPU threads (0: leave the default); pin it to reproduce a run bit for bit')
+    imitation_teacher: str = _f('adaptive-planner', "warm start: behaviour-clone this planner before PPO (chapter 08a); '' for none")
+    imitation_episodes: int = _f(2000, 'teacher episodes on training tasks for the warm start (at most timesteps/100)')
+    imitation_epochs: int = _f(20, 'passes over the teacher episodes')
+    imitation_dagger_rounds: int = _f(1, 'DAgger rounds after the cloning (policy-driven episodes labelled by the teacher)')
 
 SECTIONS = {'train': TrainConfig, 'env': EnvConfig, 'reward': RewardConfig, 'sim': SimConfig}
 
@@ -92,7 +98,7 @@ def load_run_config(path=None, overrides: dict | None = None) -> dict:
         OpenAIConfig.from_dict(out['openai'], where=f"{where}: openai")
     if t.timesteps <= 0: raise ConfigError(f"train.timesteps must be > 0, got {t.timesteps}.")
     if t.n_envs < 1: raise ConfigError(f"train.n_envs must be >= 1, got {t.n_envs}.")
-    if t.vec_env not in ('dummy', 'subproc', 'auto'): raise ConfigError(f"train.vec_env must be dummy, subproc or auto, got {t.vec_env!r}.")
+    if t.vec_env not in VEC_ENVS: raise ConfigError(f"train.vec_env must be one of {', '.join(VEC_ENVS)}, got {t.vec_env!r}.")
     if t.phase not in (1, 2, 3): raise ConfigError(f"train.phase must be 1, 2 or 3, got {t.phase}.")
     if len(t.phase_budget) != 2 or sum(t.phase_budget) >= 1 or min(t.phase_budget) <= 0:
         raise ConfigError(f"train.phase_budget must be two positive shares summing to less than 1, got {t.phase_budget}.")
@@ -100,7 +106,10 @@ def load_run_config(path=None, overrides: dict | None = None) -> dict:
     if t.tier not in (0, 1, 2, 3): raise ConfigError(f"train.tier must be 0-3, got {t.tier}.")
     if t.tier >= 2 and t.backend != 'openai':
         raise ConfigError(f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend).")
-    for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads'):
+    if t.imitation_teacher:
+        from spindleflow_rl.imitation import make_teacher
+        make_teacher(t.imitation_teacher)                  # a clear error for an unknown name, before the run folder
+    for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds'):
         if getattr(t, k) < 0: raise ConfigError(f"train.{k} must be >= 0, got {getattr(t, k)}.")
     if t.max_cost_usd < 0: raise ConfigError(f"train.max_cost_usd must be >= 0 (0: no limit), got {t.max_cost_usd}.")
     return out
@@ -285,15 +294,27 @@ class ResumableEnv(gym.Wrapper):
     its generator, the backend's state and meters, Monitor's counters) with the shared world as a reference;
     `restore(blob)` puts it back. Reached through `VecEnv.env_method`, so it works in subprocesses too."""
     def snapshot(self) -> bytes:
-        f = io.BytesIO(); _WorldPickler(f, _world_refs(self.env.unwrapped.world)).dump(self.env); return f.getvalue()
+        w = self.env.unwrapped.world
+        if getattr(self, '_refs_of', None) is not w: self._refs, self._refs_of = _world_refs(w), w   # the world is fixed: once
+        f = io.BytesIO(); _WorldPickler(f, self._refs).dump(self.env); return f.getvalue()
     def restore(self, blob: bytes) -> None:
         self.env = _WorldUnpickler(io.BytesIO(blob), self.env.unwrapped.world).load()
 
 # %% ../nbs/09_train.ipynb #c01ac199
-def capture(model, state: RunState) -> dict:
+def _model_bytes(model, num_timesteps: int | None = None) -> bytes:
+    """The model as a zip, with its timestep counter set to `num_timesteps`. The weights do not change while a
+    rollout is collected, so the model saved mid-rollout with its boundary's counter is the boundary's model."""
+    n0 = model.num_timesteps
+    if num_timesteps is not None: model.num_timesteps = num_timesteps
+    try: buf = io.BytesIO(); model.save(buf); return buf.getvalue()
+    finally: model.num_timesteps = n0
+
+def capture(model, state: RunState, with_model: bool = True) -> dict:
     """Everything a run needs to continue bit for bit from this rollout boundary: the model (weights, optimiser,
-    counters), each env's full state, the last observation and LSTM state, every RNG, the curriculum and the spend."""
-    venv = model.get_env(); buf = io.BytesIO(); model.save(buf)
+    counters), each env's full state, the last observation and LSTM state, every RNG, the curriculum and the spend.
+    `with_model=False` (every rollout start) leaves the model's zip to `save_checkpoint`, and the pickling of
+    the resume state too: both cost more than the rest together, and are needed only when something is saved."""
+    venv = model.get_env()
     lstm = getattr(model, '_last_lstm_states', None)
     resume = {'format': 'spindleflow-rl-resume/1', 'num_timesteps': int(model.num_timesteps), 'envs': venv.env_method('snapshot'),
               'last_obs': np.copy(model._last_obs), 'last_episode_starts': np.copy(model._last_episode_starts),
@@ -301,7 +322,8 @@ def capture(model, state: RunState) -> dict:
               'rng': rng_state(), 'env_spent': float(sum(venv.env_method('spent_usd')))}
     at = {'num_timesteps': int(model.num_timesteps), 'curriculum': copy.deepcopy(state.curriculum.state),
           'phase': state.curriculum.phase, 'episodes': state.episodes, 'consistency': venv.env_method('consistency_state')}
-    return {'model': buf.getvalue(), 'resume': pickle.dumps(resume, protocol=pickle.HIGHEST_PROTOCOL), 'at': at}
+    return {'model': _model_bytes(model) if with_model else None, 'num_timesteps': int(model.num_timesteps),
+            'resume': resume, 'at': at}
 
 def _map_tensors(x, fn):
     if hasattr(x, 'detach'): return fn(x)
@@ -323,8 +345,9 @@ def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict 
     snap = snap or capture(model, state)
     ck = state.run_dir/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
     name = name or f"step_{snap['at']['num_timesteps']:010d}"
-    zp = ck/f"{name}.zip"; atomic_write_bytes(zp, snap['model'])
-    rp = ck/f"{name}.resume.pkl"; atomic_write_bytes(rp, snap['resume'])
+    zp = ck/f"{name}.zip"; atomic_write_bytes(zp, snap['model'] if snap['model'] is not None else _model_bytes(model, snap['num_timesteps']))
+    rp = ck/f"{name}.resume.pkl"
+    atomic_write_bytes(rp, snap['resume'] if isinstance(snap['resume'], bytes) else pickle.dumps(snap['resume'], protocol=pickle.HIGHEST_PROTOCOL))
     rec = state.to_dict(model, str(zp.relative_to(state.run_dir)), snap['at'])
     atomic_write_json(state.run_dir/'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))})
     return zp
@@ -358,7 +381,7 @@ class CheckpointCallback(BaseCallback):
         bad = check_finite(self.model)
         if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the update at timestep "
                                      f"{self.num_timesteps}. Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
-        self.snap = capture(self.model, self.state)
+        self.snap = capture(self.model, self.state, with_model=False)
         if self.every > 0 and self.num_timesteps - self.last >= self.every:
             save_checkpoint(self.model, self.state, snap=self.snap); self.last = self.num_timesteps
             prune_checkpoints(self.state.run_dir/'checkpoints', self.keep)
@@ -383,7 +406,8 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
     client = LLMClient(ocfg)
-    return OpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
+    from spindleflow_rl.security import SandboxedOpenAIBackend      # specialists read only their DAG ancestors (chapter 16)
+    return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
 
 from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -410,7 +434,8 @@ def safe_start_method(system: str | None = None) -> str:
     return 'forkserver' if system == 'Linux' else 'spawn'
 
 def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
-    "A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`."
+    """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
+    `vec_env`: dummy | threads | subproc | auto (`resolve_vec_env`, chapter 09a)."""
     from stable_baselines3.common.vec_env import SubprocVecEnv
     from stable_baselines3.common.monitor import Monitor
     from spindleflow_rl.env import SpindleFlowEnv, default_world
@@ -425,9 +450,11 @@ def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_
             e.reset(seed=seed + i)
             return ResumableEnv(Monitor(e))
         return _init
-    kind = vec_env if vec_env != 'auto' else ('subproc' if n_envs > 1 and (os.cpu_count() or 1) > 2 else 'dummy')
+    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: threads for the OpenAI backend (chapter 09a)
     fns = [make(i) for i in range(n_envs)]
-    venv = SubprocVecEnv(fns, start_method=safe_start_method()) if kind == 'subproc' else FastDummyVecEnv(fns)
+    if kind == 'subproc': venv = SubprocVecEnv(fns, start_method=safe_start_method())
+    elif kind == 'threads': venv = ThreadedVecEnv(fns)
+    else: venv = FastDummyVecEnv(fns)
     venv.seed(seed)
     return venv
 
@@ -499,6 +526,24 @@ def set_determinism(threads: int = 0):
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     if threads > 0: torch.set_num_threads(threads)
 
+# %% ../nbs/09_train.ipynb #65ff5dc3
+def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
+    """The run's imitation warm start (chapter 08a): clone `train.imitation_teacher` from episodes on the *training*
+    tasks and roster of the configured backend, before PPO. Returns its summary (written to `imitation.json`)."""
+    from spindleflow_rl.imitation import warm_start
+    from spindleflow_rl.env import SpindleFlowEnv, default_world
+    t = cfg['train']; world = default_world()
+    backend, scorers = make_backend(t, world, cfg['sim'], cfg.get('openai'))
+    env = SpindleFlowEnv(cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier), reward_config=cfg['reward'],
+                         sim_config=cfg['sim'], world=getattr(backend, 'world', world), backend=backend, scorers=scorers)
+    n = max(1, min(t.imitation_episodes, t.timesteps//100))   # never more than one teacher episode per 100 timesteps of PPO
+    if not quiet: print(f"  warm start: cloning {t.imitation_teacher} from {n:,} training episodes", flush=True)
+    out = warm_start(model, env, t.imitation_teacher, n, t.imitation_epochs, seed=t.seed + 1_000_000,
+                     dagger_rounds=t.imitation_dagger_rounds)
+    if not quiet: print(f"  warm start done in {out['seconds']:.0f}s: teacher return {out['teacher_return']:+.3f}, "
+                        f"loss {out['loss_first']:.3f} -> {out['loss_last']:.3f}", flush=True)
+    return out
+
 # %% ../nbs/09_train.ipynb #3601596e
 def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path:
     """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
@@ -531,6 +576,9 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
     cur = Curriculum(t.timesteps, phases, t.phase_budget, t.success_threshold, t.success_window, t.min_phase_fraction,
                      state=state_in.get('curriculum'))
     venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, vec_env=t.vec_env)     # validates the backend and its inputs
+    if t.backend == 'openai' and t.n_envs > 1 and isinstance(venv, FastDummyVecEnv) and not quiet:
+        print(f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests never "
+              "overlap; --vec-env threads (or auto) sends them together (see --max-concurrency).", flush=True)
     tb = str(run_dir/'tb')
     try:
         if checkpoint:
@@ -544,10 +592,13 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
                     if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
         else:
             model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
+            if t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
+                imitation = warm_start_from_config(model, cfg, quiet)
     except BaseException:
         venv.close(); raise
     run_dir.mkdir(parents=True, exist_ok=True)
     if not checkpoint: atomic_write_json(run_dir/'config.json', plain)   # a resume keeps the run's config.json
+    if not checkpoint and t.imitation_teacher and t.backend != 'openai': atomic_write_json(run_dir/'imitation.json', imitation)
     state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
     state.cost_usd = spend_from(state_in)
     state.cost_base = state.cost_usd - (resume['env_spent'] if resume else 0.0)   # restored env meters already hold their part
@@ -555,6 +606,8 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
     return _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, list(callbacks))
 
 # %% ../nbs/09_train.ipynb #f9a56303
+_VEC_NAMES = {'FastDummyVecEnv': 'one after another', 'ThreadedVecEnv': 'threads, all at once', 'SubprocVecEnv': 'one process each'}
+
 def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
     "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
     from stable_baselines3.common.callbacks import CallbackList
@@ -570,10 +623,11 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
         how = '' if not checkpoint else (' (exact resume: envs, RNGs and LSTM state restored)' if resume else
                                          ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)')
         print(f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir/'checkpoints'}"
-              f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs, device {model.device}){how}", flush=True)
+              f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs ({_VEC_NAMES.get(type(venv).__name__, type(venv).__name__)}), device {model.device}){how}", flush=True)
     t0 = time.time(); interrupted = False; crashed = None
     def _on_term(signum, frame): raise KeyboardInterrupt      # `kill` (SIGTERM) saves a checkpoint like Ctrl-C
-    old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
+    in_main = threading.current_thread() is threading.main_thread()   # a sweep trial on Ray runs in a worker thread
+    old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') and in_main else None
     try:
         model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
         bad = check_finite(model)
@@ -638,7 +692,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--max-cost-usd', type=float, help='stop cleanly before LLM spend passes this (training and evaluation together)')
     ap.add_argument('--eval-episodes', type=int, help='episodes per policy and split for the evaluation after training '
                                                       '(0: skip; default 1000, or 50 with --backend openai)')
-    ap.add_argument('--device', help='auto | cpu | cuda'); ap.add_argument('--vec-env', choices=('dummy', 'subproc', 'auto'))
+    ap.add_argument('--device', help='auto | cpu | cuda'); ap.add_argument('--vec-env', choices=VEC_ENVS,
+                                                                                  help='threads: every env at once (real LLMs); auto: threads with --backend openai')
+    ap.add_argument('--max-concurrency', type=int, help='requests in flight to the LLM server at once, all envs together (default 16)')
+    ap.add_argument('--tokens-per-minute', type=int, help="the LLM account's token budget per minute, all envs together (default: no cap)")
     ap.add_argument('--torch-threads', type=int, help='torch CPU threads (pin it to reproduce a run bit for bit)')
     ap.add_argument('--no-progress', action='store_true', help='no progress output')
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
@@ -653,11 +710,12 @@ def args_to_overrides(a) -> dict:
         v = getattr(a, k, None)
         if v is not None: t[k] = v
     if a.no_progress: t['progress'] = False
+    o = {k: getattr(a, k) for k in ('max_concurrency', 'tokens_per_minute') if getattr(a, k, None) is not None}
     if a.demo_mode:
         if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
         t['backend'] = 'sim'
         if (a.tier or 0) > 1: raise ConfigError("--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai.")
-    return {'train': t}
+    return {'train': t, **({'openai': o} if o else {})}
 
 # %% ../nbs/09_train.ipynb #e2f59051
 def eval_plan(cfg: dict, explicit: bool, run_dir: Path) -> tuple[int, float | None, float | None]:
@@ -686,7 +744,9 @@ def main(argv=None):
                 saved = {k: v for k, v in st['config'].items() if v is not None}
                 layer = load_yaml(a.config) if a.config else {}
                 for k, v in layer.items(): saved[k] = {**(saved.get(k) or {}), **(v or {})}
-                saved['train'] = {**saved['train'], **args_to_overrides(a)['train']}
+                ov = args_to_overrides(a)
+                saved['train'] = {**saved['train'], **ov['train']}
+                if 'openai' in ov: saved['openai'] = {**(saved.get('openai') or {}), **ov['openai']}
                 cfg = load_run_config(None, saved)
             if int(st.get('num_timesteps') or 0) >= cfg['train'].timesteps:
                 print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {cfg['train'].timesteps:,} timesteps); "
