@@ -29,22 +29,28 @@ class Demonstrations:
         return list(zip(s[:-1], s[1:]))
     def __len__(self): return len(self.starts)
 
-def collect_demonstrations(env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
-    """Play `teacher` (an object with `reset(env)` and `act(env, obs, info)`, chapter 07a) for `episodes` episodes
-    from `env.reset(seed=seed + i)`, recording observations, actions and discounted returns-to-go."""
-    if episodes < 1: raise ConfigError(f"episodes must be >= 1, got {episodes}.")
+def _record(env, teacher, episodes: int, seed: int, gamma: float, driver=None) -> Demonstrations:
+    """Episodes from `env.reset(seed=seed + i)`: the teacher's action in every state, the driver's actions played
+    (`driver`: a model, deterministic; `None`: the teacher drives). Returns-to-go are those of what was played."""
     O, A, S, G, E = [], [], [], [], []
     for i in range(episodes):
-        obs, info = env.reset(seed=seed + i); teacher.reset(env); done, rs = False, []
+        obs, info = env.reset(seed=seed + i); teacher.reset(env); done, rs, state = False, [], None
         while not done:
             a = np.asarray(teacher.act(env, obs, info), np.float32)
             O.append(obs); A.append(a); S.append(1.0 if not rs else 0.0)
+            if driver is not None: a, state = driver.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
             obs, r, term, trunc, info = env.step(a); rs.append(float(r)); done = term or trunc
         g, back = 0.0, []
         for r in reversed(rs): g = r + gamma*g; back.append(g)
         G += back[::-1]; E.append(sum(rs))
     f32 = lambda x: np.asarray(x, np.float32)
     return Demonstrations(f32(O), f32(A), f32(S), f32(G), f32(E))
+
+def collect_demonstrations(env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
+    """Play `teacher` (an object with `reset(env)` and `act(env, obs, info)`, chapter 07a) for `episodes` episodes
+    from `env.reset(seed=seed + i)`, recording observations, actions and discounted returns-to-go."""
+    if episodes < 1: raise ConfigError(f"episodes must be >= 1, got {episodes}.")
+    return _record(env, teacher, episodes, seed, gamma)
 
 # %% ../nbs/08a_imitation.ipynb #81360280
 def policy_outputs(policy, obs: th.Tensor, starts: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
@@ -91,18 +97,7 @@ def concat_demonstrations(*ds: Demonstrations) -> Demonstrations:
 def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
     """Play `model` (deterministic actions) for `episodes` episodes; label every visited state with what `teacher`
     would have done there. The teacher must be stateless between steps (the adaptive planner is)."""
-    O, A, S, G, E = [], [], [], [], []
-    for i in range(episodes):
-        obs, info = env.reset(seed=seed + i); teacher.reset(env); done, rs, state = False, [], None
-        while not done:
-            O.append(obs); A.append(np.asarray(teacher.act(env, obs, info), np.float32)); S.append(1.0 if not rs else 0.0)
-            a, state = model.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
-            obs, r, term, trunc, info = env.step(a); rs.append(float(r)); done = term or trunc
-        g, back = 0.0, []
-        for r in reversed(rs): g = r + gamma*g; back.append(g)
-        G += back[::-1]; E.append(sum(rs))
-    f32 = lambda x: np.asarray(x, np.float32)
-    return Demonstrations(f32(O), f32(A), f32(S), f32(G), f32(E))
+    return _record(env, teacher, episodes, seed, gamma, driver=model)
 
 # %% ../nbs/08a_imitation.ipynb #b10e38ab
 TEACHERS = ('adaptive-planner', 'subtask-planner')

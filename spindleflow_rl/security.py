@@ -80,6 +80,15 @@ class Scratchpad:
         self.max_chars, self.secrets = int(max_chars), tuple(s for s in secrets if s)
         self.entries: dict[int, Entry] = {}
         self._lock = threading.Lock()
+    def __getstate__(self):
+        "Pickled (exact-resume snapshots) without its lock and without the secrets it redacts: no key ever lands in a file."
+        d = dict(self.__dict__); d.pop('_lock', None); d['secrets'] = (); d['_secrets_from_env'] = bool(self.secrets)
+        return d
+    def __setstate__(self, d):
+        "Unpickled with a fresh lock; the secrets come back from `OPENAI_API_KEY` when there were any."
+        import os
+        self.__dict__.update(d); self._lock = threading.Lock()
+        if self.__dict__.pop('_secrets_from_env', False): self.secrets = tuple(k for k in (os.environ.get('OPENAI_API_KEY'),) if k)
     def _role(self, sid: str) -> str:
         try: return self.catalog[sid].role if self.catalog is not None else sid
         except Exception: return sid

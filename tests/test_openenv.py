@@ -148,7 +148,7 @@ def test_malformed_actions_get_clear_errors_and_server_stays_up(server):
         rew = [c.step(SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in a.items()})).reward
                for a in PLANS[3]]
         assert rew == in_process(3)[0]
-    assert proc.poll() is None and requests.get(f'{url}/health', timeout=5).json()['status'] == 'healthy'
+    assert proc.poll() is None and requests.get(f'{url}/health', timeout=30).json()['status'] == 'healthy'
 
 
 def test_manifest_and_dockerfile_agree():

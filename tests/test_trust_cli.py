@@ -90,7 +90,7 @@ def test_paid_backend_defaults_to_a_small_evaluation(tmp_path):
     (tmp_path/'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 30}))
     cfg = load_run_config(overrides={'train': {'backend': 'openai', 'max_cost_usd': 1.0}})
     assert eval_plan(cfg, False, tmp_path) == (50, pytest.approx(0.7), pytest.approx(0.01))
-    assert eval_plan(cfg, True, tmp_path)[0] == 1000             # --eval-episodes given: as asked
+    assert eval_plan(cfg, True, tmp_path)[0] == cfg['train'].eval_episodes   # --eval-episodes given: as asked (500 shipped)
     sim = load_run_config(overrides={'train': {'max_cost_usd': 1.0}})
-    assert eval_plan(sim, False, tmp_path)[:2] == (1000, None)   # simulated spend is not money
+    assert eval_plan(sim, False, tmp_path)[:2] == (sim['train'].eval_episodes, None)   # simulated spend is not money
     assert spend_from({'cost_kind': 'simulated', 'cost_usd': 0.0, 'simulated_cost_usd': 12.5}) == 12.5
