@@ -1,7 +1,7 @@
 """The Streamlit app (streamlit_app.py): Streamlit's headless AppTest drives the interactions (bank task, typed task,
 picked roster, seed, step slider), and the real app served on loopback is opened in headless Chromium (screenshot not
 blank, the plan's specialist ids in the rendered page)."""
-import os, re, shutil, socket, subprocess, sys, time
+import tempfile, os, re, shutil, socket, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -103,13 +103,14 @@ def find_chromium():
 def served():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
     url = f'http://127.0.0.1:{port}'
+    log = tempfile.NamedTemporaryFile('w+', suffix='.log', delete=False)
     p = subprocess.Popen([sys.executable, '-m', 'streamlit', 'run', APP, '--server.port', str(port), '--server.address', '127.0.0.1',
                           '--server.headless', 'true', '--browser.gatherUsageStats', 'false', '--server.fileWatcherType', 'none'],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)   # a file: an unread pipe fills and blocks
     try:
         t0 = time.time()
         while True:
-            if p.poll() is not None: pytest.fail(f'streamlit exited with {p.returncode}: {p.stdout.read()[-3000:]}')
+            if p.poll() is not None: pytest.fail(f'streamlit exited with {p.returncode}: {open(log.name).read()[-3000:]}')
             try:
                 if requests.get(f'{url}/_stcore/health', timeout=1).status_code == 200: break
             except requests.RequestException: pass

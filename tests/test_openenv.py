@@ -2,7 +2,7 @@
 --url` against it, full episodes through the typed client equal to in-process play (same seeds, same actions),
 concurrent sessions that do not see each other's episodes, and malformed actions answered with a clear 4xx / error
 while the server keeps serving."""
-import json, os, shutil, subprocess, sys, time
+import tempfile, json, os, shutil, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
@@ -34,12 +34,14 @@ def server():
     exe = shutil.which('spindleflow-serve')
     cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.openenv import main; sys.exit(main())']
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
+    # the server's log goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks the server mid-test
+    log = tempfile.NamedTemporaryFile('w+', suffix='.log', delete=False)
     p = subprocess.Popen(cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
         t0 = time.time()
         while True:
-            if p.poll() is not None: pytest.fail(f'spindleflow-serve exited with {p.returncode}:\n{p.stdout.read()[-3000:]}')
+            if p.poll() is not None: pytest.fail(f'spindleflow-serve exited with {p.returncode}:\n{open(log.name).read()[-3000:]}')
             try:
                 if requests.get(f'{url}/health', timeout=1).status_code == 200: break
             except requests.RequestException: pass
@@ -50,6 +52,7 @@ def server():
         p.terminate()
         try: p.wait(timeout=10)
         except subprocess.TimeoutExpired: p.kill()
+        log.close(); os.unlink(log.name)
 
 
 def play_client(url, seed):
