@@ -12,3 +12,28 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason='slow: run with --slow')
     for it in items:
         if 'slow' in it.keywords: it.add_marker(skip)
+
+import contextlib, os, subprocess, tempfile, time
+
+@contextlib.contextmanager
+def served_process(cmd, health_url: str, timeout_s: float = 120.0, **popen_kw):
+    """Start a server process (`cmd`), wait until `health_url` answers 200, yield the process, stop it afterwards.
+    Its log goes to a temporary file: an unread pipe fills up (64 KiB) and then blocks the server mid-test."""
+    import requests
+    log = tempfile.NamedTemporaryFile('w+', suffix='.log', delete=False)
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, **popen_kw)
+    try:
+        t0 = time.time()
+        while True:
+            if p.poll() is not None: pytest.fail(f'{cmd[0]} exited with {p.returncode}:\n{open(log.name).read()[-3000:]}')
+            try:
+                if requests.get(health_url, timeout=1).status_code == 200: break
+            except requests.RequestException: pass
+            if time.time() - t0 > timeout_s: pytest.fail(f'{cmd[0]} did not answer {health_url} within {timeout_s:.0f} s')
+            time.sleep(0.2)
+        yield p
+    finally:
+        p.terminate()
+        try: p.wait(timeout=10)
+        except subprocess.TimeoutExpired: p.kill()
+        log.close(); os.unlink(log.name)

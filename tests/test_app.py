@@ -1,10 +1,11 @@
 """The Streamlit app (streamlit_app.py): Streamlit's headless AppTest drives the interactions (bank task, typed task,
 picked roster, seed, step slider), and the real app served on loopback is opened in headless Chromium (screenshot not
 blank, the plan's specialist ids in the rendered page)."""
-import tempfile, os, re, shutil, socket, subprocess, sys, time
+import os, re, shutil, socket, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
+from conftest import served_process
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,24 +104,9 @@ def find_chromium():
 def served():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
     url = f'http://127.0.0.1:{port}'
-    log = tempfile.NamedTemporaryFile('w+', suffix='.log', delete=False)
-    p = subprocess.Popen([sys.executable, '-m', 'streamlit', 'run', APP, '--server.port', str(port), '--server.address', '127.0.0.1',
-                          '--server.headless', 'true', '--browser.gatherUsageStats', 'false', '--server.fileWatcherType', 'none'],
-                         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)   # a file: an unread pipe fills and blocks
-    try:
-        t0 = time.time()
-        while True:
-            if p.poll() is not None: pytest.fail(f'streamlit exited with {p.returncode}: {open(log.name).read()[-3000:]}')
-            try:
-                if requests.get(f'{url}/_stcore/health', timeout=1).status_code == 200: break
-            except requests.RequestException: pass
-            if time.time() - t0 > 60: pytest.fail('streamlit did not answer /_stcore/health within 60 s')
-            time.sleep(0.3)
-        yield url
-    finally:
-        p.terminate()
-        try: p.wait(timeout=10)
-        except subprocess.TimeoutExpired: p.kill()
+    cmd = [sys.executable, '-m', 'streamlit', 'run', APP, '--server.port', str(port), '--server.address', '127.0.0.1',
+           '--server.headless', 'true', '--browser.gatherUsageStats', 'false', '--server.fileWatcherType', 'none']
+    with served_process(cmd, f'{url}/_stcore/health', 60, cwd=ROOT): yield url
 
 
 def cdp_page(exe, url: str, tmp: Path, wait_for, timeout: float = 180.0):

@@ -2,10 +2,11 @@
 --url` against it, full episodes through the typed client equal to in-process play (same seeds, same actions),
 concurrent sessions that do not see each other's episodes, and malformed actions answered with a clear 4xx / error
 while the server keeps serving."""
-import tempfile, json, os, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
+from conftest import served_process
 import requests
 
 from spindleflow_rl.openenv import (SpindleFlowAction, SpindleFlowClient, free_port, verify_openenv_compliance,
@@ -34,25 +35,8 @@ def server():
     exe = shutil.which('spindleflow-serve')
     cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.openenv import main; sys.exit(main())']
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
-    # the server's log goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks the server mid-test
-    log = tempfile.NamedTemporaryFile('w+', suffix='.log', delete=False)
-    p = subprocess.Popen(cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'], env=env,
-                         stdout=log, stderr=subprocess.STDOUT, text=True)
-    try:
-        t0 = time.time()
-        while True:
-            if p.poll() is not None: pytest.fail(f'spindleflow-serve exited with {p.returncode}:\n{open(log.name).read()[-3000:]}')
-            try:
-                if requests.get(f'{url}/health', timeout=1).status_code == 200: break
-            except requests.RequestException: pass
-            if time.time() - t0 > 120: pytest.fail('spindleflow-serve did not answer /health within 120 s')
-            time.sleep(0.2)
+    with served_process(cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'], f'{url}/health', 120, env=env) as p:
         yield url, p
-    finally:
-        p.terminate()
-        try: p.wait(timeout=10)
-        except subprocess.TimeoutExpired: p.kill()
-        log.close(); os.unlink(log.name)
 
 
 def play_client(url, seed):
