@@ -169,8 +169,10 @@ def main():
     st.markdown(summary_table(eps))
     base = sorted((n for n in eps if n != 'trained policy'), key=lambda n: -eps[n]['summary']['return'])[:2]
     shown = (['trained policy'] if 'trained policy' in eps else []) + base
-    for col, n in zip(st.columns(len(shown)), shown):
-        with col: show_episode(st, n if n != 'trained policy' else 'Trained policy', eps[n], key=f'step_{n}')
+    # one full-width tab per policy: side-by-side columns squeezed the plan tables until they ran into each other
+    labels = [n if n != 'trained policy' else 'Trained policy' for n in shown]
+    for tab, n, label in zip(st.tabs(labels), shown, labels):
+        with tab: show_episode(st, label, eps[n], key=f'step_{n}')
 
 
 if __name__ == '__main__':

@@ -456,7 +456,7 @@ def _act(self: AuditedPolicy, env, obs, info):
     sl = env.layout.slices['scalars']
     self.steps.append({'step': env.t + 1, 'source': source,
                        'saw': {'mask': [bool(x) for x in info['action_mask']], 'called': env.dag.called,
-                               'scalars': {k: round(float(v), 4) for k, v in zip(SCALAR_FEATURES, obs[sl])}},
+                               'scalars': {k: round(float(v), 4) for k, v in zip(getattr(env, 'scalar_names', SCALAR_FEATURES), obs[sl])}},
                        'chose': decode_choice(a, env.cfg.max_specialists), 'alternatives': alt})
     return a
 AuditedPolicy.act = _act

@@ -4,21 +4,21 @@
 
 # %% ../nbs/05_backends.ipynb #8e355ace
 from __future__ import annotations
-import csv, json, math
+import csv, json, math, os
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 from .config import ConfigError, SimConfig
-from .catalog import Catalog, Specialist
+from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
 
 # %% auto #0
-__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'fit_from_cosine', 'World', 'ModeParams', 'CallResult', 'Conflict',
-           'StepResult', 'EpisodeContext', 'ExecutionBackend', 'EpisodeParams', 'SimState', 'combine_quality',
-           'deps_ready', 'simulate_step', 'simulate_step_single', 'hidden_params', 'generalist_baseline',
-           'output_embedding', 'SimulatedBackend', 'load_recorded_outcomes', 'task_bank_from_outcomes',
-           'RecordedOutcomesBackend']
+__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'BASELINE_POLICIES', 'ANSWER_RULES', 'fit_from_cosine', 'World', 'ModeParams',
+           'CallResult', 'Conflict', 'StepResult', 'EpisodeContext', 'ExecutionBackend', 'EpisodeParams', 'SimState',
+           'combine_quality', 'deps_ready', 'simulate_step', 'simulate_step_single', 'hidden_params',
+           'generalist_baseline', 'output_embedding', 'SimulatedBackend', 'load_recorded_outcomes', 'recorded_index',
+           'duplicate_report', 'task_category', 'task_bank_from_outcomes', 'embed_texts', 'RecordedOutcomesBackend']
 
 # %% ../nbs/05_backends.ipynb #071ea23b
 def fit_from_cosine(cos, lo: float = 0.12, hi: float = 0.32):
@@ -52,70 +52,86 @@ class World:
         self.train_fb_idx = np.array([self.index[f] if f else -1 for f in first])
         self.domain = [s.domain for s in specs]
         self._task_cache = {}; self._param_tables = {}
-    def task_arrays(self, task: Task) -> dict:
-        """Per-task arrays computed once: dependency matrix, the fit of every catalog specialist to every subtask, and
-        the fit of every specialist's first fallback (zero without one)."""
-        c = self._task_cache.get(task.id)
-        if c is None:
-            k = len(task.subtasks); deps = np.zeros((k, k), bool)
-            for j, st in enumerate(task.subtasks):
-                for i in st.depends_on: deps[j, i] = True
-            fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
-            c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
-            for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
-                has_fb = fb >= 0; c[key] = fit_all[np.where(has_fb, fb, 0)]*has_fb[:, None]
-            self._task_cache[task.id] = c
-        return c
-    def gram(self) -> np.ndarray:
-        "(N, N) dot products of the capability embeddings (the overlap between specialists), computed once."
-        g = self.__dict__.get('_gram')
-        if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
-        return g
-    def fallback_index(self, train_only: bool = False) -> np.ndarray:
-        "Catalog index of each specialist's fallback (-1: none); `train_only` skips held-out specialists in the chain."
-        return self.train_fb_idx if train_only else self.fb_idx
-    def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
-        """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
-        reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
-        (zero without a fallback); the has-fallback mask (N,); the fallback's catalog index (0 without one)."""
-        tables = self.__dict__.setdefault('_param_tables', {})     # (also for a World unpickled from an older version)
-        t = tables.get((fail_factor, train_only))
-        if t is None:
-            fbi = self.fallback_index(train_only); has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
-            rel = 1 - np.minimum(0.6, (1 - self.rel)*fail_factor)
-            fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc])*fail_factor))*has_fb
-            rows = np.stack([rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc]*has_fb, self.cost[fbc]*has_fb])
-            t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
-        return t
-    @classmethod
-    def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
-        "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
-        if embedder is None:
-            from spindleflow_rl.embeddings import get_embedder
-            embedder = get_embedder()
-        catalog = catalog or Catalog.default()
-        bank = bank or TaskBank.default()
-        cat_emb = catalog.embeddings(embedder).astype(np.float32)
-        tasks = bank.tasks()
-        texts = [t.text for t in tasks] + [s.text for t in tasks for s in t.subtasks]
-        embs = embedder.encode(texts).astype(np.float32)
-        task_emb, sub_emb, i = {}, {}, len(tasks)
-        for n, t in enumerate(tasks):
-            task_emb[t.id] = embs[n]
-            sub_emb[t.id] = embs[i:i+len(t.subtasks)]; i += len(t.subtasks)
-        return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
-    def add_task(self, task: Task, embedder):
-        "Embed and register a task that is not in the bank (e.g. from `TaskDecomposer`)."
-        self.task_emb[task.id] = embedder.encode([task.text])[0].astype(np.float32)
-        self.sub_emb[task.id] = embedder.encode([s.text for s in task.subtasks]).astype(np.float32)
-        return task
-    def spec_emb(self, ids) -> np.ndarray:
-        "Capability embeddings of specialist ids (`None` -> zero row)."
-        if None not in ids: return self.cat_emb.take(np.array([self.index[sid] for sid in ids], np.intp), 0)
-        out = np.zeros((len(ids), self.emb_dim), np.float32)
-        for r, sid in enumerate(ids):
-            if sid is not None: out[r] = self.cat_emb[self.index[sid]]
-        return out
+
+# %% ../nbs/05_backends.ipynb #9ab02c2e
+@patch_into(World)
+def task_arrays(self, task: Task) -> dict:
+    """Per-task arrays computed once: dependency matrix, the fit of every catalog specialist to every subtask, and
+    the fit of every specialist's first fallback (zero without one)."""
+    c = self._task_cache.get(task.id)
+    if c is None:
+        k = len(task.subtasks); deps = np.zeros((k, k), bool)
+        for j, st in enumerate(task.subtasks):
+            for i in st.depends_on: deps[j, i] = True
+        fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
+        c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
+        for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
+            has_fb = fb >= 0; c[key] = fit_all[np.where(has_fb, fb, 0)]*has_fb[:, None]
+        self._task_cache[task.id] = c
+    return c
+
+@patch_into(World)
+def gram(self) -> np.ndarray:
+    "(N, N) dot products of the capability embeddings (the overlap between specialists), computed once."
+    g = self.__dict__.get('_gram')
+    if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
+    return g
+
+@patch_into(World)
+def fallback_index(self, train_only: bool = False) -> np.ndarray:
+    "Catalog index of each specialist's fallback (-1: none); `train_only` skips held-out specialists in the chain."
+    return self.train_fb_idx if train_only else self.fb_idx
+
+# %% ../nbs/05_backends.ipynb #4e9414c8
+@patch_into(World)
+def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
+    """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
+    reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
+    (zero without a fallback); the has-fallback mask (N,); the fallback's catalog index (0 without one)."""
+    tables = self.__dict__.setdefault('_param_tables', {})     # (also for a World unpickled from an older version)
+    t = tables.get((fail_factor, train_only))
+    if t is None:
+        fbi = self.fallback_index(train_only); has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
+        rel = 1 - np.minimum(0.6, (1 - self.rel)*fail_factor)
+        fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc])*fail_factor))*has_fb
+        rows = np.stack([rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc]*has_fb, self.cost[fbc]*has_fb])
+        t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
+    return t
+
+# %% ../nbs/05_backends.ipynb #22840c91
+@patch_into(World, cls_method=True)
+def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
+    "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
+    if embedder is None:
+        from spindleflow_rl.embeddings import get_embedder
+        embedder = get_embedder()
+    catalog = catalog or Catalog.default()
+    bank = bank or TaskBank.default()
+    cat_emb = catalog.embeddings(embedder).astype(np.float32)
+    tasks = bank.tasks()
+    texts = [t.text for t in tasks] + [s.text for t in tasks for s in t.subtasks]
+    embs = embedder.encode(texts).astype(np.float32)
+    task_emb, sub_emb, i = {}, {}, len(tasks)
+    for n, t in enumerate(tasks):
+        task_emb[t.id] = embs[n]
+        sub_emb[t.id] = embs[i:i+len(t.subtasks)]; i += len(t.subtasks)
+    return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
+
+@patch_into(World)
+def add_task(self, task: Task, embedder):
+    "Embed and register a task that is not in the bank (e.g. from `TaskDecomposer`)."
+    self.task_emb[task.id] = embedder.encode([task.text])[0].astype(np.float32)
+    self.sub_emb[task.id] = embedder.encode([s.text for s in task.subtasks]).astype(np.float32)
+    return task
+
+@patch_into(World)
+def spec_emb(self, ids) -> np.ndarray:
+    "Capability embeddings of specialist ids (`None` -> zero row)."
+    if None not in ids: return self.cat_emb.take(np.array([self.index[sid] for sid in ids], np.intp), 0)
+    out = np.zeros((len(ids), self.emb_dim), np.float32)
+    for r, sid in enumerate(ids):
+        if sid is not None: out[r] = self.cat_emb[self.index[sid]]
+    return out
 
 # %% ../nbs/05_backends.ipynb #7b3280fd
 MODES = ('sequential', 'parallel', 'debate')
@@ -133,6 +149,7 @@ class ModeParams:
         return cls(rounds=int(1 + min(2, int(math.floor((a[0] + 1) * 1.5)))),
                    agreement=0.3 + 0.35*(a[1] + 1), timeout_mult=2.0 + 0.8*a[2], effort=1.0 + 0.3*a[3])
 
+# %% ../nbs/05_backends.ipynb #ce253784
 @dataclass
 class CallResult:
     "What one specialist call produced."
@@ -472,6 +489,7 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
     if ta is not None: p._dep_lists = ta['dep_lists']  # prerequisite lists, computed once per task (for `_fast_params`)
     return p
 
+# %% ../nbs/05_backends.ipynb #46c2e388
 def generalist_baseline(world: World, ctx: EpisodeContext, sim: SimConfig) -> dict:
     """The single generalist answer that `quality_delta` is measured against: the catalog's best generalist for the
     task, one call, no decomposition (dependent subtasks at `dependency_factor`)."""
@@ -564,9 +582,8 @@ class SimulatedBackend:
 # %% ../nbs/05_backends.ipynb #87bb57e0
 RECORDED_COLUMNS = ('task', 'specialist_id', 'quality', 'cost_usd', 'latency_s')
 
-def load_recorded_outcomes(path, catalog: Catalog) -> list[dict]:
-    "Read and validate a CSV/JSONL outcome table; return rows with typed fields."
-    path = Path(path)
+def _read_table(path: Path) -> list:
+    "(line number, raw row) pairs of a CSV or JSONL file, with clear errors."
     if not path.exists(): raise ConfigError(f"{path}: file not found. Pass a CSV or JSONL table of logged outcomes.")
     if path.suffix.lower() in ('.jsonl', '.ndjson'):
         rows = []
@@ -583,13 +600,17 @@ def load_recorded_outcomes(path, catalog: Catalog) -> list[dict]:
     else:
         raise ConfigError(f"{path}: unsupported file type {path.suffix!r}. Use .csv or .jsonl.")
     if not rows: raise ConfigError(f"{path}: the table is empty. Add at least one logged outcome row.")
-    out = []
-    for n, r in rows:
+    return rows
+
+def load_recorded_outcomes(path, catalog: Catalog) -> list[dict]:
+    "Read and validate a CSV/JSONL outcome table; return rows with typed fields (and their line number, `line`)."
+    path = Path(path); out = []
+    for n, r in _read_table(path):
         where = f"{path}: row {n}"
         missing = [c for c in RECORDED_COLUMNS if c not in r or r[c] in (None, '')]
         if missing: raise ConfigError(f"{where}: missing value(s) for {missing}.")
         if r['specialist_id'] not in catalog.ids:
-            raise ConfigError(f"{where}: unknown specialist {r['specialist_id']!r}. Add it to the catalog or fix the id.")
+            raise ConfigError(f"{where}: unknown specialist {r['specialist_id']!r}. Add it to the catalog (--catalog FILE) or fix the id.")
         vals = {}
         for c in ('quality', 'cost_usd', 'latency_s'):
             try: vals[c] = float(r[c])
@@ -599,19 +620,38 @@ def load_recorded_outcomes(path, catalog: Catalog) -> list[dict]:
         if vals['cost_usd'] < 0 or vals['latency_s'] < 0: raise ConfigError(f"{where}: cost_usd and latency_s must be >= 0.")
         status = (r.get('status') or 'ok').strip().lower()
         if status not in _STATUS: raise ConfigError(f"{where}: status must be one of {_STATUS}, got {status!r}.")
-        cat = r.get('category') or None
         out.append({'task': str(r['task']), 'specialist_id': r['specialist_id'], 'status': status,
-                    'response': r.get('response') or '', 'category': cat, **vals})
+                    'response': str(r.get('response') or ''), 'category': r.get('category') or None, 'line': n, **vals})
     return out
+
+# %% ../nbs/05_backends.ipynb #cc70b275
+def recorded_index(rows) -> dict:
+    "Task text -> {specialist id -> [rows]}: what a reset and a call look up, instead of scanning the table."
+    idx = {}
+    for r in rows: idx.setdefault(r['task'], {}).setdefault(r['specialist_id'], []).append(r)
+    return idx
+
+def duplicate_report(index: dict) -> dict:
+    "How many (task, specialist) pairs were logged more than once, and how many extra rows that makes."
+    reps = [len(v) for by in index.values() for v in by.values() if len(v) > 1]
+    return {'pairs': len(reps), 'extra_rows': int(sum(reps) - len(reps))}
+
+def task_category(rs: list, catalog: Catalog) -> str:
+    """A task's category: the first explicit `category`, else the domain of the best *successful* call's specialist,
+    else (every call failed) the most common domain among the task's specialists."""
+    cat = next((r['category'] for r in rs if r['category']), None)
+    if cat: return cat
+    ok = [r for r in rs if r['status'] == 'ok']
+    if ok: return catalog[max(ok, key=lambda r: r['quality'])['specialist_id']].domain
+    doms = [catalog[r['specialist_id']].domain for r in rs]
+    return max(sorted(set(doms)), key=doms.count)
 
 def task_bank_from_outcomes(rows, catalog: Catalog, heldout_fraction: float = 0.2, seed: int = 0) -> TaskBank:
     "One single-subtask `Task` per distinct task text, with a deterministic train/heldout split."
-    by_task = {}
-    for r in rows: by_task.setdefault(r['task'], []).append(r)
     rng = np.random.default_rng(seed); tasks = []
-    for n, (text, rs) in enumerate(by_task.items()):
-        best = max(rs, key=lambda r: r['quality'])
-        cat = next((r['category'] for r in rs if r['category']), None) or catalog[best['specialist_id']].domain
+    for n, (text, by) in enumerate(recorded_index(rows).items()):
+        rs = [r for v in by.values() for r in v]
+        cat = task_category(rs, catalog)
         split = 'heldout' if rng.random() < heldout_fraction else 'train'
         budget = 2.0*float(np.median([r['latency_s'] for r in rs])) + 1.0
         tasks.append(Task(id=f"rec-{n:04d}", text=text, category=cat, phase=1,
@@ -621,68 +661,162 @@ def task_bank_from_outcomes(rows, catalog: Catalog, heldout_fraction: float = 0.
     if len(tasks) >= 2 and all(t.split == 'heldout' for t in tasks): tasks[0].split = 'train'
     return TaskBank(tasks)
 
+# %% ../nbs/05_backends.ipynb #271cc620
+def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: int = 256) -> np.ndarray:
+    """Embed many texts (a log's answers: tens of thousands) in batches with a progress bar (`progress`), cached on disk
+    as one array under `cache_dir` (default `$SPINDLEFLOW_CACHE/recorded`) keyed by the hash of the model id and the
+    texts, so loading the same log again reads one file."""
+    import hashlib
+    texts = list(texts)
+    if not texts: return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
+    h = hashlib.sha256(str(getattr(embedder, 'model_id', type(embedder).__name__)).encode())
+    for t in texts: h.update(t.encode('utf-8', 'surrogatepass')); h.update(b'\0')
+    from spindleflow_rl.config import default_cache_dir
+    f = Path(cache_dir or default_cache_dir()/'recorded')/f"{h.hexdigest()[:32]}.npy"
+    if f.exists():
+        try:
+            E = np.load(f)
+            if E.shape[0] == len(texts): return E
+        except (OSError, ValueError): pass                                 # unreadable: embed again
+    from tqdm.auto import tqdm
+    parts = [np.asarray(embedder.encode(texts[i:i + batch]), np.float32)
+             for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress)]
+    E = np.concatenate(parts)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True); tmp = f.with_suffix(f'.{os.getpid()}.tmp.npy')
+        np.save(tmp, E); os.replace(tmp, f)
+    except OSError: pass                                                   # a read-only cache only costs speed
+    return E
+
+class _KnownEmbedder:
+    "An embedder that answers from precomputed vectors and asks the real one only for texts it has not seen."
+    def __init__(self, known: dict, embedder): self.known, self.embedder = known, embedder
+    def __getattr__(self, k): return getattr(self.embedder, k)
+    def encode(self, texts):
+        miss = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if miss: self.known.update(zip(miss, np.asarray(self.embedder.encode(miss), np.float32)))
+        return np.stack([self.known[t] for t in texts]).astype(np.float32)
+
+# %% ../nbs/05_backends.ipynb #8ac0f6c0
+BASELINE_POLICIES = ('cheapest', 'generalist')
+ANSWER_RULES = ('last', 'judge')
+
 class RecordedOutcomesBackend:
-    "Replays logged outcomes: quality, cost, latency and status per (task, specialist)."
+    "Replays logged outcomes: quality, cost, latency, status and answer text per (task, specialist)."
     name = 'recorded'
-    def __init__(self, world: World, rows: list[dict], sim: SimConfig | None = None, embedder=None):
+    def __init__(self, world: World, rows: list[dict], sim: SimConfig | None = None, embedder=None,
+                 baseline: str = 'cheapest', answer: str = 'last', progress: bool = False, roster_split: str = 'all'):
+        if baseline not in BASELINE_POLICIES: raise ConfigError(f"baseline must be one of {BASELINE_POLICIES}, got {baseline!r}.")
+        if answer not in ANSWER_RULES: raise ConfigError(f"answer must be one of {ANSWER_RULES}, got {answer!r}.")
+        if baseline == 'generalist' and not len(world.generalist_idx):
+            raise ConfigError("baseline='generalist' needs a generalist in the catalog; use baseline='cheapest'.")
         self.world, self.sim, self.rows = world, sim or SimConfig(), rows
-        self.table = {}
-        for r in rows: self.table.setdefault((r['task'], r['specialist_id']), []).append(r)
-        self._emb = {}
+        self.baseline_policy, self.answer_rule, self.roster_split = baseline, answer, roster_split
+        self.index = recorded_index(rows)
+        self.duplicates = duplicate_report(self.index)
         texts = sorted({r['response'] for r in rows if r['response']})
-        if texts and embedder is not None:
-            self._emb = dict(zip(texts, embedder.encode(texts)))
+        self._emb = dict(zip(texts, embed_texts(texts, embedder, progress))) if texts and embedder is not None else {}
         self.ctx = None
-    @classmethod
-    def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None):
-        "Load a table, build a `World` whose task bank is the table's tasks, and return the backend."
-        catalog = catalog or Catalog.default()
-        rows = load_recorded_outcomes(path, catalog)
-        if embedder is None:
-            from spindleflow_rl.embeddings import get_embedder
-            embedder = get_embedder()
-        world = World.build(catalog, task_bank_from_outcomes(rows, catalog), embedder)
-        return cls(world, rows, sim, embedder)
-    def specialists_for(self, task: Task) -> list[str]:
-        "Specialists with a recorded outcome for this task (the roster pool)."
-        return sorted({sid for (t, sid) in self.table if t == task.text})
-    def begin_episode(self, ctx, rng):
-        self.ctx = ctx; self.q = np.zeros(len(ctx.task.subtasks), np.float32); self.latency = 0.0; self.cost = 0.0
-        self.cmult = 1.0
-        rs = [r for (t, _), v in self.table.items() if t == ctx.task.text for r in v]
-        gen = [r for r in rs if self.world.catalog[r['specialist_id']].generalist]
-        bq = (max(r['quality'] for r in gen) if gen else float(np.median([r['quality'] for r in rs])) * 0.8) if rs else 0.0
-        q = np.full(len(ctx.task.subtasks), bq, np.float32)
-        gr = next((r for r in gen if r['response']), None)            # the generalist's own logged answer, if any
-        if gr is not None and gr['response'] in self._emb: emb = self._emb[gr['response']]
-        else:                                                         # as the simulator: the quality-weighted work plus the author
-            cap = self.world.cat_emb[self.world.generalist_idx[0]] if len(self.world.generalist_idx) else ctx.task_emb
-            emb = output_embedding(q, ctx.sub_emb, cap)
-        self._baseline = {'specialist_id': gen[0]['specialist_id'] if gen else None, 'quality': q, 'embedding': emb,
-                          'text': gr['response'] if gr is not None else f"Generalist single answer to: {ctx.task.text}"}
-    def coverage(self): return self.q.copy()
-    def conflict_multiplier(self) -> float: return self.cmult
-    def baseline(self): return self._baseline
-    def execute(self, slots, mode, params, rng) -> StepResult:
-        if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
-        if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-        calls, lats = [], []
-        for m in slots:
-            sid = self.ctx.roster[m]
-            recs = self.table.get((self.ctx.task.text, sid))
-            if not recs:
-                calls.append(CallResult(m, sid, 'error', f"{sid}: no recorded outcome for this task",
-                                        np.zeros(self.world.emb_dim, np.float32), 0.0, 0.0)); lats.append(0.0); continue
-            r = recs[int(rng.integers(len(recs)))]
-            ok = r['status'] == 'ok'
-            v = r['quality'] if ok else 0.0
-            emb = self._emb.get(r['response'])
-            if emb is None: emb = output_embedding(np.array([v]), self.ctx.sub_emb, self.ctx.roster_emb[m])
-            if not ok: emb = np.zeros(self.world.emb_dim, np.float32)
-            self.q = combine_quality(self.q, np.float32(v), self.sim.diminishing).astype(np.float32)
-            calls.append(CallResult(m, sid, r['status'], r['response'][:200] or f"{sid}: recorded quality {v:.2f}", emb,
-                                    r['latency_s'], r['cost_usd'], contribution=v)); lats.append(r['latency_s'])
-        lat = (sum(lats) if mode == 'sequential' else max(lats, default=0.0))
-        cost = sum(c.cost_usd for c in calls)
-        self.latency += lat; self.cost += cost
-        return StepResult(calls, mode, lat, cost, [], self.coverage())
+
+# %% ../nbs/05_backends.ipynb #f2765b8b
+@patch_into(RecordedOutcomesBackend, cls_method=True)
+def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None, quiet: bool = True,
+              baseline: str = 'cheapest', answer: str = 'last', heldout_fraction: float = 0.2, seed: int = 0):
+    """Load a table, build a `World` whose task bank is the table's tasks, and return the backend. Not `quiet`: a
+    progress bar while a large log is embedded, and a line about repeated rows."""
+    catalog = catalog or Catalog.default()
+    rows = load_recorded_outcomes(path, catalog)
+    if embedder is None:
+        from spindleflow_rl.embeddings import get_embedder
+        embedder = get_embedder()
+    bank = task_bank_from_outcomes(rows, catalog, heldout_fraction, seed)
+    tasks = [t.text for t in bank.tasks()]
+    known = _KnownEmbedder(dict(zip(tasks, embed_texts(tasks, embedder, not quiet))), embedder)
+    world = World.build(catalog, bank, known)
+    be = cls(world, rows, sim, embedder, baseline, answer, progress=not quiet)
+    d = be.duplicates
+    if d['pairs'] and not quiet:
+        print(f"{Path(path).name}: {d['pairs']} (task, specialist) pairs were logged more than once ({d['extra_rows']} extra rows); "
+              "each call replays one of them, drawn with the episode's generator.")
+    return be
+
+@patch_into(RecordedOutcomesBackend)
+def specialists_for(self, task: Task, roster_split: str | None = None) -> list[str]:
+    """Specialists with a recorded outcome for this task that belong to `roster_split` (default: the backend's own):
+    'train' the catalog's training specialists, 'unseen' its held-out ones, 'all' every logged one."""
+    rs = roster_split or self.roster_split
+    pool = sorted(self.index.get(task.text, {}))
+    if rs == 'all': return pool
+    keep = set(self.world.train_ids if rs == 'train' else self.world.heldout_ids if rs == 'unseen' else ())
+    if rs not in ('train', 'unseen'): raise ConfigError(f"roster_split must be 'all', 'train' or 'unseen', got {rs!r}.")
+    out = [s for s in pool if s in keep]
+    if not out:
+        which = 'held-out' if rs == 'unseen' else 'training'
+        raise ConfigError(f"task {task.id!r}: none of its logged specialists {pool} is a {which} specialist of the catalog "
+                          f"(held out: {self.world.heldout_ids or 'none'}), so there is no {rs!r} roster. Evaluate the "
+                          "'train'/'heldout' splits, or log the task with specialists the catalog holds out.")
+    return out
+
+# %% ../nbs/05_backends.ipynb #8bc61b95
+@patch_into(RecordedOutcomesBackend)
+def _answer(self, sid: str, r: dict | None, slot_emb) -> tuple:
+    "(quality, embedding, text) of one replayed row, as the orchestrator and the reward see it."
+    if r is None or r['status'] != 'ok': return 0.0, np.zeros(self.world.emb_dim, np.float32), f"{sid}: no usable answer"
+    emb = self._emb.get(r['response'])
+    if emb is None: emb = slot_emb                      # no text logged: a label-free stand-in (the capability embedding)
+    return r['quality'], emb, r['response'] or f"{sid}: answered (no response text logged)"
+
+@patch_into(RecordedOutcomesBackend)
+def _draw(self, sid: str, rng) -> dict | None:
+    "One logged row of (this task, `sid`), drawn with the episode's generator when the pair was logged several times."
+    recs = self.index.get(self.ctx.task.text, {}).get(sid)
+    if not recs: return None
+    return recs[int(rng.integers(len(recs)))] if len(recs) > 1 else recs[0]
+
+@patch_into(RecordedOutcomesBackend)
+def begin_episode(self, ctx, rng):
+    self.ctx = ctx; self.latency = 0.0; self.cost = 0.0; self.cmult = 1.0
+    self.q = np.zeros(len(ctx.task.subtasks), np.float32); self._best = -np.inf     # nothing returned yet
+    logged = self.index.get(ctx.task.text, {})
+    cat = self.world.catalog
+    if self.baseline_policy == 'generalist':
+        cands = [s for s in logged if cat[s].generalist]
+    else:
+        cands = list(logged)
+    sid = min(cands, key=lambda s: (cat[s].cost_per_call, s)) if cands else None
+    r = self._draw(sid, rng) if sid else None
+    v, emb, text = self._answer(sid, r, self.world.cat_emb[self.world.index[sid]] if sid else None)
+    self._baseline = {'specialist_id': sid, 'policy': self.baseline_policy, 'quality': np.full(len(ctx.task.subtasks), v, np.float32),
+                      'embedding': emb, 'text': text}
+
+@patch_into(RecordedOutcomesBackend)
+def coverage(self): return self.q.copy()
+@patch_into(RecordedOutcomesBackend)
+def conflict_multiplier(self) -> float: return self.cmult
+@patch_into(RecordedOutcomesBackend)
+def baseline(self): return self._baseline
+
+# %% ../nbs/05_backends.ipynb #22daf539
+@patch_into(RecordedOutcomesBackend)
+def execute(self, slots, mode, params, rng) -> StepResult:
+    "Replay one group of calls; the returned answer (and so `coverage`) follows `answer_rule`."
+    if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
+    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    calls, lats = [], []
+    for m in slots:
+        sid = self.ctx.roster[m]
+        r = self._draw(sid, rng)
+        if r is None:
+            calls.append(CallResult(m, sid, 'error', f"{sid}: no recorded outcome for this task",
+                                    np.zeros(self.world.emb_dim, np.float32), 0.0, 0.0)); lats.append(0.0); continue
+        v, emb, text = self._answer(sid, r, self.ctx.roster_emb[m])
+        if r['status'] == 'ok':
+            pick = 0.0 if self.answer_rule == 'last' else float(emb @ self.ctx.task_emb)
+            if self.answer_rule == 'last' or pick > self._best:
+                self.q[:] = v; self._best = pick
+        calls.append(CallResult(m, sid, r['status'], text[:200], emb, r['latency_s'], r['cost_usd'], contribution=v))
+        lats.append(r['latency_s'])
+    lat = (sum(lats) if mode == 'sequential' else max(lats, default=0.0))
+    cost = sum(c.cost_usd for c in calls)
+    self.latency += lat; self.cost += cost
+    return StepResult(calls, mode, lat, cost, [], self.coverage())

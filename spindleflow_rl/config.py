@@ -12,8 +12,9 @@ import numpy as np
 import yaml
 
 # %% auto #0
-__all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'SCALAR_FEATURES', 'SLOT_FEATURES', 'ConfigError', 'config_path', 'default_cache_dir',
-           'seed_everything', 'load_yaml', 'ConfigBase', 'RewardConfig', 'SimConfig', 'EnvConfig', 'ObsLayout']
+__all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'SCALAR_FEATURES', 'COST_COEF_SCALAR', 'SLOT_FEATURES', 'ConfigError', 'config_path',
+           'default_cache_dir', 'seed_everything', 'load_yaml', 'ConfigBase', 'RewardConfig', 'SimConfig', 'EnvConfig',
+           'check_cost_coef_range', 'patch_into', 'ObsLayout']
 
 # %% ../nbs/00_config.ipynb #dee9f7ba
 PACKAGE_DIR = Path(__file__).resolve().parent if '__file__' in globals() else Path('../spindleflow_rl').resolve()
@@ -83,6 +84,10 @@ class ConfigBase:
             default = getattr(cls(), k)
             if isinstance(default, bool) and not isinstance(v, bool):
                 raise ConfigError(f"{where or cls.__name__}.{k}: expected true/false, got {v!r}.")
+            if isinstance(default, tuple):
+                if not isinstance(v, (list, tuple)):
+                    raise ConfigError(f"{where or cls.__name__}.{k}: expected a list like [0.0, 2.0], got {v!r}.")
+                v = tuple(v)
             if isinstance(default, (int, float)) and not isinstance(default, bool):
                 if isinstance(v, bool) or not isinstance(v, (int, float)):
                     raise ConfigError(f"{where or cls.__name__}.{k}: expected a number, got {v!r}.")
@@ -109,6 +114,7 @@ class RewardConfig(ConfigBase):
     explanation_bonus: float = 0.05    # when the delegation is auditable (every call has an allowed reason)
     invalid_action_penalty: float = 0.02  # per ignored (masked / cyclic / repeated) selection
     quality_scale: float = 1.0         # multiplies quality_delta
+    cost_coef: float = 0.0             # price of money: cost_penalty = -cost_coef x USD the step's calls spent (0 = off)
 
 @dataclass
 class SimConfig(ConfigBase):
@@ -143,10 +149,33 @@ class EnvConfig(ConfigBase):
     rehearsal: float = 0.0             # share of episodes drawn from earlier phases (curriculum rehearsal)
     score_lo: float = 0.70             # run-time output scorer: a subtask cosine at or below this scores 0 ...
     score_hi: float = 0.97             # ... and at or above this scores 1 (linear between; calibrated in chapter 07)
+    cost_coef_range: tuple = ()        # (lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off
+
+# %% ../nbs/00_config.ipynb #5e98743b
+def check_cost_coef_range(r) -> tuple:
+    "Validate `EnvConfig.cost_coef_range`: `()` (off) or `(lo, hi)` with `0 <= lo <= hi`, both finite; returns floats."
+    if r is None or (isinstance(r, (tuple, list)) and len(r) == 0): return ()
+    bad = (f"cost_coef_range must be () (off) or (lo, hi) with 0 <= lo <= hi, got {r!r}. "
+           "Example: --cost-coef-range 0,2 (or `cost_coef_range: [0, 2]` in the env section); lo == hi fixes the price.")
+    if not isinstance(r, (tuple, list)) or len(r) != 2: raise ConfigError(bad)
+    if any(isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) for x in r): raise ConfigError(bad)
+    lo, hi = float(r[0]), float(r[1])
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi): raise ConfigError(bad)
+    return (lo, hi)
+
+# %% ../nbs/00_config.ipynb #562d5db4
+def patch_into(cls, cls_method: bool = False):
+    "Decorator: attach a function to `cls` as a method (a classmethod with `cls_method`), like fastcore's `patch_to`."
+    def deco(f):
+        f.__qualname__ = f"{cls.__name__}.{f.__name__}"
+        setattr(cls, f.__name__, classmethod(f) if cls_method else f)
+        return f
+    return deco
 
 # %% ../nbs/00_config.ipynb #4436b621
 SCALAR_FEATURES = ('step_fraction', 'budget_left', 'latency_used', 'tier', 'failures', 'conflicts',
                    'cost_used', 'n_called_fraction')
+COST_COEF_SCALAR = 'cost_coef'    # the 9th scalar, log1p(the episode's cost_coef), when EnvConfig.cost_coef_range is set
 SLOT_FEATURES = ('fit_open_ready', 'fit_open', 'fit_best', 'failed', 'recovered', 'output_score', 'call_latency',
                  'call_cost')
 

@@ -8,10 +8,13 @@ import argparse, json, os, sys, time
 from pathlib import Path
 import numpy as np
 from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig
+from .rewards import REWARD_TERMS
+
 
 # %% auto #0
-__all__ = ['DEMO_POLICY', 'DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models',
-           'plot_before_after', 'build_demo', 'print_demo', 'show_demo', 'main']
+__all__ = ['DEMO_POLICY', 'DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
+           'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo', 'demo_figures',
+           'demo_headline', 'build_demo', 'print_demo', 'show_demo', 'main']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
 DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'
@@ -41,8 +44,10 @@ def demo_checkpoint(checkpoint=None, out='demo_out', **train_kw) -> tuple[Path, 
     return train_demo_run(out, **train_kw), 'trained'
 
 # %% ../nbs/12_demo.ipynb #c262ca77
-def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu'):
-    "(trained model, untrained model of the same architecture, run config dict, checkpoint zip)."
+def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=None, tasks=None):
+    """(trained model, untrained model of the same architecture, run config dict, checkpoint zip). `catalog`/`tasks`
+    (files, chapter 09's `--catalog`/`--tasks`) replace the run's own roster and task bank."""
+    from spindleflow_rl.train import with_roster
     from spindleflow_rl.evaluate import load_model
     from spindleflow_rl.policy import make_model, infer_max_specialists
     from spindleflow_rl.env import SpindleFlowEnv
@@ -50,15 +55,46 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu'):
     if not cfg and z.with_suffix('.json').exists(): cfg = json.loads(z.with_suffix('.json').read_text())
     M = infer_max_specialists(model.observation_space.shape[0], (cfg.get('policy') or {}).get('emb_dim', 384))
     env_cfg = EnvConfig.from_dict(cfg.get('env') or {}).replace(max_specialists=M)
-    cfg = {**cfg, 'env': env_cfg.to_dict()}
+    cfg = {**cfg, 'env': env_cfg.to_dict(), 'train': with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()}
     untrained = make_model(SpindleFlowEnv(env_cfg, reward_config=cfg.get('reward'), sim_config=cfg.get('sim')),
                            cfg.get('policy') or {}, seed=seed, device=device)
     return model, untrained, cfg, z
 
-# %% ../nbs/12_demo.ipynb #3d702b6e
+# %% ../nbs/12_demo.ipynb #41b3dabc
+def _demo_env_fn(cfg: dict):
+    "Held-out environments of the trained model's shape, reward and simulator settings."
+    from spindleflow_rl.evaluate import split_env_fn
+    from spindleflow_rl.train import build_world
+    return split_env_fn('heldout', EnvConfig.from_dict(cfg['env']), RewardConfig.from_dict(cfg.get('reward') or {}),
+                        SimConfig.from_dict(cfg.get('sim') or {}), world=build_world(cfg))
+
+def _demo_policies(model, untrained, seed: int, baselines) -> dict:
+    "Fresh policy objects: the untrained and the trained model, then the scripted baselines."
+    from spindleflow_rl.evaluate import ModelPolicy, make_baselines
+    return {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'), **make_baselines(seed, baselines)}
+
+def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines,
+                  quiet: bool = False) -> tuple[dict, dict]:
+    "Evaluate every policy on the same held-out episodes; write `report.json` and the table of `report.md`. (report, returns)"
+    from spindleflow_rl.evaluate import evaluate_split, markdown_table
+    from spindleflow_rl.train import atomic_write_json
+    model, untrained = models; out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True)
+    returns = {}
+    table, _ = evaluate_split(_demo_env_fn(cfg), _demo_policies(model, untrained, seed, baselines), episodes, seed,
+                              progress=not quiet, returns_out=returns)
+    report = {'checkpoint': str(z), 'source': source, 'episodes': episodes, 'seed': seed, 'splits': {'heldout': table},
+              'num_timesteps': int(model.num_timesteps), 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    atomic_write_json(out/'report.json', report)
+    head = (f"# SpindleFlow RL demo: before and after training\n\nHeld-out tasks, simulated backend (demo mode), {episodes} episodes "
+            f"per policy on the same seeds. `policy` = trained ({source} checkpoint, {model.num_timesteps:,} timesteps); "
+            "`untrained` = the same architecture with fresh weights. Normalised score: 0 = random, 1 = oracle.\n\n")
+    (out/'report.md').write_text(head + markdown_table(report))
+    return report, returns
+
+# %% ../nbs/12_demo.ipynb #18d05495
 def plot_before_after(table: dict, path) -> Path:
     "Mean return with 95% CI per policy (untrained grey, trained red, oracle black), normalised score annotated."
-    import matplotlib; matplotlib.use('Agg')
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     names = sorted(table, key=lambda n: table[n]['return'])
@@ -76,13 +112,89 @@ def plot_before_after(table: dict, path) -> Path:
     fig.tight_layout(); fig.savefig(path, dpi=110)
     return Path(path)
 
+# %% ../nbs/12_demo.ipynb #7310fdd2
+def _step_cell(st: dict) -> str:
+    "One step of a plan as table text: STOP, or the mode and each call with how it ended."
+    if st['meta'] == 'stop': return 'STOP'
+    calls = [f"`{c['specialist_id']}`" + ('' if c.get('status', 'ok') == 'ok' else
+             f" ({c['status']}{' → ' + c['fallback_id'] if c.get('recovered') and c.get('fallback_id') else ''})") for c in st.get('calls') or []]
+    return f"{st.get('mode', '?')}: " + (', '.join(calls) or 'nobody accepted')
+
+def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) -> str:
+    "A markdown table of the plans of `names` on one episode (records of the same task and seed), one column per policy."
+    by = {e['policy']: e for e in eps}; want = list(names)
+    names = [n for n in want if n in by]
+    if not names: raise ConfigError(f"same_episode_markdown: none of {want} among the episodes ({sorted(by)}).")
+    if len({by[n]['task']['id'] for n in names}) > 1: raise ConfigError("same_episode_markdown: the episodes are of different tasks.")
+    head = lambda n: 'trained policy' if n == 'policy' else n
+    T = max(len(by[n]['steps']) for n in names)
+    rows = ['| step | ' + ' | '.join(head(n) for n in names) + ' |', '|---|' + '---|'*len(names)]
+    for t in range(T):
+        rows.append(f'| {t + 1} | ' + ' | '.join(_step_cell(by[n]['steps'][t]) if t < len(by[n]['steps']) else '' for n in names) + ' |')
+    for k, fmt in (('return', '{:+.3f}'), ('quality', '{:.3f}'), ('cost_usd', '${:.4f}'), ('latency_s', '{:.1f} s')):
+        rows.append(f'| **{k}** | ' + ' | '.join(fmt.format(by[n]['summary'][k]) for n in names) + ' |')
+    t0 = by[names[0]]['task']
+    return f"Task `{t0['id']}` (seed {by[names[0]].get('seed')}): {t0.get('text', '')}\n\n" + '\n'.join(rows)
+
+# %% ../nbs/12_demo.ipynb #a92b4065
+def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) -> Path:
+    "Each reward term summed over one episode, a bar per policy in `names` (records of the same task and seed)."
+    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    by = {e['policy']: e for e in eps}; names = [n for n in names if n in by]
+    tot = {n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names}
+    used = [i for i in range(len(REWARD_TERMS)) if any(abs(tot[n][i]) >= 5e-4 for n in names)] or [0]
+    colour = {'untrained': '#8c8c8c', 'policy': '#d62728', 'oracle': '#222222'}
+    fig = Figure(figsize=(6, 0.32*len(used)*len(names) + 1.3)); FigureCanvasAgg(fig); ax = fig.add_subplot()
+    y, h = np.arange(len(used)), 0.8/len(names)
+    for j, n in enumerate(names):
+        lab = ('trained policy' if n == 'policy' else n) + f" (return {by[n]['summary']['return']:+.3f})"
+        ax.barh(y + (j - (len(names) - 1)/2)*h, tot[n][used], h, color=colour.get(n, '#4e79a7'), label=lab)
+    ax.set_yticks(y); ax.set_yticklabels([REWARD_TERMS[i].replace('_', ' ') for i in used], fontsize=8); ax.invert_yaxis()
+    ax.axvline(0, color='black', lw=0.8); ax.tick_params(axis='x', labelsize=8)
+    ax.set_title(f"One held-out episode ({by[names[0]]['task']['id']}): reward terms per policy", fontsize=9)
+    ax.legend(fontsize=7, loc='best'); fig.tight_layout(); fig.savefig(path, dpi=80)
+    return Path(path)
+
+# %% ../nbs/12_demo.ipynb #4b30dad1
+def record_demo(out: Path, models: tuple, cfg: dict, seed: int, record: int, baselines) -> list[dict]:
+    """Record every policy on the evaluation's first `record` seeds (the same tasks); write `episodes.jsonl`, the replay
+    page (opened on the trained policy's first episode) and, in `report.md`, the first episode before and after."""
+    from spindleflow_rl.replay import record_episodes, write_episodes, export_html
+    seeds = [10_000*(seed + 1) + i for i in range(record)]
+    eps = record_episodes(_demo_env_fn(cfg), _demo_policies(*models, seed, baselines), seeds, split='heldout')
+    write_episodes(out/'episodes.jsonl', eps)
+    export_html(eps, out/'replay.html', title='SpindleFlow RL demo: replay (held-out tasks)',
+                initial=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
+    first = [e for e in eps if e['seed'] == seeds[0]]
+    with open(out/'report.md', 'a') as f: f.write('\n\n## The same episode, before and after\n\n' + same_episode_markdown(first) + '\n')
+    return eps
+
+def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
+    "before_after.png, same_episode.png, pareto.png and phases.png (and learning_curve.png when the run's log is there)."
+    from spindleflow_rl.evaluate import plot_report
+    first = [e for e in eps if e['seed'] == eps[0]['seed']]
+    figs = [plot_before_after(report['splits']['heldout'], out/'before_after.png'), plot_same_episode(first, out/'same_episode.png')]
+    run_dir = z.parent if z.name == 'final.zip' else z.parent.parent
+    has_log = (run_dir/'progress.csv').exists()
+    figs += plot_report(report, run_dir if has_log else None, out)
+    if not has_log: (out/'learning_curve.png').unlink(missing_ok=True); figs = [f for f in figs if f.name != 'learning_curve.png']
+    return figs
+
+# %% ../nbs/12_demo.ipynb #8f150b00
+def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
+    "Untrained and trained return, the best deployable baseline and the paired difference to it, normalised scores."
+    from spindleflow_rl.evaluate import best_baseline, paired_difference, NON_DEPLOYABLE
+    g = best_baseline(table, exclude=('policy', 'untrained', *NON_DEPLOYABLE))      # the best a deployment could run
+    diff = paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
+    return {'untrained': table['untrained']['return'], 'policy': table['policy']['return'],
+            'best_baseline': (g, table[g]['return']) if g else None, 'vs_best_baseline': diff,
+            'normalised': {n: v.get('normalised') for n, v in table.items()}}
+
 def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int = 3, seed: int = 0,
                baselines=DEMO_BASELINES, train_timesteps: int = 16_384, n_envs: int = 8, ppo: dict | None = None,
-               device: str = 'cpu', quiet: bool = False) -> dict:
+               device: str = 'cpu', quiet: bool = False, catalog=None, tasks=None) -> dict:
     "Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers."
-    from spindleflow_rl.evaluate import (ModelPolicy, make_baselines, split_env_fn, evaluate_split, markdown_table,
-                                         plot_report, best_baseline, paired_difference, NON_DEPLOYABLE)
-    from spindleflow_rl.replay import record_episodes, write_episodes, export_html
     if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
     if record < 1: raise ConfigError(f"record must be at least 1 (episodes per policy kept for the replay), got {record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]
@@ -90,45 +202,16 @@ def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     ck, source = demo_checkpoint(checkpoint, out, timesteps=train_timesteps, n_envs=n_envs, seed=seed, ppo=ppo, quiet=quiet)
-    model, untrained, cfg, z = load_demo_models(ck, seed, device)
-    env_fn = split_env_fn('heldout', EnvConfig.from_dict(cfg['env']), RewardConfig.from_dict(cfg.get('reward') or {}),
-                          SimConfig.from_dict(cfg.get('sim') or {}))
-    pols = lambda: {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'),
-                    **make_baselines(seed, baselines)}
-    if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z}, {source})", flush=True)
-    returns = {}
-    table, _ = evaluate_split(env_fn, pols(), episodes, seed, progress=not quiet, returns_out=returns)
-    report = {'checkpoint': str(z), 'source': source, 'episodes': episodes, 'seed': seed, 'splits': {'heldout': table},
-              'num_timesteps': int(model.num_timesteps), 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
-    from spindleflow_rl.train import atomic_write_json
-    atomic_write_json(out/'report.json', report)
-    head = (f"# SpindleFlow RL demo: before and after training\n\nHeld-out tasks, simulated backend (demo mode), {episodes} episodes "
-            f"per policy on the same seeds. `policy` = trained ({source} checkpoint, {model.num_timesteps:,} timesteps); "
-            "`untrained` = the same architecture with fresh weights. Normalised score: 0 = random, 1 = oracle.\n\n")
-    (out/'report.md').write_text(head + markdown_table(report))
-    figs = [plot_before_after(table, out/'before_after.png')]
-    run_dir = z.parent if z.name == 'final.zip' else z.parent.parent
-    has_log = (run_dir/'progress.csv').exists()
-    figs += plot_report(report, run_dir if has_log else None, out)
-    if not has_log: (out/'learning_curve.png').unlink(missing_ok=True); figs = [f for f in figs if f.name != 'learning_curve.png']
-    seeds = [10_000*(seed + 1) + i for i in range(record)]            # the evaluation's first seeds: same tasks
-    eps = record_episodes(env_fn, pols(), seeds, split='heldout')
-    write_episodes(out/'episodes.jsonl', eps)
-    # open the replay on the trained policy's first episode
-    export_html(eps, out/'replay.html', title='SpindleFlow RL demo: replay (held-out tasks)',
-                initial=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
-    t = table
-    g = best_baseline(t, exclude=('policy', 'untrained', *NON_DEPLOYABLE))      # the best a deployment could run
-    diff = paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
-    headline = {'untrained': t['untrained']['return'], 'policy': t['policy']['return'],
-                'best_baseline': (g, t[g]['return']) if g else None, 'vs_best_baseline': diff,
-                'normalised': {n: v.get('normalised') for n, v in t.items()}}
+    model, untrained, cfg, z = load_demo_models(ck, seed, device, catalog, tasks)
+    report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, episodes, seed, baselines, quiet)
+    eps = record_demo(out, (model, untrained), cfg, seed, record, baselines)
     res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
-           'figures': figs, 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html', 'headline': headline,
-           'seconds': time.time() - t0}
+           'figures': demo_figures(out, report, eps, z), 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html',
+           'headline': demo_headline(report['splits']['heldout'], returns, seed), 'seconds': time.time() - t0}
     if not quiet: print_demo(res)
     return res
 
+# %% ../nbs/12_demo.ipynb #9bc7dbbf
 def print_demo(res: dict):
     "Print the table, the headline and the files of a `build_demo` result."
     print('\n' + Path(res['report_md']).read_text())
@@ -142,7 +225,7 @@ def print_demo(res: dict):
     print('headline (held-out return): ' + line)
     print(f"files in {res['out']}: " + ', '.join(Path(p).name for p in
           [res['report_md'], res['report_json'], *res['figures'], res['episodes'], res['replay']]))
-    print(f"open the replay in a browser: {Path(res['replay']).resolve().as_uri()}")
+    print(f"open the replay in a browser: {res['replay']}")
 
 def show_demo(res: dict, viewer: bool = True):
     "Show a `build_demo` result in a notebook: the table, the plots and the replay widget."
@@ -169,6 +252,8 @@ def main(argv=None):
     ap.add_argument('--n-envs', type=int, default=8, help='parallel environments of that training run')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--device', default='cpu', help='cpu | cuda | auto (evaluation)')
+    from spindleflow_rl.train import add_roster_args
+    add_roster_args(ap)                                     # --catalog / --tasks: play on your own roster and tasks
     a = ap.parse_args(argv)
     from spindleflow_rl.openai_backend import load_env_file
     load_env_file('.env')                                   # as every CLI: .env first, shell variables win
@@ -176,7 +261,7 @@ def main(argv=None):
     try:
         if a.train_timesteps < 1: raise ConfigError(f"--train-timesteps must be positive, got {a.train_timesteps}.")
         build_demo(a.out, a.checkpoint, a.episodes, a.record, a.seed, train_timesteps=a.train_timesteps, n_envs=a.n_envs,
-                   device=a.device)
+                   device=a.device, catalog=a.catalog, tasks=a.tasks)
     except ConfigError as e:
         print(f"spindleflow-demo: error: {e}", file=sys.stderr); return 2
     return 0

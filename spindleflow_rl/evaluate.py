@@ -57,6 +57,7 @@ def split_env_fn(split: str, env_cfg: EnvConfig | None = None, reward: RewardCon
     ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
     def fn():
         be, scorers = backend_fn() if backend_fn else (None, None)
+        if hasattr(be, 'roster_split'): be.roster_split = ec.roster_split     # recorded logs: rosters follow the split too
         return SpindleFlowEnv(ec, reward_config=reward, sim_config=sim, world=world or getattr(be, 'world', None), backend=be,
                               scorers=scorers)
     return fn
@@ -196,28 +197,28 @@ def _spent(env, pol) -> float:
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
 
 def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False,
-                   budget: EvalBudget | None = None, returns_out: dict | None = None) -> tuple[dict, dict]:
+                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None) -> tuple[dict, dict]:
     """Run every policy on the same `episodes` seeds (a fresh env per policy). Returns (metrics table, recorded
     traces: the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit; Ctrl-C
     also stops; either way the finished episodes are kept (`budget.stopped` says why). `returns_out`: filled with
-    each policy's per-episode returns."""
+    each policy's per-episode returns. `tasks`: play episode i on `tasks[i]` (every task once: recorded logs)."""
     table, traces, returns = {}, {}, {} if returns_out is None else returns_out
     budget = budget or EvalBudget()
     for name, pol in policies.items():
         if budget.stopped: break
         env = env_fn(); sums = []
         try:
-            for i in range(episodes):
+            for i in range(episodes if tasks is None else len(tasks)):
                 if not budget.allows_next(): budget.stopped = 'budget'; break
                 sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
-                s = run_episode(env, pol, seed=sd, record=i < record)
+                s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
                 budget.charge(_spent(env, pol) - before)
                 if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
                 sums.append(s)
         except KeyboardInterrupt: budget.stopped = 'interrupted'
         if not sums: continue
         table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
-        if len(sums) < episodes: table[name]['partial'] = True
+        if len(sums) < (episodes if tasks is None else len(tasks)): table[name]['partial'] = True
         if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
     if 'random' in table and 'oracle' in table:
         n = min(len(v) for v in returns.values())
@@ -248,6 +249,7 @@ def policy_colours(names) -> dict:
         else: out[n] = pal[j % len(pal)]; j += 1
     return out
 
+# %% ../nbs/10_evaluate.ipynb #0ec2c6d7
 def plot_report(report: dict, run_dir, out_dir) -> list:
     "Write learning_curve.png, pareto.png and phases.png; return their paths."
     import matplotlib; matplotlib.use('Agg')
@@ -307,6 +309,9 @@ def markdown_table(report: dict) -> str:
         c = report.get('vs_best_baseline', {}).get(split)
         if c: out += ['', f"**Policy vs the best baseline ({c['best_baseline']})**, paired over {c['episodes']} episodes: {fmt_comparison(c)}"]
         out.append('')
+    if report.get('logged'):
+        from spindleflow_rl.routers import logged_markdown
+        out.append(logged_markdown(report['logged']))
     return '\n'.join(out)
 
 
@@ -333,6 +338,38 @@ def _headlines(report: dict) -> list:
         out.append(head)
     return out
 
+def _logged(env_fn, model, split: str, seed: int) -> dict:
+    "Chapter 18's routing table for a recorded run's split (or why it could not be made)."
+    from spindleflow_rl.routers import LoggedTasks, logged_report
+    try: return logged_report(LoggedTasks(env_fn().backend), env_fn, ModelPolicy(model), SPLITS[split]['split'], seed)
+    except ConfigError as e: return {'error': str(e)}
+
+
+# %% ../nbs/10_evaluate.ipynb #5234df0d
+def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
+    """`(world, backend_fn, baselines, extra policies, recorded?)` for the run's backend: the run's own catalog and task
+    bank; one backend (one embedded log) shared by every split and policy on recorded logs, with the hindsight oracle
+    of chapter 18 in place of the simulator's; the LLM planner on OpenAI."""
+    from spindleflow_rl.train import make_backend, build_world
+    world = build_world(cfg)                       # the run's own catalog and task bank (--catalog/--tasks), else the shipped ones
+    rec = tc.backend == 'recorded'
+    if rec:                                        # one backend (one embedded log) for every split and policy
+        _be = make_backend(tc, world, sec['sim'], cfg.get('openai'))
+        backend_fn = lambda: _be
+    else: backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
+    extra = {}
+    if tc.backend != 'sim':
+        if rec and 'oracle' in baselines:
+            from spindleflow_rl.routers import HindsightOraclePolicy
+            extra['oracle'] = HindsightOraclePolicy()
+        baselines = tuple(b for b in baselines if b != 'oracle')
+    if tc.backend == 'openai':
+        from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, LLMPlannerPolicy
+        ocfg = OpenAIConfig.from_dict(cfg.get('openai') or {}, where='openai')
+        extra['llm-planner'] = LLMPlannerPolicy(ocfg, LLMClient(ocfg))
+    return world, backend_fn, baselines, extra, rec
+
+
 # %% ../nbs/10_evaluate.ipynb #6a0992a8
 def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
                  json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
@@ -340,13 +377,14 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
                  max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool | None = None) -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
     `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
-    the oracle needs the simulator's hidden parameters, so it and the normalised score are only reported with the
-    simulated backend). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
+    the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
+    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split exactly once
+    (`episodes` is ignored) and add `logged`: the policy against the routers of chapter 18 (quality of the returned
+    answer, cost, calls per specialist, strong-call rate, PGR). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
     printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
     keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
     run's own default report)."""
-    from spindleflow_rl.train import SECTIONS, TrainConfig, make_backend, atomic_write_json
-    from spindleflow_rl.env import default_world
+    from spindleflow_rl.train import SECTIONS, TrainConfig
     model, cfg, z = load_model(checkpoint, device)
     run_dir = Path(cfg.pop('_run_dir'))
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
@@ -360,14 +398,7 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     if jpath.exists() and not (overwrite or (overwrite is None and json_out is None)):
         raise ConfigError(f"{jpath} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
-    world = default_world() if tc.backend != 'recorded' else None
-    backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
-    if tc.backend != 'sim': baselines = tuple(b for b in baselines if b != 'oracle')
-    extra = {}
-    if paid:
-        from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, LLMPlannerPolicy
-        ocfg = OpenAIConfig.from_dict(cfg.get('openai') or {}, where='openai')
-        extra['llm-planner'] = LLMPlannerPolicy(ocfg, LLMClient(ocfg))
+    world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
     n_runs = episodes*(1 + len(baselines) + len(extra))*len(splits)
     if paid and not quiet:
         est = f"about ${n_runs*cost_per_episode:.4f} at training's ${cost_per_episode:.5f} per episode (call-all baselines cost more)" \
@@ -385,14 +416,19 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     try:
         for split in splits:
             if budget.stopped: break
-            if not quiet: print(f"evaluating on {split} ({episodes} episodes per policy)...", flush=True)
             pols = {'policy': ModelPolicy(model), **make_baselines(seed, baselines), **extra}
-            fn = split_env_fn(split, sec['env'], sec['reward'], sec['sim'], world, backend_fn)
-            try: fn().task_pool()
+            fn = split_env_fn(split, sec['env'], sec['reward'], sec['sim'], None if rec else world, backend_fn)
+            try:
+                e = fn(); pool = e.task_pool()
+                if rec: e.roster_pool(pool[0])      # e.g. no 'unseen' roster when the catalog holds out none of the logged specialists
             except ConfigError as e:          # e.g. a small table of recorded outcomes with no held-out task
                 print(f"  skipped {split}: {e}"); continue
+            if not quiet: print(f"evaluating on {split} ({len(pool) if rec else episodes} episodes per policy"
+                                + (": every task once" if rec else '') + ")...", flush=True)
             rets = {}
-            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets)
+            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets,
+                                     tasks=pool if rec else None)
+            if rec and tab: report.setdefault('logged', {})[split] = _logged(fn, model, split, seed)
             if tab: report['splits'][split] = tab; traces[split] = tr
             c = compare_to_best(tab, rets, seed) if tab else None
             if c: report['vs_best_baseline'][split] = c
@@ -445,6 +481,8 @@ def main(argv=None):
     ap.add_argument('--max-cost-usd', type=float, help='with --backend openai: stop before the spend passes this (the finished part is kept)')
     ap.add_argument('--demo-mode', action='store_true', help='simulated backend, no network')
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
+    ap.add_argument('--sweep', metavar='cost_coef=V1,V2,...', help='recorded runs: play a cost-conditioned policy (trained with --cost-coef-range) at each cost_coef on every held-out task once, against the routers (chapter 18); writes sweep.json + sweep.png '
+                    '(next to --json FILE, else in the run folder)')
     a = ap.parse_args(argv)
     if a.demo_mode:
         if a.backend not in (None, 'sim'): print("spindleflow-eval: error: --demo-mode cannot be combined with --backend " + a.backend, file=sys.stderr); return 2
@@ -456,6 +494,10 @@ def main(argv=None):
         if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
         if a.episodes is not None and a.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {a.episodes}.")
         if a.max_cost_usd is not None and a.max_cost_usd <= 0: raise ConfigError(f"--max-cost-usd must be > 0, got {a.max_cost_usd}.")
+        if a.sweep:
+            from spindleflow_rl.routers import sweep_main
+            sweep_main(a.checkpoint, a.sweep, a.json, split=(a.split or ['heldout'])[0], seed=a.seed)
+            return 0
         evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed, a.json,
                      tuple(a.baselines.split(',')) if a.baselines else BASELINES, a.record,
                      backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite)

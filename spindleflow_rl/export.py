@@ -184,15 +184,15 @@ def plan_to_workflow(plan: list[dict], catalog, model: str = 'gpt-4o-mini', prov
 
 # %% ../nbs/14_export.ipynb #4edf1a9d
 def load_catalog(path):
-    "A catalog file: YAML (`Catalog.from_yaml`); other formats if this version's `Catalog` has a loader for them."
+    "A catalog file: `.yaml`/`.yml` (`Catalog.from_yaml`, a `specialists:` list) or `.csv` (`Catalog.from_file`, a header row)."
     from spindleflow_rl.catalog import Catalog
     p = Path(path)
     if not p.exists(): raise ConfigError(f"--catalog {p}: file not found.")
-    if p.suffix.lower() in ('.yaml', '.yml'): return Catalog.from_yaml(p)
-    for name in ('from_file', f"from_{p.suffix.lower().lstrip('.')}"):
-        if hasattr(Catalog, name): return getattr(Catalog, name)(p)
-    raise ConfigError(f"--catalog {p}: this version reads YAML catalogs (.yaml/.yml with a `specialists:` list); "
-                      f"{p.suffix or 'this'} files have no loader here. Convert it to YAML.")
+    suffix = p.suffix.lower()
+    if suffix in ('.yaml', '.yml'): return Catalog.from_yaml(p)
+    if suffix == '.csv': return Catalog.from_file(p)
+    raise ConfigError(f"--catalog {p}: unknown catalog format {suffix or '(none)'!r}; use a .yaml/.yml file with a "
+                      "`specialists:` list or a .csv file with a header row (id, capability, ...).")
 
 def resolve_task(world, task: str, embedder=None):
     "A bank task by id, else free text decomposed into a `Task` and registered with `world`."
@@ -288,7 +288,7 @@ def main(argv=None):
         description='Run a trained policy on a task (simulated backend, no network) and write its plan as a SpindleFlow workflow.')
     ap.add_argument('--checkpoint', help='run folder, latest.json or checkpoint zip (default: the shipped demo policy)')
     ap.add_argument('--task', required=True, help='a task id from the bank, or the task in words (decomposed into subtasks)')
-    ap.add_argument('--catalog', help='specialist catalog file (YAML with a `specialists:` list; default: the shipped one)')
+    ap.add_argument('--catalog', help='specialist catalog file: YAML with a `specialists:` list, or CSV with a header row (default: the shipped one)')
     ap.add_argument('--out', default='workflow.yml', help='where to write the workflow')
     ap.add_argument('--seed', type=int, default=0, help='seed of the episode (roster draw and simulated outcomes)')
     ap.add_argument('--roster', help='comma-separated specialist ids to use as the roster (default: drawn for the task)')

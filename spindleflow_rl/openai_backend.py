@@ -77,22 +77,28 @@ class OpenAIConfig(ConfigBase):
             v = getattr(self, k)
             if not isinstance(v, str) or not v.strip(): raise ConfigError(f"OpenAIConfig.{k} must be a non-empty string, got {v!r}.")
 
-    def resolved_base_url(self) -> str | None:
-        "`base_url`, else `$OPENAI_BASE_URL`, else `None` (the OpenAI API)."
-        return self.base_url or os.environ.get('OPENAI_BASE_URL') or None
+# %% ../nbs/05a_openai.ipynb #58df1beb
+@patch_into(OpenAIConfig)
+def resolved_base_url(self) -> str | None:
+    "`base_url`, else `$OPENAI_BASE_URL`, else `None` (the OpenAI API)."
+    return self.base_url or os.environ.get('OPENAI_BASE_URL') or None
 
-    def resolved_cache_dir(self) -> Path:
-        return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()/'llm'
+@patch_into(OpenAIConfig)
+def resolved_cache_dir(self) -> Path:
+    "`cache_dir`, else `default_cache_dir()/'llm'`."
+    return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()/'llm'
 
-    def check_key(self) -> None:
-        "Raise a `ConfigError` that says how to fix it when the API key variable is unset or empty."
-        if not os.environ.get(self.api_key_env, '').strip():
-            raise ConfigError(
-                f"{self.api_key_env} is not set. Set it to your OpenAI API key (export {self.api_key_env}=sk-...; "
-                "see .env.example), or point OPENAI_BASE_URL at a local OpenAI-compatible server "
-                "(Ollama: http://localhost:11434/v1, vLLM: http://localhost:8000/v1, LM Studio: http://localhost:1234/v1) "
-                f"and set {self.api_key_env} to any non-empty string, e.g. 'local'.")
+@patch_into(OpenAIConfig)
+def check_key(self) -> None:
+    "Raise a `ConfigError` that says how to fix it when the API key variable is unset or empty."
+    if not os.environ.get(self.api_key_env, '').strip():
+        raise ConfigError(
+            f"{self.api_key_env} is not set. Set it to your OpenAI API key (export {self.api_key_env}=sk-...; "
+            "see .env.example), or point OPENAI_BASE_URL at a local OpenAI-compatible server "
+            "(Ollama: http://localhost:11434/v1, vLLM: http://localhost:8000/v1, LM Studio: http://localhost:1234/v1) "
+            f"and set {self.api_key_env} to any non-empty string, e.g. 'local'.")
 
+# %% ../nbs/05a_openai.ipynb #443dd37c
 def load_env_file(path='.env', override: bool = False) -> list[str]:
     """Read `KEY=VALUE` lines (comments, blank lines, `export` prefixes and quotes allowed) into `os.environ`;
     existing variables win unless `override`. Returns the names set (never the values). Missing file: `[]`."""
@@ -317,31 +323,35 @@ class RequestLimiter:
             if waited: self.waited += 1; self.wait_s += self._clock() - t0
         return need
 
-    def release(self, reserved: float = 0.0, used: float | None = None):
-        "Free the slot; settle the reservation with the tokens the reply really `used` (None: keep the reservation)."
-        with self._cv:
-            self.in_flight -= 1
-            if self.tokens_per_minute > 0 and used is not None:
-                self._tokens = min(self.tokens_per_minute, self._tokens + reserved - float(used))
-            self._cv.notify_all()
-
-    def pause(self, seconds: float):
-        "A server asked to wait: no request to it goes out for `seconds` (from now), from any client."
-        with self._cv:
-            until = self._clock() + max(0.0, float(seconds))
-            if until > self.paused_until: self.paused_until = until; self.pauses += 1
-            self._cv.notify_all()
-
-    @contextmanager
-    def slot(self, tokens: float = 0):
-        "`with limiter.slot(n) as s: ...; s['used'] = tokens` -- acquire, then release and settle."
-        s = {'reserved': self.acquire(tokens), 'used': None}
-        try: yield s
-        finally: self.release(s['reserved'], s['used'])
-
     def stats(self) -> dict:
         return {'max_in_flight': self.max_in_flight, 'tokens_per_minute': self.tokens_per_minute, 'peak_in_flight': self.peak,
                 'requests': self.requests, 'waited': self.waited, 'wait_s': self.wait_s, 'pauses': self.pauses}
+
+# %% ../nbs/05a_openai.ipynb #29686348
+@patch_into(RequestLimiter)
+def release(self, reserved: float = 0.0, used: float | None = None):
+    "Free the slot; settle the reservation with the tokens the reply really `used` (None: keep the reservation)."
+    with self._cv:
+        self.in_flight -= 1
+        if self.tokens_per_minute > 0 and used is not None:
+            self._tokens = min(self.tokens_per_minute, self._tokens + reserved - float(used))
+        self._cv.notify_all()
+
+@patch_into(RequestLimiter)
+def pause(self, seconds: float):
+    "A server asked to wait: no request to it goes out for `seconds` (from now), from any client."
+    with self._cv:
+        until = self._clock() + max(0.0, float(seconds))
+        if until > self.paused_until: self.paused_until = until; self.pauses += 1
+        self._cv.notify_all()
+
+@patch_into(RequestLimiter)
+@contextmanager
+def slot(self, tokens: float = 0):
+    "`with limiter.slot(n) as s: ...; s['used'] = tokens` -- acquire, then release and settle."
+    s = {'reserved': self.acquire(tokens), 'used': None}
+    try: yield s
+    finally: self.release(s['reserved'], s['used'])
 
 _LIMITERS: dict = {}
 _LIMITERS_LOCK = threading.Lock()
@@ -379,6 +389,7 @@ def estimate_tokens(text: str) -> int:
     "The tokenizer-free estimate used where a server reports no usage: 4 characters per token, rounded up."
     return math.ceil(len(text)/4)
 
+# %% ../nbs/05a_openai.ipynb #d248b9fb
 def parse_retry_after(headers) -> float | None:
     "Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date); `None` when absent or invalid."
     if headers is None: return None
@@ -416,6 +427,7 @@ _CONFIG_HINT = {401: "the server rejected the API key: check {env}", 403: "the k
                 404: "model or endpoint not found: check the model names in OpenAIConfig and OPENAI_BASE_URL (it usually ends in /v1)",
                 429: "the account has no quota left: check the plan and billing of the key in {env}"}
 
+# %% ../nbs/05a_openai.ipynb #4377c4f1
 class LLMClient:
     """Chat requests with an on-disk cache, bounded retries we control, redaction, cost accounting and the server's
     shared `RequestLimiter`; thread-safe. Shared by the backend, the judges and the planner. The API key is read from the environment; the client object that
@@ -462,28 +474,30 @@ class LLMClient:
         return {self.cfg.token_param: int(max_tokens),
                 'temperature': float(self.cfg.temperature if temperature is None else temperature)}
 
-    def chat(self, model: str, messages: list, *, max_tokens: int, temperature: float | None = None,
-             timeout_s: float | None = None, meters: Sequence[UsageMeter] = ()) -> LLMReply:
-        """One chat completion (cached); raises `LLMCallFailed` after the retries, `ConfigError` on key/quota/model
-        errors. Threads asking for the same reply at once send one request: the others wait and read it from the cache."""
-        meters = (self.meter, *meters)
-        params = self.params(max_tokens, temperature)
-        key = ResponseCache.key(model, messages, params, self.base_url)
-        keep = self.cfg.cache_samples if params['temperature'] > 0 else 1
-        with self._lock: n = self._calls.get(key, 0); self._calls[key] = n + 1
-        sample = n % keep                                         # call n of this prompt gets sample n mod keep
-        if self.cache is None: return self._request(model, messages, params, timeout_s, meters, key, sample)
-        while True:
-            rec = self.cache.get(key, sample)
-            if rec is not None: return self._replay(model, rec, meters)
-            busy = _claim(self.cache.root, key, sample)           # None: this thread asks; else wait for the one asking
-            if busy is None: break
-            busy.wait()
-        try:
-            rec = self.cache.get(key, sample)                     # answered between our look and our claim
-            if rec is not None: return self._replay(model, rec, meters)
-            return self._request(model, messages, params, timeout_s, meters, key, sample)
-        finally: _unclaim(self.cache.root, key, sample)
+# %% ../nbs/05a_openai.ipynb #5cd0501a
+@patch_into(LLMClient)
+def chat(self, model: str, messages: list, *, max_tokens: int, temperature: float | None = None,
+         timeout_s: float | None = None, meters: Sequence[UsageMeter] = ()) -> LLMReply:
+    """One chat completion (cached); raises `LLMCallFailed` after the retries, `ConfigError` on key/quota/model
+    errors. Threads asking for the same reply at once send one request: the others wait and read it from the cache."""
+    meters = (self.meter, *meters)
+    params = self.params(max_tokens, temperature)
+    key = ResponseCache.key(model, messages, params, self.base_url)
+    keep = self.cfg.cache_samples if params['temperature'] > 0 else 1
+    with self._lock: n = self._calls.get(key, 0); self._calls[key] = n + 1
+    sample = n % keep                                         # call n of this prompt gets sample n mod keep
+    if self.cache is None: return self._request(model, messages, params, timeout_s, meters, key, sample)
+    while True:
+        rec = self.cache.get(key, sample)
+        if rec is not None: return self._replay(model, rec, meters)
+        busy = _claim(self.cache.root, key, sample)           # None: this thread asks; else wait for the one asking
+        if busy is None: break
+        busy.wait()
+    try:
+        rec = self.cache.get(key, sample)                     # answered between our look and our claim
+        if rec is not None: return self._replay(model, rec, meters)
+        return self._request(model, messages, params, timeout_s, meters, key, sample)
+    finally: _unclaim(self.cache.root, key, sample)
 
 # %% ../nbs/05a_openai.ipynb #cf9bb699
 _INFLIGHT: dict = {}                 # (cache folder, key, sample) -> Event set when the asking thread is done
@@ -644,6 +658,8 @@ class _Run:
 
 def _cut(text: str, n: int) -> str: return text if len(text) <= n else text[:n].rstrip() + ' [...]'
 
+
+# %% ../nbs/05a_openai.ipynb #b8373e04
 class OpenAIBackend:
     "Specialists, the generalist baseline and their outputs through an OpenAI-compatible chat API (see the chapter text)."
     name = 'openai'
@@ -695,165 +711,186 @@ class OpenAIBackend:
         "Totals since construction and for the current episode (specialists and baseline; judges keep their own)."
         return {'total': self.meter.as_dict(), 'episode': self.episode_meter.as_dict()}
 
-    # -- protocol --
-    def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
-        self.ctx = ctx
-        self.q = np.zeros(len(ctx.task.subtasks), np.float32)
-        self.outputs, self.n_unresolved = [], 0
-        self.episode_meter = UsageMeter()
-    def coverage(self) -> np.ndarray: return self.q.copy()
-    def conflict_multiplier(self) -> float: return float(self.cfg.conflict_quality**self.n_unresolved)
+# %% ../nbs/05a_openai.ipynb #68e66d28
+@patch_into(OpenAIBackend)
+def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
+    self.ctx = ctx
+    self.q = np.zeros(len(ctx.task.subtasks), np.float32)
+    self.outputs, self.n_unresolved = [], 0
+    self.episode_meter = UsageMeter()
+@patch_into(OpenAIBackend)
+def coverage(self) -> np.ndarray: return self.q.copy()
+@patch_into(OpenAIBackend)
+def conflict_multiplier(self) -> float: return float(self.cfg.conflict_quality**self.n_unresolved)
 
-    def baseline(self) -> dict:
-        "The generalist's single answer to the task (one call per task, then remembered)."
-        if self.ctx is None: raise RuntimeError("begin_episode() must be called before baseline()")
-        task = self.ctx.task
-        b = self._baselines.get(task.id)
-        if b is not None: return b
-        P = self.prompts
-        msgs = [{'role': 'system', 'content': fill(P['generalist_system'], max_words=self.cfg.max_words)},
-                {'role': 'user', 'content': fill(P['generalist_user'], task=task.text)}]
-        try:
-            r = self.client.chat(self.cfg.generalist_model, msgs, max_tokens=self.cfg.max_tokens, meters=(self.meter, self.episode_meter))
-            text, failed = r.text.strip(), not r.text.strip()
-        except LLMCallFailed as e:
-            text, failed = '', True
-            _log.warning("baseline answer for task %s failed (%s); scoring it as an empty answer", task.id, e)
-        emb = self._embed([text])[0] if text else np.zeros(self.world.emb_dim, np.float32)
-        b = {'specialist_id': None, 'model': self.cfg.generalist_model, 'quality': self._fit(emb) if text else np.zeros(len(task.subtasks), np.float32),
-             'embedding': emb, 'text': text or '(no answer: the generalist call failed)', 'failed': failed}
-        if not failed: self._baselines[task.id] = b
-        return b
+@patch_into(OpenAIBackend)
+def baseline(self) -> dict:
+    "The generalist's single answer to the task (one call per task, then remembered)."
+    if self.ctx is None: raise RuntimeError("begin_episode() must be called before baseline()")
+    task = self.ctx.task
+    b = self._baselines.get(task.id)
+    if b is not None: return b
+    P = self.prompts
+    msgs = [{'role': 'system', 'content': fill(P['generalist_system'], max_words=self.cfg.max_words)},
+            {'role': 'user', 'content': fill(P['generalist_user'], task=task.text)}]
+    try:
+        r = self.client.chat(self.cfg.generalist_model, msgs, max_tokens=self.cfg.max_tokens, meters=(self.meter, self.episode_meter))
+        text, failed = r.text.strip(), not r.text.strip()
+    except LLMCallFailed as e:
+        text, failed = '', True
+        _log.warning("baseline answer for task %s failed (%s); scoring it as an empty answer", task.id, e)
+    emb = self._embed([text])[0] if text else np.zeros(self.world.emb_dim, np.float32)
+    b = {'specialist_id': None, 'model': self.cfg.generalist_model, 'quality': self._fit(emb) if text else np.zeros(len(task.subtasks), np.float32),
+         'embedding': emb, 'text': text or '(no answer: the generalist call failed)', 'failed': failed}
+    if not failed: self._baselines[task.id] = b
+    return b
 
-    def execute(self, slots, mode, params, rng) -> StepResult:
-        if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
-        if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-        params = params or ModeParams()
-        slots = [int(s) for s in slots]
-        timeout = self.cfg.timeout_s*params.timeout_mult/2.0
-        earlier = list(self.outputs)
-        if mode == 'sequential':
-            runs, seen = [], list(earlier)
-            for m in slots:
-                r = self._run_call(m, seen, timeout); runs.append(r)
-                if r.usable: seen.append(self._as_context(r))
-            step_latency = sum(r.latency_s for r in runs)
-        else:
-            runs = self._map(lambda m: self._run_call(m, earlier, timeout), slots)
-            step_latency = max((r.latency_s for r in runs), default=0.0)
-        embs = self._embed_runs(runs)
-        conflicts = []
-        if mode != 'sequential':
-            pairs = self._conflicting_pairs(runs, embs)
-            if mode == 'debate':
-                extra, embs = self._debate(runs, embs, earlier, params, timeout)
-                step_latency += extra
-            conflicts = [Conflict(runs[a].slot, runs[b].slot, bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos))
-                         for a, b in pairs]
-            self.n_unresolved += sum(not c.resolved for c in conflicts)
-        calls = []
-        for r, e in zip(runs, embs):
-            fit = self._fit(e) if r.usable else np.zeros(len(self.q), np.float32)
-            self.q = np.maximum(self.q, fit)
-            if r.usable: self.outputs.append(self._as_context(r))
-            text = r.text if r.usable else r.error
-            calls.append(CallResult(slot=r.slot, specialist_id=r.specialist_id, status=r.status, output_text=text,
-                                    embedding=e if r.usable else np.zeros(self.world.emb_dim, np.float32),
-                                    latency_s=r.latency_s, cost_usd=r.priced_usd, fallback_id=r.fallback_id,
-                                    recovered=r.recovered, contribution=float(fit.mean()) if len(fit) else 0.0,
-                                    tokens=r.tokens()))
-        return StepResult(calls=calls, mode=mode, latency_s=float(step_latency), cost_usd=float(sum(c.cost_usd for c in calls)),
-                          conflicts=conflicts, coverage=self.coverage())
+# %% ../nbs/05a_openai.ipynb #55356ef8
+@patch_into(OpenAIBackend)
+def _map(self, fn, items):
+    items = list(items)
+    if len(items) <= 1: return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), self.cfg.max_workers)) as ex: return list(ex.map(fn, items))
+@patch_into(OpenAIBackend)
+def _embed(self, texts) -> np.ndarray: return np.asarray(self.embedder.encode(list(texts)), np.float32)
+@patch_into(OpenAIBackend)
+def _embed_runs(self, runs) -> np.ndarray:
+    out = np.zeros((len(runs), self.world.emb_dim), np.float32)
+    idx = [i for i, r in enumerate(runs) if r.usable]
+    if idx: out[idx] = self._embed([runs[i].text for i in idx])
+    return out
+@patch_into(OpenAIBackend)
+def _fit(self, emb) -> np.ndarray:
+    return np.clip((self.ctx.sub_emb @ emb - 0.2)/0.6, 0.0, 1.0).astype(np.float32)
+@patch_into(OpenAIBackend)
+def _as_context(self, r: _Run): return (r.author, self.world.catalog[r.author].role, r.text)
+@patch_into(OpenAIBackend)
+def _context(self, items) -> str:
+    if not items: return ''
+    P = self.prompts
+    return '\n'.join([P['context_header']] + [fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars))
+                                              for a, role, t in items])
+@patch_into(OpenAIBackend)
+def _system(self, spec) -> str:
+    return fill(self.prompts['specialist_system'], role=spec.role, goal=spec.goal, specialization=spec.specialization,
+                capability=spec.capability, max_words=self.cfg.max_words, id=spec.id)
+@patch_into(OpenAIBackend)
+def _ask(self, sid: str, user: str, timeout: float) -> LLMReply:
+    msgs = [{'role': 'system', 'content': self._system(self.world.catalog[sid])}, {'role': 'user', 'content': user}]
+    return self.client.chat(self.cfg.specialist_model, msgs, max_tokens=self.cfg.max_tokens, timeout_s=timeout,
+                            meters=(self.meter, self.episode_meter))
 
-    # -- helpers --
-    def _map(self, fn, items):
-        items = list(items)
-        if len(items) <= 1: return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(len(items), self.cfg.max_workers)) as ex: return list(ex.map(fn, items))
-    def _embed(self, texts) -> np.ndarray: return np.asarray(self.embedder.encode(list(texts)), np.float32)
-    def _embed_runs(self, runs) -> np.ndarray:
-        out = np.zeros((len(runs), self.world.emb_dim), np.float32)
-        idx = [i for i, r in enumerate(runs) if r.usable]
-        if idx: out[idx] = self._embed([runs[i].text for i in idx])
-        return out
-    def _fit(self, emb) -> np.ndarray:
-        return np.clip((self.ctx.sub_emb @ emb - 0.2)/0.6, 0.0, 1.0).astype(np.float32)
-    def _as_context(self, r: _Run): return (r.author, self.world.catalog[r.author].role, r.text)
-    def _context(self, items) -> str:
-        if not items: return ''
-        P = self.prompts
-        return '\n'.join([P['context_header']] + [fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars))
-                                                  for a, role, t in items])
-    def _system(self, spec) -> str:
-        return fill(self.prompts['specialist_system'], role=spec.role, goal=spec.goal, specialization=spec.specialization,
-                    capability=spec.capability, max_words=self.cfg.max_words, id=spec.id)
-    def _ask(self, sid: str, user: str, timeout: float) -> LLMReply:
-        msgs = [{'role': 'system', 'content': self._system(self.world.catalog[sid])}, {'role': 'user', 'content': user}]
-        return self.client.chat(self.cfg.specialist_model, msgs, max_tokens=self.cfg.max_tokens, timeout_s=timeout,
-                                meters=(self.meter, self.episode_meter))
+# %% ../nbs/05a_openai.ipynb #8a55f688
+@patch_into(OpenAIBackend)
+def _attempt(self, run: _Run, sid: str, user: str, timeout: float) -> tuple[str, str]:
+    "Call `sid`; returns (status, text or error) and books the cost and latency on `run`."
+    try:
+        r = self._ask(sid, user, timeout)
+    except LLMCallFailed as e:
+        run.latency_s += e.latency_s
+        return e.kind, str(e)
+    run.add(r)
+    if not r.text.strip(): return 'error', f"{self.cfg.specialist_model}: empty reply"
+    return 'ok', r.text.strip()
 
-    def _attempt(self, run: _Run, sid: str, user: str, timeout: float) -> tuple[str, str]:
-        "Call `sid`; returns (status, text or error) and books the cost and latency on `run`."
-        try:
-            r = self._ask(sid, user, timeout)
-        except LLMCallFailed as e:
-            run.latency_s += e.latency_s
-            return e.kind, str(e)
-        run.add(r)
-        if not r.text.strip(): return 'error', f"{self.cfg.specialist_model}: empty reply"
-        return 'ok', r.text.strip()
+@patch_into(OpenAIBackend)
+def _run_call(self, slot: int, context: list, timeout: float) -> _Run:
+    sid = self.ctx.roster[slot]
+    if sid is None: return _Run(slot, '', 'error', error=f"slot {slot} is empty")
+    spec = self.world.catalog[sid]
+    user = fill(self.prompts['specialist_user'], task=self.ctx.task.text, context=self._context(context))
+    run = _Run(slot, sid, author=sid)
+    status, text = self._attempt(run, sid, user, timeout)
+    run.status = status
+    if status == 'ok': run.text = text; return run
+    run.error = f"{spec.role}: {status} ({text})"
+    if spec.fallbacks:
+        fb = run.fallback_id = spec.fallbacks[0]
+        st2, text2 = self._attempt(run, fb, user, timeout)
+        if st2 == 'ok': run.recovered, run.text, run.author = True, text2, fb
+        else: run.error += f"; fallback {fb} failed too ({st2})"
+    return run
 
-    def _run_call(self, slot: int, context: list, timeout: float) -> _Run:
-        sid = self.ctx.roster[slot]
-        if sid is None: return _Run(slot, '', 'error', error=f"slot {slot} is empty")
-        spec = self.world.catalog[sid]
-        user = fill(self.prompts['specialist_user'], task=self.ctx.task.text, context=self._context(context))
-        run = _Run(slot, sid, author=sid)
-        status, text = self._attempt(run, sid, user, timeout)
-        run.status = status
-        if status == 'ok': run.text = text; return run
-        run.error = f"{spec.role}: {status} ({text})"
-        if spec.fallbacks:
-            fb = run.fallback_id = spec.fallbacks[0]
-            st2, text2 = self._attempt(run, fb, user, timeout)
-            if st2 == 'ok': run.recovered, run.text, run.author = True, text2, fb
-            else: run.error += f"; fallback {fb} failed too ({st2})"
-        return run
+# %% ../nbs/05a_openai.ipynb #d6d9f5d1
+@patch_into(OpenAIBackend)
+def execute(self, slots, mode, params, rng) -> StepResult:
+    if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
+    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    params = params or ModeParams()
+    slots = [int(s) for s in slots]
+    timeout = self.cfg.timeout_s*params.timeout_mult/2.0
+    earlier = list(self.outputs)
+    if mode == 'sequential':
+        runs, seen = [], list(earlier)
+        for m in slots:
+            r = self._run_call(m, seen, timeout); runs.append(r)
+            if r.usable: seen.append(self._as_context(r))
+        step_latency = sum(r.latency_s for r in runs)
+    else:
+        runs = self._map(lambda m: self._run_call(m, earlier, timeout), slots)
+        step_latency = max((r.latency_s for r in runs), default=0.0)
+    embs = self._embed_runs(runs)
+    conflicts = []
+    if mode != 'sequential':
+        pairs = self._conflicting_pairs(runs, embs)
+        if mode == 'debate':
+            extra, embs = self._debate(runs, embs, earlier, params, timeout)
+            step_latency += extra
+        conflicts = [Conflict(runs[a].slot, runs[b].slot, bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos))
+                     for a, b in pairs]
+        self.n_unresolved += sum(not c.resolved for c in conflicts)
+    calls = []
+    for r, e in zip(runs, embs):
+        fit = self._fit(e) if r.usable else np.zeros(len(self.q), np.float32)
+        self.q = np.maximum(self.q, fit)
+        if r.usable: self.outputs.append(self._as_context(r))
+        text = r.text if r.usable else r.error
+        calls.append(CallResult(slot=r.slot, specialist_id=r.specialist_id, status=r.status, output_text=text,
+                                embedding=e if r.usable else np.zeros(self.world.emb_dim, np.float32),
+                                latency_s=r.latency_s, cost_usd=r.priced_usd, fallback_id=r.fallback_id,
+                                recovered=r.recovered, contribution=float(fit.mean()) if len(fit) else 0.0,
+                                tokens=r.tokens()))
+    return StepResult(calls=calls, mode=mode, latency_s=float(step_latency), cost_usd=float(sum(c.cost_usd for c in calls)),
+                      conflicts=conflicts, coverage=self.coverage())
 
-    def _cap(self, sid: str) -> np.ndarray: return self.world.cat_emb[self.world.index[sid]]
-    def _conflicting_pairs(self, runs, embs) -> list:
-        idx = [i for i, r in enumerate(runs) if r.usable]
-        return [(a, b) for a, b in itertools.combinations(idx, 2)
-                if float(self._cap(runs[a].author) @ self._cap(runs[b].author)) >= self.cfg.conflict_overlap
-                and float(embs[a] @ embs[b]) < self.cfg.conflict_cos]
+# %% ../nbs/05a_openai.ipynb #80a17640
+@patch_into(OpenAIBackend)
+def _cap(self, sid: str) -> np.ndarray: return self.world.cat_emb[self.world.index[sid]]
+@patch_into(OpenAIBackend)
+def _conflicting_pairs(self, runs, embs) -> list:
+    idx = [i for i, r in enumerate(runs) if r.usable]
+    return [(a, b) for a, b in itertools.combinations(idx, 2)
+            if float(self._cap(runs[a].author) @ self._cap(runs[b].author)) >= self.cfg.conflict_overlap
+            and float(embs[a] @ embs[b]) < self.cfg.conflict_cos]
 
-    def _debate(self, runs, embs, earlier, params: ModeParams, timeout: float):
-        "Revision rounds: each usable debater sees the others' current answers and revises. Returns (latency, embeddings)."
-        idx = [i for i, r in enumerate(runs) if r.usable]
-        extra, P = 0.0, self.prompts
-        for _ in range(int(params.rounds)):
-            if len(idx) < 2: break
-            E = embs[idx]; C = E @ E.T; iu = np.triu_indices(len(idx), 1)
-            if (C[iu] >= params.agreement).all(): break
-            current = {i: runs[i].text for i in idx}
-            def revise(i):
-                others = '\n'.join(fill(P['context_item'], id=runs[o].author, role=self.world.catalog[runs[o].author].role,
-                                        text=_cut(current[o], self.cfg.context_chars)) for o in idx if o != i)
-                user = fill(P['debate_user'], task=self.ctx.task.text, context=self._context(earlier),
-                            own=_cut(current[i], self.cfg.context_chars), others=others, max_words=self.cfg.max_words)
-                tmp = _Run(runs[i].slot, runs[i].specialist_id)
-                status, text = self._attempt(tmp, runs[i].author, user, timeout)
-                return tmp, status, text
-            results = self._map(revise, idx)
-            for i, (tmp, status, text) in zip(idx, results):
-                r = runs[i]
-                r.latency_s += tmp.latency_s; r.priced_usd += tmp.priced_usd; r.spent_usd += tmp.spent_usd
-                r.prompt_tokens += tmp.prompt_tokens; r.completion_tokens += tmp.completion_tokens
-                r.replies += tmp.replies; r.cached += tmp.cached
-                if status == 'ok': r.text = text          # a failed revision keeps the previous answer
-            extra += max(tmp.latency_s for tmp, _, _ in results)
-            embs = embs.copy(); embs[idx] = self._embed([runs[i].text for i in idx])
-        return extra, embs
+@patch_into(OpenAIBackend)
+def _debate(self, runs, embs, earlier, params: ModeParams, timeout: float):
+    "Revision rounds: each usable debater sees the others' current answers and revises. Returns (latency, embeddings)."
+    idx = [i for i, r in enumerate(runs) if r.usable]
+    extra, P = 0.0, self.prompts
+    for _ in range(int(params.rounds)):
+        if len(idx) < 2: break
+        E = embs[idx]; C = E @ E.T; iu = np.triu_indices(len(idx), 1)
+        if (C[iu] >= params.agreement).all(): break
+        current = {i: runs[i].text for i in idx}
+        def revise(i):
+            others = '\n'.join(fill(P['context_item'], id=runs[o].author, role=self.world.catalog[runs[o].author].role,
+                                    text=_cut(current[o], self.cfg.context_chars)) for o in idx if o != i)
+            user = fill(P['debate_user'], task=self.ctx.task.text, context=self._context(earlier),
+                        own=_cut(current[i], self.cfg.context_chars), others=others, max_words=self.cfg.max_words)
+            tmp = _Run(runs[i].slot, runs[i].specialist_id)
+            status, text = self._attempt(tmp, runs[i].author, user, timeout)
+            return tmp, status, text
+        results = self._map(revise, idx)
+        for i, (tmp, status, text) in zip(idx, results):
+            r = runs[i]
+            r.latency_s += tmp.latency_s; r.priced_usd += tmp.priced_usd; r.spent_usd += tmp.spent_usd
+            r.prompt_tokens += tmp.prompt_tokens; r.completion_tokens += tmp.completion_tokens
+            r.replies += tmp.replies; r.cached += tmp.cached
+            if status == 'ok': r.text = text          # a failed revision keeps the previous answer
+        extra += max(tmp.latency_s for tmp, _, _ in results)
+        embs = embs.copy(); embs[idx] = self._embed([runs[i].text for i in idx])
+    return extra, embs
 
 # %% ../nbs/05a_openai.ipynb #ae165f34
 class LLMJudge:
@@ -929,6 +966,7 @@ def parse_plan(text: str, roster_ids: Sequence[str]) -> tuple[list, str]:
         return out, (mode if mode in ('sequential', 'parallel') else 'sequential')
     raise ValueError(f"no JSON object with a 'specialists' list in the reply: {text[:160]!r}")
 
+# %% ../nbs/05a_openai.ipynb #77a29498
 class LLMPlannerPolicy:
     "Baseline: an LLM plans the whole delegation at reset (JSON); played in one step, then STOP. Fallback: top-1 by similarity."
     name = 'llm-planner'
@@ -942,36 +980,6 @@ class LLMPlannerPolicy:
     @property
     def cost_usd(self) -> float: return self.meter.cost_usd
 
-    def reset(self, env):
-        cat, P = env.world.catalog, self.prompts
-        live = [(s, cat[sid]) for s, sid in enumerate(env.roster) if sid is not None]
-        slot_of = {sp.id: s for s, sp in live}
-        roster = '\n'.join(fill(P['planner_roster_item'], id=sp.id, role=sp.role, capability=sp.capability) for _, sp in live)
-        msgs = [{'role': 'system', 'content': P['planner_system']},
-                {'role': 'user', 'content': fill(P['planner_user'], task=env.task.text, roster=roster, max_specialists=len(live))}]
-        ids, mode, reason = None, 'sequential', ''
-        for attempt in range(self.cfg.judge_attempts):
-            try:
-                r = self.client.chat(self.cfg.planner_model, msgs, max_tokens=self.cfg.planner_max_tokens, meters=(self.meter,))
-            except LLMCallFailed as e:
-                reason = f"planner call failed: {e}"; break
-            try:
-                ids, mode = parse_plan(r.text, list(slot_of)); break
-            except ValueError as e:
-                reason = str(e)
-                msgs = msgs + [{'role': 'assistant', 'content': r.text},
-                               {'role': 'user', 'content': fill(P['json_retry'], keys='specialists, mode')}]
-        fallback = ids is None
-        if fallback:
-            self.n_fallbacks += 1
-            sims = env.roster_emb @ env.task_emb
-            sims[[sid is None for sid in env.roster]] = -np.inf
-            ids, mode = [env.roster[int(np.argmax(sims))]], 'sequential'
-        if mode == 'sequential': ids = ids[:env.cfg.max_depth]
-        self.last_plan = {'specialists': ids, 'slots': [slot_of[i] for i in ids], 'mode': mode, 'fallback': fallback,
-                          'reason': reason if fallback else ''}
-        self.done = False
-
     def act(self, env, obs, info):
         from spindleflow_rl.env import encode_action     # here, not at import: env may one day import this module
         M = env.cfg.max_specialists
@@ -980,3 +988,34 @@ class LLMPlannerPolicy:
         mask = info['action_mask']
         slots = [s for s in self.last_plan['slots'] if mask[s]]
         return encode_action(M, slots=slots, mode=self.last_plan['mode'])
+
+@patch_into(LLMPlannerPolicy)
+def reset(self, env):
+    cat, P = env.world.catalog, self.prompts
+    live = [(s, cat[sid]) for s, sid in enumerate(env.roster) if sid is not None]
+    slot_of = {sp.id: s for s, sp in live}
+    roster = '\n'.join(fill(P['planner_roster_item'], id=sp.id, role=sp.role, capability=sp.capability) for _, sp in live)
+    msgs = [{'role': 'system', 'content': P['planner_system']},
+            {'role': 'user', 'content': fill(P['planner_user'], task=env.task.text, roster=roster, max_specialists=len(live))}]
+    ids, mode, reason = None, 'sequential', ''
+    for attempt in range(self.cfg.judge_attempts):
+        try:
+            r = self.client.chat(self.cfg.planner_model, msgs, max_tokens=self.cfg.planner_max_tokens, meters=(self.meter,))
+        except LLMCallFailed as e:
+            reason = f"planner call failed: {e}"; break
+        try:
+            ids, mode = parse_plan(r.text, list(slot_of)); break
+        except ValueError as e:
+            reason = str(e)
+            msgs = msgs + [{'role': 'assistant', 'content': r.text},
+                           {'role': 'user', 'content': fill(P['json_retry'], keys='specialists, mode')}]
+    fallback = ids is None
+    if fallback:
+        self.n_fallbacks += 1
+        sims = env.roster_emb @ env.task_emb
+        sims[[sid is None for sid in env.roster]] = -np.inf
+        ids, mode = [env.roster[int(np.argmax(sims))]], 'sequential'
+    if mode == 'sequential': ids = ids[:env.cfg.max_depth]
+    self.last_plan = {'specialists': ids, 'slots': [slot_of[i] for i in ids], 'mode': mode, 'fallback': fallback,
+                      'reason': reason if fallback else ''}
+    self.done = False

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import ipywidgets as widgets
 from .config import ConfigError
+from .catalog import patch_into
 from .rewards import REWARD_TERMS
 
 # %% auto #0
@@ -185,6 +186,7 @@ def _fig_png(fig, dpi: int = 90) -> str:
     buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=dpi)
     return base64.b64encode(buf.getvalue()).decode('ascii')
 
+# %% ../nbs/11_replay.ipynb #77fdc974
 def dag_png(ep: dict, t: int) -> str:
     "The delegation DAG after step `t` (1-based) as a base64 PNG: layered left to right, this step's calls highlighted."
     import networkx as nx
@@ -201,20 +203,25 @@ def dag_png(ep: dict, t: int) -> str:
             if c.get('fallback_id'):
                 G.add_edge(n, M + 2); fb_edges.append((n, M + 2))
                 labels[M + 2] = f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
-    for layer, nodes in enumerate(nx.topological_generations(G)):
+    layers = list(nx.topological_generations(G))
+    for layer, nodes in enumerate(layers):
         for n in nodes: G.nodes[n]['layer'] = layer
     pos = nx.multipartite_layout(G, subset_key='layer')
     if len(G) == 1: pos = {0: np.array([0.0, 0.0])}
+    crowd = max(len(l) for l in layers)                      # nodes in the fullest layer: more than 3, smaller nodes
+    ns, fs = (700, 6.5) if crowd <= 3 else (int(700*9/crowd**2), 5.5)
     colour = {n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper'] for n in G}
     fig = Figure(figsize=(5.6, 3.5)); ax = fig.add_subplot()
     plain = [e for e in G.edges if e not in fb_edges]
-    nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=700, arrowsize=12, edge_color='#555555', width=1.2)
-    if fb_edges: nx.draw_networkx_edges(G, pos, edgelist=fb_edges, ax=ax, node_size=700, arrowsize=12, edge_color='#d62728', style='dashed', width=1.2)
-    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=700, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8)
+    nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2)
+    if fb_edges: nx.draw_networkx_edges(G, pos, edgelist=fb_edges, ax=ax, node_size=ns, arrowsize=12, edge_color='#d62728', style='dashed', width=1.2)
+    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8)
+    ys = np.array([p[1] for p in pos.values()]); xs = np.array([p[0] for p in pos.values()])
+    gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)   # closest rows
     for n, (x, y) in pos.items():
-        ax.text(x, y - 0.13, labels.get(n, str(n)).replace('_', ' '), ha='center', va='top', fontsize=6.5, wrap=True)
-        ax.text(x, y, str(n), ha='center', va='center', fontsize=7, color='white', fontweight='bold')
-    xs = np.array([p[0] for p in pos.values()]); ys = np.array([p[1] for p in pos.values()])
+        ax.text(x, y - min(0.13, 0.32*gap), labels.get(n, str(n)).replace('_', ' '), ha='center', va='top', fontsize=fs, wrap=True,
+                bbox=dict(boxstyle='round,pad=0.1', fc='white', ec='none', alpha=0.8))       # readable over the edges
+        ax.text(x, y, str(n), ha='center', va='center', fontsize=fs + 0.5, color='white', fontweight='bold')
     ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35); ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25); ax.axis('off')
     handles = [Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7) for k, l in
                (('orchestrator', 'orchestrator'), ('new', 'called this step'), ('called', 'called before'), ('failed', 'failed'), ('helper', 'aggregator / fallback / resolver'))]
@@ -223,6 +230,7 @@ def dag_png(ep: dict, t: int) -> str:
     fig.subplots_adjust(left=0.02, right=0.98, top=0.92, bottom=0.12)
     return _fig_png(fig)
 
+# %% ../nbs/11_replay.ipynb #8b077e1b
 def reward_png(ep: dict, t: int) -> str:
     "The reward terms of step `t` and of the episode so far as a horizontal bar chart (base64 PNG)."
     from matplotlib.figure import Figure
@@ -247,13 +255,16 @@ def reward_png(ep: dict, t: int) -> str:
 
 # %% ../nbs/11_replay.ipynb #22e8f57a
 _CSS = """<style>
-.sf-panel{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:13px;color:#222;max-width:1060px}
+.sf-panel{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;font-size:13px;color:#222;max-width:1060px;min-width:0}
 .sf-panel .sf-head{font-size:14px;margin-bottom:2px}.sf-panel .sf-task{color:#444;margin-bottom:6px}
-.sf-panel .sf-action{font-size:14px;font-weight:600;margin:4px 0}.sf-panel .sf-figs img{margin-right:6px;vertical-align:top}
-.sf-panel table{border-collapse:collapse;margin:6px 0}.sf-panel td,.sf-panel th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+.sf-panel .sf-action{font-size:14px;font-weight:600;margin:4px 0}
+.sf-panel .sf-figs img{margin-right:6px;vertical-align:top;max-width:100%;height:auto}
+.sf-panel table{border-collapse:collapse;margin:6px 0;max-width:100%}
+.sf-panel td,.sf-panel th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .sf-panel th{background:#f3f3f3}.sf-panel .sf-out{color:#555;font-size:12px;max-width:380px}
 .sf-panel .sf-running{background:#f6f8fa;border:1px solid #e1e4e8;padding:4px 8px;margin:6px 0}
-.sf-panel .ok{color:#2a7a2a}.sf-panel .bad{color:#c0392b}.sf-panel .warn{color:#b9770e}.sf-panel code{font-size:12px}
+.sf-panel .ok{color:#2a7a2a}.sf-panel .bad{color:#c0392b}.sf-panel .warn{color:#b9770e}
+.sf-panel code{font-size:12px;overflow-wrap:anywhere}
 </style>"""
 
 def episode_label(ep: dict) -> str:
@@ -270,66 +281,94 @@ def _mode_text(st: dict) -> str:
 def _fmt_budget(b) -> str:
     return 'no budget' if b is None or (isinstance(b, float) and not math.isfinite(b)) else f"budget {b:.0f} s"
 
-def step_html(ep: dict, t: int, images: bool = True) -> str:
-    "The HTML panel of step `t` (1-based) of episode `ep`: action, DAG, reward bars, calls, why allowed, running totals."
+def _slot_name(ep: dict, s: int) -> str:
+    "The specialist id in roster slot `s`, or 'slot s' for an empty or unknown slot."
+    r = ep['roster']
+    return r[s] if 0 <= s < len(r) and r[s] else f'slot {s}'
+
+# %% ../nbs/11_replay.ipynb #11ca1dff
+def _action_html(ep: dict, t: int) -> str:
+    "The head of a panel: policy, task, seed and split, the task text, and what the orchestrator did at step `t`."
     E = html.escape
-    steps = ep['steps']; T = len(steps)
-    if not 1 <= t <= T: raise ValueError(f"step {t} is outside this episode (steps 1..{T}).")
-    st = steps[t - 1]; roster = ep['roster']; roles = ep.get('roles') or {}; summ = ep['summary']
-    name = lambda s: roster[s] if 0 <= s < len(roster) and roster[s] else f'slot {s}'
-    task = ep['task']
-    out = [_CSS, f'<div class="sf-panel" data-episode="{E(episode_label(ep))}" data-step="{t}">',
-           f'<div class="sf-head"><b>{E(str(ep["policy"]))}</b> on task <code>{E(task["id"])}</code>'
-           f'{" (" + E(str(task.get("category"))) + ", phase " + E(str(task.get("phase"))) + ")" if task.get("category") else ""}'
-           f'{" · seed " + str(ep["seed"]) if ep.get("seed") is not None else ""}{" · " + E(ep["split"]) if ep.get("split") else ""}</div>',
+    steps = ep['steps']; T = len(steps); st = steps[t - 1]; task = ep['task']
+    where = f" ({E(str(task.get('category')))}, phase {E(str(task.get('phase')))})" if task.get('category') else ''
+    seed = f" · seed {ep['seed']}" if ep.get('seed') is not None else ''
+    split = f" · {E(ep['split'])}" if ep.get('split') else ''
+    out = [f'<div class="sf-head"><b>{E(str(ep["policy"]))}</b> on task <code>{E(task["id"])}</code>{where}{seed}{split}</div>',
            f'<div class="sf-task">{E(task.get("text") or "")}</div>']
     if st['meta'] == 'call':
         acc = st.get('accepted') or []
-        who = ', '.join(f'<code>{E(name(s))}</code>' for s in acc) or 'nobody (all refused)'
-        out.append(f'<div class="sf-action">Step {t}/{T}: CALL {len(acc)} specialist{"s" if len(acc) != 1 else ""} in {E(_mode_text(st))} mode: {who}</div>')
+        who = ', '.join(f'<code>{E(_slot_name(ep, s))}</code>' for s in acc) or 'nobody (all refused)'
+        n = f'{len(acc)} specialist{"s" if len(acc) != 1 else ""}'
+        out.append(f'<div class="sf-action">Step {t}/{T}: CALL {n} in {E(_mode_text(st))} mode: {who}</div>')
     else:
         out.append(f'<div class="sf-action">Step {t}/{T}: STOP (the orchestrator ends the episode)</div>')
+    return '\n'.join(out)
+
+def _running_html(ep: dict, t: int) -> str:
+    "Running cost and latency, this step's reward, the return so far and every call so far."
+    E = html.escape
+    steps = ep['steps']; st = steps[t - 1]
+    R = sum(s['reward'] for s in steps[:t])
+    sofar = [f'<code>{E(c["specialist_id"])}</code> ({E(s.get("mode", "?"))}, step {s["step"]})' for s in steps[:t] for c in s.get('calls') or []]
+    return (f'<div class="sf-running">running cost <b>${st["cost_usd"]:.4f}</b> (this step +${st.get("step_cost_usd", 0.0):.4f}) · '
+            f'latency <b>{st["latency_s"]:.1f} s</b> ({_fmt_budget(ep["summary"].get("budget_s"))}) · reward this step <b>{st["reward"]:+.3f}</b> · '
+            f'return so far <b>{R:+.3f}</b><br>called so far: {", ".join(sofar) or "nobody"}</div>')
+
+# %% ../nbs/11_replay.ipynb #e583c6d3
+def _status_html(c: dict) -> str:
+    E = html.escape; st = c.get('status', 'ok')
+    if st == 'ok': return '<span class="ok">ok</span>'
+    if c.get('recovered'): return f'<span class="warn">{E(st)}, recovered by fallback <code>{E(str(c.get("fallback_id")))}</code></span>'
+    return f'<span class="bad">{E(st)}{", fallback " + E(str(c["fallback_id"])) + " failed too" if c.get("fallback_id") else ""}</span>'
+
+def _calls_html(ep: dict, st: dict) -> str:
+    "The calls of one step as a table: slot, specialist and role, mode, status, latency, cost, contribution, output in brief."
+    E = html.escape; roles = ep.get('roles') or {}; calls = st.get('calls') or []
+    if not calls: return ''
+    out = ['<table class="sf-calls"><tr><th>slot</th><th>specialist</th><th>mode</th><th>status</th><th>latency</th>'
+           '<th>cost</th><th>contribution</th><th>output (brief)</th></tr>']
+    for c in calls:
+        out.append(f'<tr><td>{c["slot"]}</td><td><code>{E(c["specialist_id"])}</code><br>{E(c.get("role") or roles.get(c["specialist_id"], ""))}</td>'
+                   f'<td>{E(st.get("mode", ""))}</td><td>{_status_html(c)}</td><td>{c.get("latency_s", 0.0):.1f} s</td><td>${c.get("cost_usd", 0.0):.4f}</td>'
+                   f'<td>{c.get("contribution", 0.0):.2f}</td><td class="sf-out">{E((c.get("output") or "")[:160])}</td></tr>')
+    return '\n'.join(out + ['</table>'])
+
+def _why_html(ep: dict, st: dict) -> str:
+    "Why each call of a step was allowed, what was refused, the mask before the step and the conflicts (empty for STOP)."
+    if st['meta'] != 'call': return ''
+    E = html.escape; name = lambda s: _slot_name(ep, s)
+    why = [f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>' for s, reason in (st.get('allowed') or {}).items()]
+    for r in st.get('rejected') or []:
+        why.append(f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot {E(str(r["slot"]))}) refused: {E(str(r["reason"]))}</li>')
+    open_ = [name(s) for s, m in enumerate(st.get('mask') or []) if m]
+    why.append(f'<li>callable before this step (mask): {", ".join(E(x) for x in open_) or "none"}</li>')
+    conf = st.get('conflicts') or []
+    if conf: why.append('<li>conflicts: ' + ', '.join(f'{E(name(x["a"]))} vs {E(name(x["b"]))} ({"resolved" if x["resolved"] else "unresolved"})' for x in conf) + '</li>')
+    return '<div class="sf-why"><b>Why these calls were allowed</b><ul>' + ''.join(why) + '</ul></div>'
+
+# %% ../nbs/11_replay.ipynb #5012d7b4
+def _end_html(ep: dict) -> str:
+    "How the episode ended: quality against the generalist baseline, specialists called, path, return, success."
+    E = html.escape; summ = ep['summary']; ok = summ.get('success')
+    R = summ.get('return', sum(s['reward'] for s in ep['steps']))
+    return (f'<div class="sf-end"><b>Episode end</b>: quality {summ.get("quality", float("nan")):.3f} vs generalist baseline '
+            f'{summ.get("baseline_score", float("nan")):.3f} · {E(str(summ.get("n_called", "?")))} specialist(s) (expected {E(str(summ.get("expected", "?")))}) · '
+            f'path <code>{E(str(summ.get("path", "")))}</code> · return <b>{R:+.3f}</b> · '
+            f'<span class="{"ok" if ok else "bad"}">{"success" if ok else "no success"}</span>'
+            f'{" · truncated at the step limit" if summ.get("truncated") else ""}</div>')
+
+def step_html(ep: dict, t: int, images: bool = True) -> str:
+    "The HTML panel of step `t` (1-based) of episode `ep`: action, DAG, reward bars, calls, why allowed, running totals."
+    T = len(ep['steps'])
+    if not 1 <= t <= T: raise ValueError(f"step {t} is outside this episode (steps 1..{T}).")
+    st = ep['steps'][t - 1]
+    out = [_CSS, f'<div class="sf-panel" data-episode="{html.escape(episode_label(ep))}" data-step="{t}">', _action_html(ep, t)]
     if images:
         out.append(f'<div class="sf-figs"><img alt="delegation DAG after step {t}" src="data:image/png;base64,{dag_png(ep, t)}">'
                    f'<img alt="reward terms at step {t}" src="data:image/png;base64,{reward_png(ep, t)}"></div>')
-    R = sum(s['reward'] for s in steps[:t])
-    sofar = [f'<code>{E(c["specialist_id"])}</code> ({E(s.get("mode", "?"))}, step {s["step"]})' for s in steps[:t] for c in s.get('calls') or []]
-    out.append(f'<div class="sf-running">running cost <b>${st["cost_usd"]:.4f}</b> (this step +${st.get("step_cost_usd", 0.0):.4f}) · '
-               f'latency <b>{st["latency_s"]:.1f} s</b> ({_fmt_budget(summ.get("budget_s"))}) · reward this step <b>{st["reward"]:+.3f}</b> · '
-               f'return so far <b>{R:+.3f}</b><br>called so far: {", ".join(sofar) or "nobody"}</div>')
-    calls = st.get('calls') or []
-    if calls:
-        out.append('<table class="sf-calls"><tr><th>slot</th><th>specialist</th><th>mode</th><th>status</th><th>latency</th>'
-                   '<th>cost</th><th>contribution</th><th>output (brief)</th></tr>')
-        for c in calls:
-            stt = c.get('status', 'ok')
-            if stt == 'ok': status = '<span class="ok">ok</span>'
-            elif c.get('recovered'): status = f'<span class="warn">{E(stt)}, recovered by fallback <code>{E(str(c.get("fallback_id")))}</code></span>'
-            else: status = f'<span class="bad">{E(stt)}{", fallback " + E(str(c["fallback_id"])) + " failed too" if c.get("fallback_id") else ""}</span>'
-            out.append(f'<tr><td>{c["slot"]}</td><td><code>{E(c["specialist_id"])}</code><br>{E(c.get("role") or roles.get(c["specialist_id"], ""))}</td>'
-                       f'<td>{E(st.get("mode", ""))}</td><td>{status}</td><td>{c.get("latency_s", 0.0):.1f} s</td><td>${c.get("cost_usd", 0.0):.4f}</td>'
-                       f'<td>{c.get("contribution", 0.0):.2f}</td><td class="sf-out">{E((c.get("output") or "")[:160])}</td></tr>')
-        out.append('</table>')
-    why = []
-    for s, reason in (st.get('allowed') or {}).items():
-        why.append(f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>')
-    for r in st.get('rejected') or []:
-        why.append(f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot {E(str(r["slot"]))}) refused: {E(str(r["reason"]))}</li>')
-    if st['meta'] == 'call':
-        open_ = [name(s) for s, m in enumerate(st.get('mask') or []) if m]
-        why.append(f'<li>callable before this step (mask): {", ".join(E(x) for x in open_) or "none"}</li>')
-        conf = st.get('conflicts') or []
-        if conf: why.append('<li>conflicts: ' + ', '.join(f'{E(name(x["a"]))} vs {E(name(x["b"]))} ({"resolved" if x["resolved"] else "unresolved"})' for x in conf) + '</li>')
-        out.append('<div class="sf-why"><b>Why these calls were allowed</b><ul>' + ''.join(why) + '</ul></div>')
-    if t == T:
-        ok = summ.get('success')
-        out.append(f'<div class="sf-end"><b>Episode end</b>: quality {summ.get("quality", float("nan")):.3f} vs generalist baseline '
-                   f'{summ.get("baseline_score", float("nan")):.3f} · {E(str(summ.get("n_called", "?")))} specialist(s) (expected {E(str(summ.get("expected", "?")))}) · '
-                   f'path <code>{E(str(summ.get("path", "")))}</code> · return <b>{summ.get("return", R):+.3f}</b> · '
-                   f'<span class="{"ok" if ok else "bad"}">{"success" if ok else "no success"}</span>'
-                   f'{" · truncated at the step limit" if summ.get("truncated") else ""}</div>')
-    out.append('</div>')
-    return '\n'.join(out)
+    out += [_running_html(ep, t), _calls_html(ep, st), _why_html(ep, st), _end_html(ep) if t == T else '', '</div>']
+    return '\n'.join(x for x in out if x)
 
 # %% ../nbs/11_replay.ipynb #fffeefbb
 class ReplayViewer(widgets.VBox):
@@ -345,7 +384,9 @@ class ReplayViewer(widgets.VBox):
         self.play = widgets.Play(min=1, max=1, value=1, step=1, interval=interval_ms, description='play')
         self.slider = widgets.IntSlider(min=1, max=1, value=1, description='step')
         self._link = widgets.jslink((self.play, 'value'), (self.slider, 'value'))
-        self.panel = widgets.HTML(); self.panel_b = widgets.HTML(layout=widgets.Layout(display='none'))
+        # two panels share the row: each may shrink (min_width 0), so a wide table wraps instead of running into the other
+        self.panel = widgets.HTML(layout=widgets.Layout(flex='1 1 0%', min_width='0'))
+        self.panel_b = widgets.HTML(layout=widgets.Layout(display='none', flex='1 1 0%', min_width='0'))
         super().__init__([widgets.HBox([self.episode, self.compare]), widgets.HBox([self.play, self.slider]),
                           widgets.HBox([self.panel, self.panel_b])])
         self.episode.observe(self._on_episode, 'value'); self.compare.observe(self._on_compare, 'value')
@@ -353,42 +394,54 @@ class ReplayViewer(widgets.VBox):
         self._on_episode()
         if compare is not None: self.compare.value = compare
 
+    def __repr__(self):
+        c = '' if self.compare.value < 0 else f", compared with {self.compare.value}"
+        return f"{type(self).__name__}: {len(self.episodes)} episodes; episode {self.episode.value}, step {self.slider.value}/{self.slider.max}{c}"
+
     def html(self, i: int, t: int) -> str:
         "Panel of step `t` of episode `i` (the last step if the episode is shorter), cached."
         T = len(self.episodes[i]['steps']); t = min(t, T)
         if (i, t) not in self._cache: self._cache[(i, t)] = step_html(self.episodes[i], t, self.images)
         return self._cache[(i, t)]
 
-    def _on_episode(self, change=None):
-        i = self.episode.value; tid = self.episodes[i]['task']['id']
-        same = [(f"{j}: {episode_label(e)}", j) for j, e in enumerate(self.episodes) if j != i and e['task']['id'] == tid]
-        self.compare.unobserve(self._on_compare, 'value')
-        self.compare.options = [('none', -1)] + same; self.compare.value = -1
-        self.compare.observe(self._on_compare, 'value')
-        self._on_compare()
-
-    def _on_compare(self, change=None):
-        n = len(self.episodes[self.episode.value]['steps'])
-        if self.compare.value >= 0: n = max(n, len(self.episodes[self.compare.value]['steps']))
-        self.panel_b.layout.display = None if self.compare.value >= 0 else 'none'
-        self.slider.unobserve(self._render, 'value')
-        self.slider.max = self.play.max = n; self.slider.value = self.play.value = 1
-        self.slider.observe(self._render, 'value')
-        self._render()
-
-    def _render(self, change=None):
-        t = self.slider.value
-        self.panel.value = self.html(self.episode.value, t)
-        if self.compare.value >= 0:
-            j = self.compare.value; T = len(self.episodes[j]['steps'])
-            note = f'<div style="color:#b9770e">(this episode ended at step {T})</div>' if t > T else ''
-            self.panel_b.value = note + self.html(j, t)
-        else: self.panel_b.value = ''
-
     def show(self, index: int, step: int = 1):
         "Select episode `index` and step `step` (as a user would with the dropdown and the slider)."
         self.episode.value = index; self.slider.value = step
         return self
+
+# %% ../nbs/11_replay.ipynb #a5ad6480
+@patch_into(ReplayViewer)
+def _on_episode(self, change=None):
+    "A new episode: offer the other episodes of its task for comparison, none selected."
+    i = self.episode.value; tid = self.episodes[i]['task']['id']
+    same = [(f"{j}: {episode_label(e)}", j) for j, e in enumerate(self.episodes) if j != i and e['task']['id'] == tid]
+    self.compare.unobserve(self._on_compare, 'value')
+    self.compare.options = [('none', -1)] + same; self.compare.value = -1
+    self.compare.observe(self._on_compare, 'value')
+    self._on_compare()
+
+@patch_into(ReplayViewer)
+def _on_compare(self, change=None):
+    "A new comparison (or none): show or hide the second panel, slider back to step 1 over the longer episode."
+    n = len(self.episodes[self.episode.value]['steps'])
+    if self.compare.value >= 0: n = max(n, len(self.episodes[self.compare.value]['steps']))
+    self.panel_b.layout.display = None if self.compare.value >= 0 else 'none'
+    self.slider.unobserve(self._render, 'value')
+    self.slider.max = self.play.max = n; self.slider.value = self.play.value = 1
+    self.slider.observe(self._render, 'value')
+    self._render()
+
+# %% ../nbs/11_replay.ipynb #3f1f9605
+@patch_into(ReplayViewer)
+def _render(self, change=None):
+    "Render the slider's step in the panel, and in the comparison panel when one is selected."
+    t = self.slider.value
+    self.panel.value = self.html(self.episode.value, t)
+    if self.compare.value >= 0:
+        j = self.compare.value; T = len(self.episodes[j]['steps'])
+        note = f'<div style="color:#b9770e">(this episode ended at step {T})</div>' if t > T else ''
+        self.panel_b.value = note + self.html(j, t)
+    else: self.panel_b.value = ''
 
 class CompareViewer(ReplayViewer):
     "Two episodes of the same task side by side, stepped by one slider."
@@ -403,7 +456,7 @@ class CompareViewer(ReplayViewer):
 _PAGE_CSS = """body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:12px 16px;color:#222}
 h1{font-size:18px;margin:0 0 8px}#sf-controls{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin-bottom:8px}
 #sf-controls select{max-width:460px}#sf-step{width:260px}#sf-panels{display:flex;gap:16px;align-items:flex-start}
-#sf-b:empty{display:none}.sf-note{color:#b9770e}"""
+#sf-panels>div{flex:1 1 0;min-width:0}#sf-b:empty{display:none}.sf-note{color:#b9770e}"""
 
 _PAGE_JS = r"""
 (function(){
@@ -444,22 +497,21 @@ _PAGE_JS = r"""
 })();
 """
 
-def export_html(episodes, path, title: str = 'SpindleFlow RL: episode replay', initial: int = 0, interval_ms: int = 1200) -> Path:
-    """Write a self-contained HTML replay of `episodes` (records, summaries with trace, or a JSONL path): every step
-    precomputed, switched by inline JavaScript; opens in a browser with no kernel and no network."""
-    if isinstance(episodes, (str, Path)): episodes = read_episodes(episodes)
-    eps = [to_record(e, f"episode {i}") for i, e in enumerate(episodes)]
-    if not eps: raise ConfigError("export_html: no episodes to export. Record some with record_episodes(...) or read_episodes(path).")
-    if not 0 <= initial < len(eps): raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
-    E = html.escape
-    meta = [{'label': episode_label(e), 'steps': len(e['steps']), 'task': e['task']['id'],
+# %% ../nbs/11_replay.ipynb #c3f1ccc5
+def _page_meta(eps: list) -> list[dict]:
+    "What the page's script needs per episode: its label, its number of steps, its task and the episodes of the same task."
+    return [{'label': episode_label(e), 'steps': len(e['steps']), 'task': e['task']['id'],
              'same': [j for j, x in enumerate(eps) if j != i and x['task']['id'] == e['task']['id']]} for i, e in enumerate(eps)]
+
+def _page_html(eps: list, title: str, initial: int, interval_ms: int) -> str:
+    "The replay page: controls, the first panel written statically, every step's panel as a `<template>`, the script."
+    E = html.escape; meta = _page_meta(eps)
     panels = {(i, t): step_html(e, t) for i, e in enumerate(eps) for t in range(1, len(e['steps']) + 1)}
     opts = ''.join(f'<option value="{i}"{" selected" if i == initial else ""}>{i}: {E(m["label"])}</option>' for i, m in enumerate(meta))
     templates = '\n'.join(f'<template id="sf-p-{i}-{t}">{h}</template>' for (i, t), h in panels.items())
     meta_json = json.dumps(meta).replace('</', '<\\/')
     js = _PAGE_JS.replace('INTERVAL', str(int(interval_ms))).replace('INITIAL', str(int(initial)))
-    page = f"""<!DOCTYPE html>
+    return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="spindleflow_rl.replay.export_html ({EPISODE_FORMAT})">
 <title>{E(title)}</title><style>{_PAGE_CSS}</style></head>
@@ -475,7 +527,16 @@ def export_html(episodes, path, title: str = 'SpindleFlow RL: episode replay', i
 <script>{js}</script>
 </body></html>
 """
+
+# %% ../nbs/11_replay.ipynb #ccddcb99
+def export_html(episodes, path, title: str = 'SpindleFlow RL: episode replay', initial: int = 0, interval_ms: int = 1200) -> Path:
+    """Write a self-contained HTML replay of `episodes` (records, summaries with trace, or a JSONL path): every step
+    precomputed, switched by inline JavaScript; opens in a browser with no kernel and no network."""
+    if isinstance(episodes, (str, Path)): episodes = read_episodes(episodes)
+    eps = [to_record(e, f"episode {i}") for i, e in enumerate(episodes)]
+    if not eps: raise ConfigError("export_html: no episodes to export. Record some with record_episodes(...) or read_episodes(path).")
+    if not 0 <= initial < len(eps): raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(page, encoding='utf-8'); os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")         # atomic: a reader never sees half a page
+    tmp.write_text(_page_html(eps, title, initial, interval_ms), encoding='utf-8'); os.replace(tmp, path)
     return path

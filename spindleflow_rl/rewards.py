@@ -13,11 +13,12 @@ from .config import RewardConfig
 # %% auto #0
 __all__ = ['REWARD_TERMS', 'zero_terms', 'RewardCalculator', 'overrun_fraction', 'ConsistencyTracker', 'JudgeUnavailable',
            'EpisodeRecord', 'TierScorer', 'HeuristicScorer', 'subtask_scores_each', 'subtask_scores', 'EmbeddingScorer',
-           'JudgeScorer', 'TierCascade']
+           'JudgeScorer', 'TierCascade', 'plot_reward_waterfall']
 
 # %% ../nbs/06_rewards.ipynb #06961356
 REWARD_TERMS = ('quality_delta', 'efficiency_penalty', 'failure_penalty', 'recovery_bonus', 'conflict_penalty',
-                'conflict_bonus', 'consistency_bonus', 'latency_penalty', 'explanation_bonus', 'invalid_action_penalty')
+                'conflict_bonus', 'consistency_bonus', 'latency_penalty', 'explanation_bonus', 'invalid_action_penalty',
+                'cost_penalty')
 
 def zero_terms() -> dict: return dict.fromkeys(REWARD_TERMS, 0.0)
 
@@ -26,7 +27,9 @@ class RewardCalculator:
     def __init__(self, cfg: RewardConfig | None = None): self.cfg = cfg or RewardConfig()
     def step_terms(self, *, n_new_calls: int, n_called_before: int, expected: int, n_timeouts: int, n_errors: int,
                    n_recovered_timeouts: int, n_recovered_errors: int, n_unresolved: int, n_resolved: int,
-                   overrun_before: float, overrun_after: float, n_invalid: int) -> dict:
+                   overrun_before: float, overrun_after: float, n_invalid: int, step_cost_usd: float = 0.0,
+                   cost_coef: float | None = None) -> dict:
+        "Signed terms of one step; `cost_coef` (default: `RewardConfig.cost_coef`) prices the step's `step_cost_usd`."
         c, t = self.cfg, zero_terms()
         beyond = max(0, n_called_before + n_new_calls - expected) - max(0, n_called_before - expected)
         t['efficiency_penalty'] = -c.efficiency_coef*beyond
@@ -37,6 +40,8 @@ class RewardCalculator:
         t['conflict_bonus'] = c.conflict_bonus*n_resolved
         t['latency_penalty'] = -c.latency_weight*max(0.0, overrun_after - overrun_before)
         t['invalid_action_penalty'] = -c.invalid_action_penalty*n_invalid
+        k = c.cost_coef if cost_coef is None else cost_coef
+        t['cost_penalty'] = -k*step_cost_usd if k else 0.0           # exactly 0.0 when off (not -0.0)
         return t
     def terminal_terms(self, *, specialist_score: float, baseline_score: float, consistency: float, auditable: bool) -> dict:
         c, t = self.cfg, zero_terms()
@@ -52,31 +57,37 @@ def overrun_fraction(latency_s: float, budget_s: float) -> float:
 
 # %% ../nbs/06_rewards.ipynb #6714002e
 class ConsistencyTracker:
-    """Dirichlet-prior (symmetric, `alpha`) path consistency per task category. Change the counts through `update`
-    and `load_state_dict` (or assign a new `counts` dict): the per-category totals are kept alongside, so scoring
-    does not slow down as the number of distinct paths grows over training."""
-    def __init__(self, alpha: float = 1.0):
+    """Dirichlet-prior (symmetric, `alpha`) path consistency per task category; 0 while fewer than `min_categories`
+    categories exist. Change the counts through `update` and `load_state_dict` (or assign a new `counts` dict): the
+    per-category totals are kept alongside, so scoring does not slow down as the number of distinct paths grows."""
+    def __init__(self, alpha: float = 1.0, min_categories: int = 2):
         if alpha <= 0: raise ValueError(f"alpha must be > 0, got {alpha}")
-        self.alpha, self.counts = alpha, {}
+        self.alpha, self.min_categories, self.counts = alpha, min_categories, {}
     def _total(self, category: str, c: dict) -> int:
         if getattr(self, '_totals_of', None) is not self.counts: self._totals, self._totals_of = {}, self.counts
         t = self._totals.get(category)
         if t is None: t = self._totals[category] = sum(c.values())
         return t
-    def score(self, category: str, path: str) -> float:
+    def n_categories_seen(self, category: str | None = None) -> int:
+        "Categories counted so far, plus `category` if it is new."
+        return len(self.counts) + (category is not None and category not in self.counts)
+    def score(self, category: str, path: str, n_categories: int | None = None) -> float:
+        "Posterior-mean probability of `path` in `category`; 0 when there are fewer than `min_categories` categories."
+        n = self.n_categories_seen(category) if n_categories is None else n_categories
+        if n < getattr(self, 'min_categories', 2): return 0.0
         c = self.counts.get(category, {})
         K = len(c) + (0 if path in c else 1)
         return (c.get(path, 0) + self.alpha)/(self._total(category, c) + self.alpha*K)
-    def update(self, category: str, path: str) -> float:
+    def update(self, category: str, path: str, n_categories: int | None = None) -> float:
         "Score `path`, then count it; returns the score."
-        s = self.score(category, path)
+        s = self.score(category, path, n_categories)
         c = self.counts.setdefault(category, {}); t = self._total(category, c)
         c[path] = c.get(path, 0) + 1; self._totals[category] = t + 1
         return s
     def state_dict(self) -> dict: return {'alpha': self.alpha, 'counts': {k: dict(v) for k, v in self.counts.items()}}
     def load_state_dict(self, d: dict): self.alpha = d['alpha']; self.counts = {k: dict(v) for k, v in d['counts'].items()}
 
-# %% ../nbs/06_rewards.ipynb #8787d689
+# %% ../nbs/06_rewards.ipynb #427c3162
 class JudgeUnavailable(RuntimeError):
     "Raised by a scorer that cannot score this episode (service down, malformed output after retries)."
 
@@ -95,6 +106,7 @@ class TierScorer(Protocol):
     tier: int
     def score(self, rec: EpisodeRecord) -> tuple[float, float]: ...
 
+# %% ../nbs/06_rewards.ipynb #f379c219
 def _mean(x) -> float:
     """`float(np.mean(x))` minus `np.mean`'s Python overhead for 1-d float32/float64 arrays: the same sum, divided in
     the array's precision (for float32 a correctly rounded quotient, equal to `np.mean`'s float64 division rounded)."""
@@ -109,6 +121,7 @@ class HeuristicScorer:
         spec = _mean(rec.coverage)*rec.conflict_mult if len(rec.coverage) else 0.0
         return spec, _mean(rec.baseline['quality']) if len(rec.coverage) else 0.0
 
+# %% ../nbs/06_rewards.ipynb #1c47938d
 def subtask_scores_each(embs, sub: np.ndarray, lo: float = 0.2, hi: float = 0.8) -> np.ndarray:
     "`(n_out, k)`: each output's cosine to each subtask, rescaled from `[lo, hi]` to `[0, 1]` (float32)."
     sims = np.stack(embs) @ np.asarray(sub).T
@@ -131,6 +144,7 @@ class EmbeddingScorer:
         spec = self._s([e for _, _, e in rec.outputs], rec.sub_emb)*rec.conflict_mult
         return spec, self._s([rec.baseline['embedding']], rec.sub_emb)
 
+# %% ../nbs/06_rewards.ipynb #aef1c66c
 class JudgeScorer:
     """Tiers 2 and 3: wraps a judge with `judge(task, answer_text, baseline_text) -> (answer_score, baseline_score)`
     in [0, 1] (see chapter 05a for the OpenAI judges). Any exception becomes `JudgeUnavailable`."""
@@ -146,6 +160,7 @@ class JudgeScorer:
         if not (0 <= a <= 1 and 0 <= b <= 1): raise JudgeUnavailable(f"tier {self.tier} judge returned scores out of [0, 1]: {a}, {b}")
         return float(a)*rec.conflict_mult, float(b)
 
+# %% ../nbs/06_rewards.ipynb #50419796
 class TierCascade:
     "The available scorers by tier; locks a tier at reset and re-scores whole episodes on a lower tier on failure."
     def __init__(self, scorers: dict | None = None):
@@ -170,3 +185,21 @@ class TierCascade:
                 if t == 0: raise
                 t -= 1
                 while t not in self.scorers: t -= 1
+
+# %% ../nbs/06_rewards.ipynb #b44f039a
+def plot_reward_waterfall(terms: dict, ax=None, title: str = 'reward terms of one episode'):
+    "Draw the signed reward `terms` (`{name: value}`, e.g. `info['summary']['terms_total']`) as a waterfall; returns the axes."
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(6, 3.5), dpi=72)
+    items = [(k, v) for k, v in terms.items() if abs(v) > 1e-12]
+    run = 0.0
+    for i, (k, v) in enumerate(items):
+        ax.bar(i, v, bottom=run, color='tab:green' if v > 0 else 'tab:red', width=0.7)
+        ax.text(i, run + v, f"{v:+.3f}", ha='center', va='bottom' if v > 0 else 'top', fontsize=7)
+        run += v
+    ax.bar(len(items), run, color='tab:blue', width=0.7)
+    ax.text(len(items), run, f"{run:+.3f}", ha='center', va='bottom' if run >= 0 else 'top', fontsize=7, fontweight='bold')
+    ax.axhline(0, color='k', lw=0.6); ax.use_sticky_edges = False; ax.margins(y=0.12)
+    ax.set_xticks(range(len(items) + 1), [k.replace('_', ' ') for k, _ in items] + ['return'], rotation=35, ha='right', fontsize=7)
+    ax.set_ylabel('reward'); ax.set_title(title, fontsize=9)
+    return ax

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 import numpy as np
 from .config import ConfigError, config_path, load_yaml
-from .catalog import DOMAINS
+from .catalog import DOMAINS, patch_into
 
 # %% auto #0
 __all__ = ['PHASES', 'SPLITS', 'PHASE_BUDGET_RANGE', 'NOMINAL_CALL_S', 'Subtask', 'dependency_levels', 'default_latency_budget',
@@ -46,6 +46,7 @@ def default_latency_budget(phase: int, subtasks: Sequence[Subtask]) -> float:
     critical = max(dependency_levels(subtasks), default=1)
     return float(min(hi, max(lo, _BUDGET_BASE[phase] + NOMINAL_CALL_S*critical)))
 
+# %% ../nbs/04_tasks.ipynb #25ffb923
 @dataclass
 class Task:
     "A request for the orchestrator: text, domain `category` of its main subtask, curriculum phase, subtasks, and targets."
@@ -102,9 +103,7 @@ def subtask_from_dict(d, j: int, where: str = 'task') -> Subtask:
         raise ConfigError(f"{w}: expected a mapping with keys {list(_SUBTASK_KEYS)}, got {type(d).__name__}.")
     _check_keys(d, _SUBTASK_KEYS, w)
     text = _text(d, w)
-    domain = d.get('domain')
-    if domain not in DOMAINS:
-        raise ConfigError(f"{w}: unknown domain {domain!r}. Use one of: {', '.join(DOMAINS)}.")
+    domain = _text(d, w, 'domain')        # free text: the shipped bank uses DOMAINS, yours may use its own names
     deps = d.get('depends_on') or []
     if not isinstance(deps, list) or not all(_is_int(x) for x in deps):
         raise ConfigError(f"{w}: depends_on must be a list of subtask indices (integers), got {deps!r}.")
@@ -116,6 +115,7 @@ def subtask_from_dict(d, j: int, where: str = 'task') -> Subtask:
                               "List subtasks in dependency order and refer to them by 0-based position.")
     return Subtask(text, domain, sorted({int(x) for x in deps}))
 
+# %% ../nbs/04_tasks.ipynb #2ba27942
 def task_from_dict(d, where: str = 'task') -> Task:
     "Check and build a `Task` from a YAML mapping; errors name `where` (file and entry), the problem and the fix."
     if not isinstance(d, dict):
@@ -135,8 +135,9 @@ def task_from_dict(d, where: str = 'task') -> Task:
     subtasks = [subtask_from_dict(s, j, where) for j, s in enumerate(subs)]
     domains = list(dict.fromkeys(s.domain for s in subtasks))
     category = d.get('category', subtasks[0].domain)
-    if category not in DOMAINS:
-        raise ConfigError(f"{where}: unknown category {category!r}. Use one of: {', '.join(DOMAINS)}.")
+    if not isinstance(category, str) or not category.strip():
+        raise ConfigError(f"{where}: category must be the domain of the main subtask (a non-empty name), got {category!r}.")
+    category = ' '.join(category.split())
     if category not in domains:
         raise ConfigError(f"{where}: category {category!r} is not the domain of any subtask ({domains}). "
                           "Set it to the domain of the main subtask.")
@@ -190,20 +191,6 @@ class TaskBank:
         p = config_path('tasks.yaml')
         return _cached_bank(str(p), p.stat().st_mtime_ns)
 
-    def tasks(self, phase: int | None = None, split: str | None = None) -> list[Task]:
-        "Tasks of one curriculum `phase` (None or 0: all) and one `split` (None: both), in file order."
-        if phase not in (None, 0) and phase not in PHASES:
-            raise ConfigError(f"phase must be one of {PHASES} (or 0 / None for all phases), got {phase!r}.")
-        if split is not None and split not in SPLITS:
-            raise ConfigError(f"split must be one of {list(SPLITS)} (or None for both), got {split!r}.")
-        return [t for t in self._tasks if (phase in (None, 0) or t.phase == phase) and (split is None or t.split == split)]
-
-    def sample(self, rng: np.random.Generator, phase: int | None = None, split: str | None = 'train') -> Task:
-        "One task drawn uniformly by `rng` from `tasks(phase, split)`."
-        pool = self.tasks(phase, split)
-        if not pool: raise ConfigError(f"{self.source}: no tasks with phase={phase!r} and split={split!r}.")
-        return pool[int(rng.integers(len(pool)))]
-
     def __getitem__(self, task_id: str) -> Task:
         try: return self._by_id[task_id]
         except KeyError:
@@ -214,29 +201,104 @@ class TaskBank:
     def __contains__(self, task_id) -> bool: return task_id in self._by_id
     @property
     def ids(self) -> list[str]: return [t.id for t in self._tasks]
-    def phases(self) -> list[int]: return sorted({t.phase for t in self._tasks})
-    def categories(self) -> list[str]: return [d for d in DOMAINS if any(t.category == d for t in self._tasks)]
-
-    def counts(self, split: str | None = None) -> dict:
-        "`{phase: {category: n}}` over all domains (zeros included)."
-        return {p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in DOMAINS} for p in self.phases()}
-
-    def count_table(self, split: str | None = None) -> str:
-        "Markdown table of task counts, phase x category, with totals."
-        c = self.counts(split)
-        rows = ['| phase | ' + ' | '.join(DOMAINS) + ' | total |', '|---' * (len(DOMAINS) + 2) + '|']
-        for p, row in c.items(): rows.append(f"| {p} | " + ' | '.join(str(row[d]) for d in DOMAINS) + f" | {sum(row.values())} |")
-        tot = {d: sum(c[p][d] for p in c) for d in DOMAINS}
-        rows.append('| **all** | ' + ' | '.join(str(tot[d]) for d in DOMAINS) + f" | {sum(tot.values())} |")
-        return '\n'.join(rows)
-
-    def __repr__(self):
-        n = {s: len(self.tasks(split=s)) for s in SPLITS}
-        return (f"TaskBank({len(self)} tasks, phases {self.phases()}, {n['train']} train / {n['heldout']} heldout, "
-                f"from {Path(self.source).name})")
 
 @lru_cache(maxsize=4)
 def _cached_bank(path: str, mtime_ns: int) -> TaskBank: return TaskBank.from_yaml(path)
+
+# %% ../nbs/04_tasks.ipynb #1a264c33
+@patch_into(TaskBank)
+def tasks(self, phase: int | None = None, split: str | None = None) -> list[Task]:
+    "Tasks of one curriculum `phase` (None or 0: all) and one `split` (None: both), in file order."
+    if phase not in (None, 0) and phase not in PHASES:
+        raise ConfigError(f"phase must be one of {PHASES} (or 0 / None for all phases), got {phase!r}.")
+    if split is not None and split not in SPLITS:
+        raise ConfigError(f"split must be one of {list(SPLITS)} (or None for both), got {split!r}.")
+    return [t for t in self._tasks if (phase in (None, 0) or t.phase == phase) and (split is None or t.split == split)]
+
+@patch_into(TaskBank)
+def sample(self, rng: np.random.Generator, phase: int | None = None, split: str | None = 'train') -> Task:
+    "One task drawn uniformly by `rng` from `tasks(phase, split)`."
+    pool = self.tasks(phase, split)
+    if not pool: raise ConfigError(f"{self.source}: no tasks with phase={phase!r} and split={split!r}.")
+    return pool[int(rng.integers(len(pool)))]
+
+@patch_into(TaskBank)
+def phases(self) -> list[int]: return sorted({t.phase for t in self._tasks})
+
+@patch_into(TaskBank)
+def categories(self) -> list[str]:
+    "Categories present: the shipped `DOMAINS` first (in that order), then a custom bank's own, in order of appearance."
+    own = list(dict.fromkeys(t.category for t in self._tasks))
+    return [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
+
+@patch_into(TaskBank)
+def table_domains(self) -> list[str]:
+    "Columns of the count table: all shipped `DOMAINS` (zeros included) for a bank within them, else its own categories."
+    cats = self.categories()
+    return list(DOMAINS) if set(cats) <= set(DOMAINS) else cats
+
+@patch_into(TaskBank)
+def counts(self, split: str | None = None) -> dict:
+    "`{phase: {category: n}}` over `table_domains()` (zeros included)."
+    return {p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in self.table_domains()} for p in self.phases()}
+
+@patch_into(TaskBank)
+def count_table(self, split: str | None = None) -> str:
+    "Markdown table of task counts, phase x category, with totals."
+    c = self.counts(split)
+    D = self.table_domains()
+    rows = ['| phase | ' + ' | '.join(D) + ' | total |', '|---' * (len(D) + 2) + '|']
+    for p, row in c.items(): rows.append(f"| {p} | " + ' | '.join(str(row[d]) for d in D) + f" | {sum(row.values())} |")
+    tot = {d: sum(c[p][d] for p in c) for d in D}
+    rows.append('| **all** | ' + ' | '.join(str(tot[d]) for d in D) + f" | {sum(tot.values())} |")
+    return '\n'.join(rows)
+
+@patch_into(TaskBank)
+def __repr__(self):
+    n = {s: len(self.tasks(split=s)) for s in SPLITS}
+    return (f"TaskBank({len(self)} tasks, phases {self.phases()}, {n['train']} train / {n['heldout']} heldout, "
+            f"from {Path(self.source).name})")
+
+# %% ../nbs/04_tasks.ipynb #2e3b9c81
+@patch_into(Task)
+def dependency_graph(self):
+    "`networkx.DiGraph`: node `j` per subtask (attributes text, domain, level), an edge `d -> j` for each dependency."
+    import networkx as nx
+    G = nx.DiGraph()
+    for j, (s, l) in enumerate(zip(self.subtasks, self.levels)): G.add_node(j, text=s.text, domain=s.domain, level=l)
+    G.add_edges_from((d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on)
+    return G
+
+@patch_into(Task)
+def critical_edges(self) -> list[tuple[int, int]]:
+    "Dependency edges on a longest chain of subtasks (the critical path; every tied chain)."
+    L, n = self.levels, len(self.subtasks)
+    H = [1] * n                                        # H[j]: longest chain starting at j, in subtasks
+    for j in reversed(range(n)):
+        for k in range(j + 1, n):
+            if j in self.subtasks[k].depends_on: H[j] = max(H[j], 1 + H[k])
+    return [(d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on if L[d] + H[j] == self.critical_path]
+
+@patch_into(Task)
+def draw(self, ax=None, width: int = 26):
+    "Draw the dependency graph left to right by level; critical-path edges red, edges labelled with the earliest start."
+    import textwrap, networkx as nx, matplotlib.pyplot as plt
+    G, crit = self.dependency_graph(), set(self.critical_edges())
+    if ax is None: _, ax = plt.subplots(figsize=(7.5, 3.8), dpi=72)
+    pos = nx.multipartite_layout(G, subset_key='level')
+    def short(text, lines=2):                         # the first `lines` lines of the wrapped text
+        w = textwrap.wrap(text, width)
+        return '\n'.join(w if len(w) <= lines else w[:lines - 1] + [textwrap.shorten(' '.join(w[lines - 1:]), width, placeholder=' ...')])
+    lab = {j: f"{j}. {d['domain']}\n{short(d['text'])}" for j, d in G.nodes(data=True)}
+    nx.draw_networkx_edges(G, pos, ax=ax, node_size=6000, arrowsize=14, width=[2.2 if e in crit else 1.0 for e in G.edges],
+                           edge_color=['#d62728' if e in crit else '#777777' for e in G.edges])
+    nx.draw_networkx_labels(G, pos, lab, ax=ax, font_size=7, bbox=dict(boxstyle='round', fc='#e8f0fa', ec='#8fb3e0'))
+    nx.draw_networkx_edge_labels(G, pos, {(u, v): f"{self.levels[u] * NOMINAL_CALL_S:g} s" for u, v in G.edges},
+                                 ax=ax, font_size=7)
+    ax.set_title(f"{self.id}: critical path {self.critical_path} calls of {len(self.subtasks)}, budget {self.latency_budget_s:g} s",
+                 fontsize=9)
+    ax.margins(x=0.12, y=0.15); ax.set_axis_off()
+    return ax
 
 # %% ../nbs/04_tasks.ipynb #8bf28e15
 def normalise_text(s: str) -> str:
@@ -276,7 +338,7 @@ def resplit(bank: TaskBank, embedder=None, threshold: float = 0.8, per_cell: int
     order = sorted(perm, key=lambda i: len(groups[i]))      # small groups first (stable: seeded among equals)
     held = set()
     for p in sorted({t.phase for t in tasks}):
-        for c in DOMAINS:
+        for c in bank.categories():
             for g in (groups[i] for i in order):
                 if sum(1 for n in held if (tasks[n].phase, tasks[n].category) == (p, c)) >= per_cell: break
                 if any((tasks[n].phase, tasks[n].category) == (p, c) for n in g): held.update(g)
@@ -348,7 +410,8 @@ class TaskDecomposer:
         self.spec_emb = np.asarray(catalog.embeddings(embedder), dtype=np.float32)[keep]
         self.spec_domain = np.array([specs[i].domain for i in keep])
         self.spec_ids = [specs[i].id for i in keep]
-        self.domains = [d for d in DOMAINS if d in set(self.spec_domain)]
+        own = list(dict.fromkeys(self.spec_domain.tolist()))      # shipped domains first, then a custom catalog's own
+        self.domains = [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
 
     def domain_scores(self, texts: Sequence[str]) -> np.ndarray:
         "`(n, len(self.domains))`: cosine of each text with the best-matching specialist of each domain."

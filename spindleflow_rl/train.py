@@ -4,21 +4,23 @@
 
 # %% ../nbs/09_train.ipynb #18d28d91
 from __future__ import annotations
-import argparse, copy, io, json, os, pickle, random, sys, time, signal, platform, shutil, threading, traceback
+import argparse, copy, hashlib, io, json, os, pickle, random, sys, time, signal, platform, shutil, threading, traceback
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 import numpy as np
-from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig, config_path, load_yaml,
-                                   seed_everything)
+from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig, PACKAGE_DIR, config_path,
+                                   load_yaml, seed_everything)
 from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv
 
 # %% auto #0
-__all__ = ['SECTIONS', 'SPEND_KIND', 'TrainConfig', 'load_run_config', 'Curriculum', 'atomic_write_bytes', 'atomic_write_json',
-           'spend_fields', 'spend_from', 'NonFiniteError', 'check_finite', 'RunState', 'EpisodeStatsCallback',
-           'rng_state', 'set_rng_state', 'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash',
-           'CheckpointCallback', 'prune_checkpoints', 'make_backend', 'FastDummyVecEnv', 'safe_start_method',
-           'make_vec_env', 'ProgressCallback', 'resolve_checkpoint', 'set_determinism', 'warm_start_from_config',
-           'train', 'build_parser', 'args_to_overrides', 'eval_plan', 'main']
+__all__ = ['SECTIONS', 'SPEND_KIND', 'DEMO_POLICY_ZIP', 'LEARNING_CURVE', 'TrainConfig', 'file_sha256', 'pin_file',
+           'load_run_config', 'Curriculum', 'atomic_write_bytes', 'atomic_write_json', 'spend_fields', 'spend_from',
+           'NonFiniteError', 'check_finite', 'RunState', 'EpisodeStatsCallback', 'rng_state', 'set_rng_state',
+           'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash', 'CheckpointCallback',
+           'prune_checkpoints', 'build_world', 'make_backend', 'FastDummyVecEnv', 'safe_start_method', 'make_vec_env',
+           'ProgressCallback', 'resolve_checkpoint', 'set_determinism', 'warm_start_from_config', 'init_source',
+           'init_from_checkpoint', 'train', 'learning_curve_data', 'plot_learning_curve', 'build_parser',
+           'args_to_overrides', 'parse_range', 'add_roster_args', 'with_roster', 'eval_plan', 'main']
 
 # %% ../nbs/09_train.ipynb #8abeeeff
 def _f(default, help, **kw):
@@ -58,9 +60,16 @@ class TrainConfig(ConfigBase):
     imitation_episodes: int = _f(2000, 'teacher episodes on training tasks for the warm start (at most timesteps/100)')
     imitation_epochs: int = _f(20, 'passes over the teacher episodes')
     imitation_dagger_rounds: int = _f(1, 'DAgger rounds after the cloning (policy-driven episodes labelled by the teacher)')
+    catalog: str = _f('', "your own specialists (.csv/.yaml, chapter 02's Catalog.from_file); '' = the shipped catalog")
+    tasks: str = _f('', "your own task bank (.yaml, chapter 04's TaskBank.from_yaml); '' = the shipped task bank")
+    catalog_sha256: str = _f('', 'sha256 of the catalog file, filled in at the start; a resume or evaluation refuses a changed file')
+    tasks_sha256: str = _f('', 'the same for the task bank file')
+    init_from: str = _f('', "start from a trained policy's weights (checkpoint zip, run folder, or 'demo' for the shipped demo "
+                        "policy) instead of random ones and the imitation warm start")
 
 SECTIONS = {'train': TrainConfig, 'env': EnvConfig, 'reward': RewardConfig, 'sim': SimConfig}
 
+# %% ../nbs/09_train.ipynb #741fdca9
 def _check_ppo(ppo: dict, where: str) -> dict:
     "The `ppo:` section's keys must be public `RecurrentPPO` arguments that the run does not set itself."
     import inspect
@@ -72,6 +81,54 @@ def _check_ppo(ppo: dict, where: str) -> dict:
                                   "(seed, device: section 'train'; the architecture: section 'policy').")
     return ppo
 
+def _check_train(t: TrainConfig):
+    "Range checks of the `train` section (errors say what to write instead)."
+    if t.timesteps <= 0: raise ConfigError(f"train.timesteps must be > 0, got {t.timesteps}.")
+    if t.n_envs < 1: raise ConfigError(f"train.n_envs must be >= 1, got {t.n_envs}.")
+    if t.vec_env not in VEC_ENVS: raise ConfigError(f"train.vec_env must be one of {', '.join(VEC_ENVS)}, got {t.vec_env!r}.")
+    if t.phase not in (1, 2, 3): raise ConfigError(f"train.phase must be 1, 2 or 3, got {t.phase}.")
+    if len(t.phase_budget) != 2 or sum(t.phase_budget) >= 1 or min(t.phase_budget) <= 0:
+        raise ConfigError(f"train.phase_budget must be two positive shares summing to less than 1, got {t.phase_budget}.")
+    if t.backend not in ('sim', 'recorded', 'openai'): raise ConfigError(f"train.backend must be sim, recorded or openai, got {t.backend!r}.")
+    if t.tier not in (0, 1, 2, 3): raise ConfigError(f"train.tier must be 0-3, got {t.tier}.")
+    if t.tier >= 2 and t.backend != 'openai':
+        raise ConfigError(f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend).")
+    if t.imitation_teacher:
+        from spindleflow_rl.imitation import make_teacher
+        make_teacher(t.imitation_teacher)                  # a clear error for an unknown name, before the run folder
+    for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds'):
+        if getattr(t, k) < 0: raise ConfigError(f"train.{k} must be >= 0, got {getattr(t, k)}.")
+    if t.max_cost_usd < 0: raise ConfigError(f"train.max_cost_usd must be >= 0 (0: no limit), got {t.max_cost_usd}.")
+
+# %% ../nbs/09_train.ipynb #7cb6558b
+def file_sha256(path) -> str: return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+def pin_file(path, sha: str, what: str) -> tuple[str, str]:
+    """`(absolute path, sha256)` of a run's input file (`what`: catalog or tasks). `sha` (from the run's saved config,
+    '' for a new run) must match the file as it is now: a resume or an evaluation never silently changes the roster."""
+    p = Path(path).expanduser().resolve()
+    if not p.is_file(): raise ConfigError(f"--{what} {path}: file not found. Pass the path of your {what} file.")
+    now = file_sha256(p)
+    if sha and sha != now:
+        raise ConfigError(f"{p}: this run was trained on a different version of this {what} file (sha256 {sha[:12]}..., the "
+                          f"file now has {now[:12]}...). Put the file back as it was, or start a new run for the new {what}.")
+    return str(p), now
+
+def _pin_inputs(t: TrainConfig) -> TrainConfig:
+    "Pin `--catalog`/`--tasks` (absolute path + sha256) and check that they load, before any run folder exists."
+    if t.catalog:
+        from spindleflow_rl.catalog import Catalog
+        path, sha = pin_file(t.catalog, t.catalog_sha256, 'catalog'); Catalog.from_file(path)
+        t = t.replace(catalog=path, catalog_sha256=sha)
+    if t.tasks:
+        from spindleflow_rl.tasks import TaskBank
+        path, sha = pin_file(t.tasks, t.tasks_sha256, 'tasks'); TaskBank.from_yaml(path)
+        t = t.replace(tasks=path, tasks_sha256=sha)
+    if t.init_from and t.init_from != 'demo' and not Path(t.init_from).exists():
+        raise ConfigError(f"--init-from {t.init_from}: not found. Pass a checkpoint zip, a run folder, or 'demo' (the shipped policy).")
+    return t
+
+# %% ../nbs/09_train.ipynb #dc35a72d
 def load_run_config(path=None, overrides: dict | None = None) -> dict:
     """The shipped `train.yaml`, updated section by section with the file at `path` and then with `overrides`
     (`{'train': {...}, 'ppo': {...}, ...}`); every section validated (errors name the file). Returns typed sections."""
@@ -96,22 +153,8 @@ def load_run_config(path=None, overrides: dict | None = None) -> dict:
     if t.backend == 'openai':
         from spindleflow_rl.openai_backend import OpenAIConfig
         OpenAIConfig.from_dict(out['openai'], where=f"{where}: openai")
-    if t.timesteps <= 0: raise ConfigError(f"train.timesteps must be > 0, got {t.timesteps}.")
-    if t.n_envs < 1: raise ConfigError(f"train.n_envs must be >= 1, got {t.n_envs}.")
-    if t.vec_env not in VEC_ENVS: raise ConfigError(f"train.vec_env must be one of {', '.join(VEC_ENVS)}, got {t.vec_env!r}.")
-    if t.phase not in (1, 2, 3): raise ConfigError(f"train.phase must be 1, 2 or 3, got {t.phase}.")
-    if len(t.phase_budget) != 2 or sum(t.phase_budget) >= 1 or min(t.phase_budget) <= 0:
-        raise ConfigError(f"train.phase_budget must be two positive shares summing to less than 1, got {t.phase_budget}.")
-    if t.backend not in ('sim', 'recorded', 'openai'): raise ConfigError(f"train.backend must be sim, recorded or openai, got {t.backend!r}.")
-    if t.tier not in (0, 1, 2, 3): raise ConfigError(f"train.tier must be 0-3, got {t.tier}.")
-    if t.tier >= 2 and t.backend != 'openai':
-        raise ConfigError(f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend).")
-    if t.imitation_teacher:
-        from spindleflow_rl.imitation import make_teacher
-        make_teacher(t.imitation_teacher)                  # a clear error for an unknown name, before the run folder
-    for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds'):
-        if getattr(t, k) < 0: raise ConfigError(f"train.{k} must be >= 0, got {getattr(t, k)}.")
-    if t.max_cost_usd < 0: raise ConfigError(f"train.max_cost_usd must be >= 0 (0: no limit), got {t.max_cost_usd}.")
+    _check_train(t)
+    out['train'] = _pin_inputs(t)
     return out
 
 # %% ../nbs/09_train.ipynb #bc5f205d
@@ -339,6 +382,7 @@ def restore(model, resume: dict):
         model._last_lstm_states = _map_tensors(resume['last_lstm_states'], lambda x: x.to(model.device))
     set_rng_state(resume['rng'])
 
+# %% ../nbs/09_train.ipynb #39444a76
 def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict | None = None) -> Path:
     """Write `checkpoints/<name>.zip` (+ `<name>.resume.pkl`) and then `latest.json`, each atomically; return the zip
     path. `snap` (from `capture`): save that rollout boundary rather than the model as it is now."""
@@ -394,6 +438,29 @@ def prune_checkpoints(folder: Path, keep: int):
     for z in zs[:-keep] if keep > 0 else []:
         if z.resolve() != target: z.unlink(missing_ok=True); z.with_suffix('.resume.pkl').unlink(missing_ok=True)
 
+# %% ../nbs/09_train.ipynb #a0114747
+_WORLDS: dict = {}
+
+def build_world(cfg):
+    """The `World` a run trains and is evaluated in: `default_world()` for the shipped catalog and tasks, else one
+    built from `train.catalog` / `train.tasks` (checked against their pinned sha256; built once per process).
+    `cfg`: `load_run_config`'s sections, a run's saved `config.json` dict (no `train` section: the shipped world), or a
+    `TrainConfig`."""
+    t = (cfg.get('train') or {}) if isinstance(cfg, dict) else cfg
+    if isinstance(t, dict): t = TrainConfig.from_dict({k: v for k, v in t.items() if k in TrainConfig.__dataclass_fields__})
+    if not t.catalog and not t.tasks:
+        from spindleflow_rl.env import default_world
+        return default_world()
+    cat_path, cat_sha = pin_file(t.catalog, t.catalog_sha256, 'catalog') if t.catalog else ('', '')
+    task_path, task_sha = pin_file(t.tasks, t.tasks_sha256, 'tasks') if t.tasks else ('', '')
+    key = (cat_path, cat_sha, task_path, task_sha)
+    if key not in _WORLDS:
+        from spindleflow_rl.backends import World
+        from spindleflow_rl.catalog import Catalog
+        from spindleflow_rl.tasks import TaskBank
+        _WORLDS[key] = World.build(Catalog.from_file(cat_path) if cat_path else None, TaskBank.from_yaml(task_path) if task_path else None)
+    return _WORLDS[key]
+
 # %% ../nbs/09_train.ipynb #61c436be
 def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
     """The execution backend named by the config (`sim`, `recorded` or `openai`) and the extra tier scorers
@@ -409,6 +476,7 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     from spindleflow_rl.security import SandboxedOpenAIBackend      # specialists read only their DAG ancestors (chapter 16)
     return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
 
+# %% ../nbs/09_train.ipynb #ad306cc2
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 class FastDummyVecEnv(DummyVecEnv):
@@ -433,14 +501,15 @@ def safe_start_method(system: str | None = None) -> str:
     system = system or platform.system()
     return 'forkserver' if system == 'Linux' else 'spawn'
 
+# %% ../nbs/09_train.ipynb #91961394
 def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
     """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
     `vec_env`: dummy | threads | subproc | auto (`resolve_vec_env`, chapter 09a)."""
     from stable_baselines3.common.vec_env import SubprocVecEnv
     from stable_baselines3.common.monitor import Monitor
-    from spindleflow_rl.env import SpindleFlowEnv, default_world
+    from spindleflow_rl.env import SpindleFlowEnv
     train = cfg['train']
-    world = world or default_world()
+    world = world or build_world(cfg)
     env_cfg = cfg['env'].replace(phase=phase, tier=train.tier, **(env_overrides or {}))
     def make(i):
         def _init():
@@ -531,8 +600,8 @@ def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
     """The run's imitation warm start (chapter 08a): clone `train.imitation_teacher` from episodes on the *training*
     tasks and roster of the configured backend, before PPO. Returns its summary (written to `imitation.json`)."""
     from spindleflow_rl.imitation import warm_start
-    from spindleflow_rl.env import SpindleFlowEnv, default_world
-    t = cfg['train']; world = default_world()
+    from spindleflow_rl.env import SpindleFlowEnv
+    t = cfg['train']; world = build_world(cfg)
     backend, scorers = make_backend(t, world, cfg['sim'], cfg.get('openai'))
     env = SpindleFlowEnv(cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier), reward_config=cfg['reward'],
                          sim_config=cfg['sim'], world=getattr(backend, 'world', world), backend=backend, scorers=scorers)
@@ -544,23 +613,52 @@ def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
                         f"loss {out['loss_first']:.3f} -> {out['loss_last']:.3f}", flush=True)
     return out
 
-# %% ../nbs/09_train.ipynb #3601596e
-def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path:
-    """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
-    input (config, backend, outcome table, checkpoint) is built before the run folder is created. `callbacks`: extra
-    SB3 callbacks."""
-    from spindleflow_rl.policy import make_model, SpindleFlowPPO
-    from stable_baselines3.common.callbacks import CallbackList
-    t = cfg['train']
-    set_determinism(t.torch_threads); seed_everything(t.seed)
-    state_in, resume = {}, None
+# %% ../nbs/09_train.ipynb #daa12e8a
+DEMO_POLICY_ZIP = PACKAGE_DIR/'assets'/'demo_policy.zip'
+
+def init_source(path) -> tuple[Path, dict]:
+    "The checkpoint zip that `--init-from` names (`demo`: the shipped demo policy) and its run config (`{}` if none)."
+    if str(path) == 'demo':
+        side = DEMO_POLICY_ZIP.with_suffix('.json')
+        return DEMO_POLICY_ZIP, (json.loads(side.read_text()) if side.exists() else {})
+    p = Path(path)
+    if p.is_dir() and (p/'final.zip').exists(): z, st = p/'final.zip', {}
+    else: z, st = resolve_checkpoint(p)
+    cfg = st.get('config') or {}
+    for side in (z.with_suffix('.json'), z.parent/'config.json', z.parent.parent/'config.json'):
+        if not cfg and side.exists() and side.name != 'latest.json': cfg = json.loads(side.read_text())
+    return z, cfg
+
+def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
+    "Copy the weights of the policy at `path` into `model`; refuse (with the two layouts) when they do not fit."
+    from spindleflow_rl.policy import SpindleFlowPPO
+    z, _ = init_source(path)
+    src = SpindleFlowPPO.load(z, device=model.device)
+    so, mo = src.observation_space.shape, model.observation_space.shape
+    sa, ma = src.action_space.shape, model.action_space.shape
+    if so != mo or sa != ma:
+        raise ConfigError(f"--init-from {path}: that policy sees observations of shape {so} and acts with shape {sa}, this "
+                          f"run's environment has {mo} and {ma}. Use the env settings it was trained with (max_specialists, "
+                          "emb_dim, cost_coef_range on or off), or train from scratch.")
+    try: model.policy.load_state_dict(src.policy.state_dict())
+    except RuntimeError as e:
+        raise ConfigError(f"--init-from {path}: the networks differ ({str(e).splitlines()[0][:160]}); use the source run's "
+                          "`policy:` section.") from None
+    if not quiet: print(f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps", flush=True)
+    return {'init_from': str(z), 'sha256': file_sha256(z), 'source_timesteps': int(src.num_timesteps)}
+
+# %% ../nbs/09_train.ipynb #1f95fa3a
+def _open_run(t: TrainConfig, checkpoint, quiet: bool):
+    """`(run_dir, checkpoint zip, its state, resume state, done)` of a resumed run, or of a new one (zip None); `done`
+    when the resumed run is already trained to `t.timesteps`."""
+    state_in, resume, zpath = {}, None, None
     if checkpoint:
         zpath, state_in = resolve_checkpoint(checkpoint)
         run_dir = Path(state_in['run_dir'])      # a resumed run stays in its own folder, wherever it was moved
         if int(state_in.get('num_timesteps') or 0) >= t.timesteps:
             if not quiet: print(f"{run_dir}: already trained to {int(state_in['num_timesteps']):,} timesteps (target {t.timesteps:,}); "
                                 "nothing to do. Pass a larger --timesteps to train further.")
-            return run_dir
+            return run_dir, zpath, state_in, None, True
         if state_in.get('resume_state') and (run_dir/state_in['resume_state']).exists():
             resume = pickle.loads((run_dir/state_in['resume_state']).read_bytes())
     else:
@@ -568,18 +666,44 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
         run_dir = Path(t.out)/name
         if (run_dir/'latest.json').exists() or (run_dir/'checkpoints').exists():
             raise ConfigError(f"{run_dir} already holds a run. Resume it with --checkpoint {run_dir}, or pick another --run-name/--out.")
+    return run_dir, zpath, state_in, resume, False
+
+def _phases(t: TrainConfig, world, quiet: bool) -> tuple:
+    "The curriculum's phases: 1 -> 2 -> 3 (those the task bank has training tasks for), one for `--phase` or recorded outcomes."
+    if t.backend == 'recorded':                       # logged outcomes are single-subtask tasks: one phase
+        if (t.curriculum or t.phase != 1) and not quiet: print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
+        return (1,)
+    have = [p for p in (1, 2, 3) if world.bank.tasks(phase=p, split='train')]
+    if not t.curriculum:
+        if t.phase not in have: raise ConfigError(f"--phase {t.phase}: the task bank has no training tasks of phase {t.phase} "
+                                                  f"(it has phases {have}). Pick one of those, or add tasks.")
+        return (t.phase,)
+    if not have: raise ConfigError("the task bank has no training tasks: give some tasks `split: train`.")
+    if len(have) < 3 and not quiet: print(f"note: the task bank has training tasks in phase(s) {have} only; the curriculum runs those.")
+    return tuple(have)
+
+# %% ../nbs/09_train.ipynb #3601596e
+def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path:
+    """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
+    input (config, roster, backend, outcome table, checkpoint) is built before the run folder is created. `callbacks`:
+    extra SB3 callbacks."""
+    from spindleflow_rl.policy import make_model, SpindleFlowPPO
+    t = cfg['train']
+    set_determinism(t.torch_threads); seed_everything(t.seed)
+    run_dir, zpath, state_in, resume, done = _open_run(t, checkpoint, quiet)
+    if done: return run_dir
+    world = build_world(cfg)                       # your --catalog/--tasks (sha256 checked), else the shipped ones
+    if t.init_from and not checkpoint:             # the network's shape follows the policy it starts from
+        src_policy = init_source(t.init_from)[1].get('policy')
+        if src_policy is not None: cfg = {**cfg, 'policy': dict(src_policy)}
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
-    phases = (1, 2, 3) if t.curriculum else (t.phase,)
-    if t.backend == 'recorded' and phases != (1,):    # logged outcomes are single-subtask tasks: one phase
-        if not quiet: print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
-        phases = (1,)
-    cur = Curriculum(t.timesteps, phases, t.phase_budget, t.success_threshold, t.success_window, t.min_phase_fraction,
-                     state=state_in.get('curriculum'))
-    venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, vec_env=t.vec_env)     # validates the backend and its inputs
+    cur = Curriculum(t.timesteps, _phases(t, world, quiet), t.phase_budget, t.success_threshold, t.success_window,
+                     t.min_phase_fraction, state=state_in.get('curriculum'))
+    venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, world=world, vec_env=t.vec_env)   # validates the backend and its inputs
     if t.backend == 'openai' and t.n_envs > 1 and isinstance(venv, FastDummyVecEnv) and not quiet:
         print(f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests never "
               "overlap; --vec-env threads (or auto) sends them together (see --max-concurrency).", flush=True)
-    tb = str(run_dir/'tb')
+    tb = str(run_dir/'tb'); warm = None
     try:
         if checkpoint:
             try: model = SpindleFlowPPO.load(zpath, env=venv, device=t.device, tensorboard_log=tb)
@@ -592,13 +716,14 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
                     if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
         else:
             model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
-            if t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
-                imitation = warm_start_from_config(model, cfg, quiet)
+            if t.init_from: warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
+            elif t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
+                warm = ('imitation.json', warm_start_from_config(model, cfg, quiet))
     except BaseException:
         venv.close(); raise
     run_dir.mkdir(parents=True, exist_ok=True)
     if not checkpoint: atomic_write_json(run_dir/'config.json', plain)   # a resume keeps the run's config.json
-    if not checkpoint and t.imitation_teacher and t.backend != 'openai': atomic_write_json(run_dir/'imitation.json', imitation)
+    if warm: atomic_write_json(run_dir/warm[0], warm[1])
     state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
     state.cost_usd = spend_from(state_in)
     state.cost_base = state.cost_usd - (resume['env_spent'] if resume else 0.0)   # restored env meters already hold their part
@@ -654,7 +779,12 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
             done = not interrupted and not stats.stopped_for_cost
             zp = save_checkpoint(model, state, snap=None if done else ckcb.snap)   # a stop mid-rollout: its boundary
         venv.close()
-    secs = time.time() - t0
+    return _finish_run(model, state, stats, run_dir, zp, start, time.time() - t0, interrupted, crashed, quiet)
+
+# %% ../nbs/09_train.ipynb #183fa42f
+def _finish_run(model, state, stats, run_dir, zp, start, secs, interrupted, crashed, quiet) -> Path:
+    "After `learn`: re-raise a crash (its checkpoint named), copy `final.zip`, write `train_summary.json`."
+    cur = state.curriculum
     if crashed is not None:
         print(f"training failed at timestep {model.num_timesteps:,}: {type(crashed).__name__}: {crashed}\n"
               f"  crash checkpoint: {zp} (with the error); latest.json still points at the last good checkpoint.", file=sys.stderr, flush=True)
@@ -669,6 +799,41 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
         print(f"checkpoint: {zp}")
     if interrupted: raise KeyboardInterrupt
     return run_dir
+
+# %% ../nbs/09_train.ipynb #6c5d0041
+LEARNING_CURVE = PACKAGE_DIR/'assets'/'learning_curve.json'
+
+def learning_curve_data(run_dir) -> dict:
+    """A run's learning curve as plain data: per rollout the timesteps, mean episode return and phase (from its
+    `progress*.csv` files, resumed runs concatenated) and the curriculum's phase changes (from `train_summary.json`)."""
+    import csv
+    rows = []
+    for p in sorted(Path(run_dir).glob('progress*.csv')):
+        for r in csv.DictReader(open(p)):
+            if r.get('episode/return') not in (None, ''):
+                rows.append((int(float(r['time/total_timesteps'])), round(float(r['episode/return']), 4), int(float(r.get('curriculum/phase') or 0))))
+    rows.sort()
+    summ = json.loads((Path(run_dir)/'train_summary.json').read_text()) if (Path(run_dir)/'train_summary.json').exists() else {}
+    changes = [{'at': int(h['end']), 'from': int(h['phase']), 'reason': h['reason'], 'success_rate': round(float(h['success_rate']), 3)}
+               for h in summ.get('curriculum', [])]
+    return {'timesteps': [r[0] for r in rows], 'return': [r[1] for r in rows], 'phase': [r[2] for r in rows], 'changes': changes}
+
+def plot_learning_curve(curve: dict, ax=None, title: str = ''):
+    "Mean episode return per rollout, the phases shaded, each phase change marked with its reason."
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(6, 3.5), dpi=72)
+    x, y, ph = (np.asarray(curve[k]) for k in ('timesteps', 'return', 'phase'))
+    shades = {1: '#e8f1fb', 2: '#fdf1e3', 3: '#eaf6ea'}
+    bounds = [0] + [c['at'] for c in curve['changes']] + [int(x.max()) if len(x) else 0]
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])): ax.axvspan(a, b, color=shades.get(k + 1, '#f4f4f4'), zorder=0)
+    ax.plot(x, y, '-', color='tab:blue', lw=1.2, label='mean episode return per rollout')
+    for c in curve['changes']:
+        ax.axvline(c['at'], color='k', ls='--', lw=1)
+        ax.text(c['at'], ax.get_ylim()[1], f" phase {c['from']}->{c['from'] + 1}\n {c['reason']} ({c['success_rate']:.0%} ok)",
+                va='top', ha='left', fontsize=7)
+    ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.legend(fontsize=7, loc='upper right')
+    if title: ax.set_title(title, fontsize=9)
+    return ax
 
 # %% ../nbs/09_train.ipynb #05beb153
 def build_parser() -> argparse.ArgumentParser:
@@ -697,16 +862,22 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--max-concurrency', type=int, help='requests in flight to the LLM server at once, all envs together (default 16)')
     ap.add_argument('--tokens-per-minute', type=int, help="the LLM account's token budget per minute, all envs together (default: no cap)")
     ap.add_argument('--torch-threads', type=int, help='torch CPU threads (pin it to reproduce a run bit for bit)')
+    ap.add_argument('--catalog', help='your own specialists: a .csv or .yaml file (id and capability required; chapter 02)')
+    ap.add_argument('--tasks', help='your own task bank: a .yaml file (chapter 04)')
+    ap.add_argument('--init-from', help="start from a trained policy: a checkpoint zip, a run folder, or 'demo' (the shipped policy)")
+    ap.add_argument('--cost-coef', type=float, help='reward points per USD spent: the cost_penalty term (default 0: cost not in the reward)')
+    ap.add_argument('--cost-coef-range', help='LO,HI: draw each episode\'s cost_coef in [LO, HI] and show it to the policy (one policy for every trade-off)')
     ap.add_argument('--no-progress', action='store_true', help='no progress output')
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     return ap
 
+# %% ../nbs/09_train.ipynb #c76e5e80
 def args_to_overrides(a) -> dict:
     t = {}
     if a.phase: t.update(curriculum=False, phase=a.phase)
     if a.curriculum: t['curriculum'] = True
     for k in ('timesteps', 'out', 'run_name', 'seed', 'n_envs', 'backend', 'recorded', 'tier', 'max_cost_usd', 'eval_episodes',
-              'device', 'vec_env', 'torch_threads'):
+              'device', 'vec_env', 'torch_threads', 'catalog', 'tasks', 'init_from'):
         v = getattr(a, k, None)
         if v is not None: t[k] = v
     if a.no_progress: t['progress'] = False
@@ -715,7 +886,36 @@ def args_to_overrides(a) -> dict:
         if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
         t['backend'] = 'sim'
         if (a.tier or 0) > 1: raise ConfigError("--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai.")
-    return {'train': t, **({'openai': o} if o else {})}
+    out = {'train': t, **({'openai': o} if o else {})}
+    if getattr(a, 'cost_coef', None) is not None: out['reward'] = {'cost_coef': a.cost_coef}
+    if getattr(a, 'cost_coef_range', None): out['env'] = {'cost_coef_range': parse_range(a.cost_coef_range, '--cost-coef-range')}
+    return out
+
+def parse_range(text: str, flag: str) -> list:
+    "`'LO,HI'` -> `[lo, hi]` floats with `0 <= lo <= hi`; a clear error otherwise."
+    parts = [p.strip() for p in str(text).split(',')]
+    try:
+        lo, hi = (float(p) for p in parts)
+        ok = 0 <= lo <= hi and np.isfinite(hi)
+    except ValueError: ok = False
+    if not ok: raise ConfigError(f"{flag} {text!r}: expected LO,HI with 0 <= LO <= HI, e.g. {flag} 0,2 (LO == HI fixes the value).")
+    return [lo, hi]
+
+# %% ../nbs/09_train.ipynb #c8340a15
+def add_roster_args(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    "Add `--catalog FILE` and `--tasks FILE` to another command's parser (`spindleflow-eval`, `spindleflow-demo`)."
+    ap.add_argument('--catalog', help="specialists to play with: a .csv/.yaml catalog (default: the run's own, else the shipped one)")
+    ap.add_argument('--tasks', help="task bank: a .yaml file (default: the run's own, else the shipped one)")
+    return ap
+
+def with_roster(train, catalog=None, tasks=None) -> TrainConfig:
+    """A run's `train` section (`TrainConfig` or its saved dict) with `catalog`/`tasks` put in when given (pinned
+    afresh: another roster on purpose); pass the result to `build_world`."""
+    t = train if isinstance(train, TrainConfig) else TrainConfig.from_dict(
+        {k: v for k, v in (train or {}).items() if k in TrainConfig.__dataclass_fields__})
+    if catalog: t = t.replace(catalog=str(catalog), catalog_sha256='')
+    if tasks: t = t.replace(tasks=str(tasks), tasks_sha256='')
+    return _pin_inputs(t)
 
 # %% ../nbs/09_train.ipynb #e2f59051
 def eval_plan(cfg: dict, explicit: bool, run_dir: Path) -> tuple[int, float | None, float | None]:
@@ -745,8 +945,7 @@ def main(argv=None):
                 layer = load_yaml(a.config) if a.config else {}
                 for k, v in layer.items(): saved[k] = {**(saved.get(k) or {}), **(v or {})}
                 ov = args_to_overrides(a)
-                saved['train'] = {**saved['train'], **ov['train']}
-                if 'openai' in ov: saved['openai'] = {**(saved.get('openai') or {}), **ov['openai']}
+                for k, v in ov.items(): saved[k] = {**(saved.get(k) or {}), **v}     # flags win, section by section
                 cfg = load_run_config(None, saved)
             if int(st.get('num_timesteps') or 0) >= cfg['train'].timesteps:
                 print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {cfg['train'].timesteps:,} timesteps); "

@@ -29,6 +29,16 @@ def test_colab_notebook_shape():
     assert nb.cells.index(p) <= 3, 'the parameters cell belongs at the top'
     names = {l.split('=')[0].strip() for l in p.source.splitlines() if '=' in l and not l.startswith('#')}
     assert {'TIMESTEPS', 'N_ENVS', 'EVAL_EPISODES', 'USE_DRIVE', 'RUN_REAL_LLM', 'SMOKE'} <= names, names
+    # Runtime > Run all must not stop at a permission popup: Drive and real-LLM calls (Secrets access) are off by default
+    ns = {}
+    exec(p.source, ns)
+    assert ns['USE_DRIVE'] is False and ns['RUN_REAL_LLM'] is False and ns['SMOKE'] is False, (ns['USE_DRIVE'], ns['RUN_REAL_LLM'])
+    # ... and the Drive cell is explained: what it is for and how to turn it on
+    drive = next(i for i, c in enumerate(nb.cells) if c.cell_type == 'code' and 'drive.mount(' in c.source)
+    assert 'if USE_DRIVE:' in nb.cells[drive].source, 'drive.mount must only run when USE_DRIVE is set'
+    why = nb.cells[drive - 1]
+    assert why.cell_type == 'markdown' and 'USE_DRIVE = True' in why.source and 'disconnect' in why.source and 'checkpoint' in why.source
+    assert sum('drive.mount(' in c.source for c in nb.cells if c.cell_type == 'code') == 1
     for c in nb.cells:     # committed clean: no outputs, no execution counts
         if c.cell_type == 'code': assert not c.outputs and c.execution_count is None, c.source[:60]
     assert 'spindleflow-rl @ git+https://github.com/spindleflow/spindleflow-rl@v0.1.0' in ''.join(c.source for c in nb.cells)

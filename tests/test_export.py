@@ -108,9 +108,12 @@ def test_export_bank_task_with_roster_and_yaml_catalog(checkpoint, tmp_path):
 def test_cli_bad_inputs(tmp_path):
     r = run_cli('--task', 'p1-product-01', '--checkpoint', str(tmp_path/'missing.zip'), '--out', str(tmp_path/'w.yml'))
     assert r.returncode == 2 and 'not found' in r.stderr and not (tmp_path/'w.yml').exists()
-    (tmp_path/'c.csv').write_text('id,role\n')
+    (tmp_path/'c.txt').write_text('id,role\n')
+    r = run_cli('--task', 'p1-product-01', '--catalog', str(tmp_path/'c.txt'), '--out', str(tmp_path/'w.yml'))
+    assert r.returncode == 2 and "unknown catalog format '.txt'" in r.stderr and not (tmp_path/'w.yml').exists()
+    (tmp_path/'c.csv').write_text('id,role\n')                   # a CSV catalog with no specialists
     r = run_cli('--task', 'p1-product-01', '--catalog', str(tmp_path/'c.csv'), '--out', str(tmp_path/'w.yml'))
-    assert r.returncode == 2 and 'Convert it to YAML' in r.stderr
+    assert r.returncode == 2 and 'c.csv' in r.stderr and not (tmp_path/'w.yml').exists()
     r = run_cli('--task', '  ', '--out', str(tmp_path/'w.yml'))
     assert r.returncode == 2 and '--task is empty' in r.stderr
     r = run_cli('--task', 'p1-product-01', '--max-tokens', '0', '--out', str(tmp_path/'w.yml'))

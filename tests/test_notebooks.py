@@ -1,14 +1,47 @@
-"""Run every notebook in nbs/ (the literate tests live there) with nbdev's own runner, one pytest test each."""
-import os
+"""Run every chapter in nbs/ (the literate tests live there), one pytest test each, and check that its saved outputs
+are not stale: re-executing it must give the outputs committed on GitHub, timing lines aside (tools/chapters.py)."""
+import sys
 from pathlib import Path
-import pytest
-from nbdev import test as nbdev_test   # (imported as a module so pytest does not collect nbdev's test_nb)
+import nbformat, pytest
 
-NBS = Path(__file__).resolve().parent.parent/'nbs'
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT/'tools'))
+import chapters
+
+NBS = ROOT/'nbs'
 NOTEBOOKS = sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith('_'))
 
 @pytest.mark.parametrize('nb', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook(nb, request):
-    force = ['slow'] if request.config.getoption('--slow') else []
-    ok, secs = nbdev_test.test_nb(nb, skip_flags=['slow', 'llm'], force_flags=force, do_print=False, basepath=NBS)
-    assert ok, f'{nb.name} failed (see the traceback above)'
+    saved = nbformat.read(nb, as_version=4)
+    fresh = chapters.execute(nb, run_slow=request.config.getoption('--slow'))
+    probs = chapters.differences(saved, fresh)
+    assert not probs, f"{nb.name}: " + '\n'.join(probs) + "\nFix: `python tools/chapters.py run nbs/" + nb.name + "`, review the diff, commit."
+
+def test_timing_mask_and_tolerance():
+    "The normalisation masks only timing lines and tolerates only last-digit float noise."
+    r = chapters.render([{'output_type': 'stream', 'text': 'trained in 3.2 s\n715 timesteps/s\nreturn +0.115\n5 specialists\n'}])
+    assert r == '<timing>\n<timing>\nreturn +0.115\n5 specialists', r
+    assert chapters.same('return +0.1150001', 'return +0.115')
+    assert not chapters.same('return +0.115', 'return +0.118')
+    assert not chapters.same('5 specialists', '6 specialists')
+    assert not chapters.same('held-out', 'training')
+
+def test_every_chapter_opens_in_colab():
+    "Badge, guarded install cell and an export cell that is a no-op outside the repository (tools/colab_cells.py)."
+    import colab_cells
+    missing = {p.name: colab_cells.fix(p, check=True) for p in colab_cells.chapters()}
+    missing = {k: v for k, v in missing.items() if v}
+    assert not missing, f"{missing}: run `python tools/colab_cells.py` and commit"
+
+MAX_EXPORT_LINES = 60
+
+def test_no_wall_of_code():
+    "Outside the appendix chapters (9x_*), no exported cell is longer than about a screen."
+    long = []
+    for p in NOTEBOOKS:
+        if p.name[:1] == '9' or p.name == 'index.ipynb': continue
+        for i, c in enumerate(nbformat.read(p, as_version=4).cells):
+            if c.cell_type == 'code' and c.source.lstrip().startswith('#| export') and len(c.source.splitlines()) > MAX_EXPORT_LINES:
+                long.append(f"{p.name} cell {i}: {len(c.source.splitlines())} lines")
+    assert not long, 'split these cells (one method per cell with patch_into): ' + '; '.join(long)

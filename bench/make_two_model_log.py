@@ -1,0 +1,23 @@
+"""Regenerate the synthetic two-model example log and its catalog (chapter 18, `make_two_model_log`).
+
+    python bench/make_two_model_log.py                       # the shipped assets: 200 questions, seed 0
+    python bench/make_two_model_log.py --n 3000 --seed 1 --out /tmp/two_model_3000.csv   # a larger log for the sweep
+
+Seeded: the same arguments write the same files. The log is synthetic; see chapter 18 for how it is built."""
+import argparse
+from pathlib import Path
+from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+
+ASSETS = Path(__file__).resolve().parents[1]/'spindleflow_rl'/'assets'
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--n', type=int, default=200, help='distinct questions'); ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--out', default=str(ASSETS/'two_model_log.csv'), help='log CSV to write')
+    ap.add_argument('--catalog', default=str(ASSETS/'two_model_catalog.csv'), help='catalog CSV to write')
+    a = ap.parse_args(argv)
+    rows = make_two_model_log(a.n, a.seed)
+    print('wrote', write_csv(rows, a.out), f'({len(rows)} rows)')
+    print('wrote', write_csv(TWO_MODEL_CATALOG, a.catalog, ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']))
+
+if __name__ == '__main__': main()

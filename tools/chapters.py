@@ -1,0 +1,98 @@
+"""Execute the chapters (nbs/*.ipynb) and keep their saved outputs honest.
+
+    python tools/chapters.py run nbs/07_env.ipynb ...    execute in place and save the outputs (what you commit)
+    python tools/chapters.py check nbs/07_env.ipynb ...  execute a copy and compare with the saved outputs
+
+Cells flagged `#| slow`, `#| llm` or `#| eval: false` are skipped, as `nbdev_test` skips them; their saved outputs are
+cleared by `run` and ignored by `check`. `check` fails when a cell raises, when a chapter has no saved output at all,
+or when a cell's fresh output differs from the saved one ("stale"). Before comparing, both sides are normalised:
+- a *timing line* (a number followed by a time or speed unit: `3.2 s`, `12 ms`, `715 timesteps/s`) is masked;
+- numbers are compared with a relative tolerance of 1e-3 (last-digit float noise between CPUs), text exactly;
+- an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels.
+The kernel runs without `MPLBACKEND` so that `plt.show()` saves an inline PNG.
+"""
+from __future__ import annotations
+import os, re, sys, math
+from pathlib import Path
+import nbformat
+
+SKIP = re.compile(r'^#\|\s*(slow|llm|eval:\s*false)\b', re.M)
+UNITS = r'(?:ms|µs|us|ns|s|sec|secs|seconds?|min|mins|minutes?|h|it/s|steps/s|timesteps/s|eps/s|episodes/s|calls/s|rows/s|req/s)'
+TIMING = re.compile(r'\d(?:[\d,]*)(?:\.\d+)?\s*' + UNITS + r'(?![\w])')
+NUM = re.compile(r'[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?')
+ADDR = re.compile(r'0x[0-9a-fA-F]{6,}')
+
+def skipped(cell) -> bool: return cell.cell_type == 'code' and bool(SKIP.search(cell.source))
+def is_slow(cell) -> bool: return cell.cell_type == 'code' and bool(re.search(r'^#\|\s*slow\b', cell.source, re.M))
+
+def execute(path, timeout: int = 900, run_slow: bool = False):
+    "Execute the notebook at `path` (skipping flagged cells) in a fresh kernel whose cwd is its folder; return it."
+    from nbclient import NotebookClient
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    keep = [c for c in nb.cells if not skipped(c) or (run_slow and is_slow(c))]
+    run = nbformat.from_dict(dict(nb)); run.cells = keep
+    old = os.environ.pop('MPLBACKEND', None)
+    try: NotebookClient(run, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': str(path.parent)}}).execute()
+    finally:
+        if old is not None: os.environ['MPLBACKEND'] = old
+    for c in nb.cells:
+        if skipped(c) and not run_slow: c.outputs = []; c.execution_count = None
+    return nb
+
+def render(outputs) -> str:
+    "One string per cell: streams merged, rich outputs reduced to text, images and widgets to markers."
+    parts = []
+    for o in outputs:
+        if o.get('output_type') == 'stream': parts.append(o.get('text', ''))
+        elif o.get('output_type') == 'error': parts.append(f"<error {o.get('ename')}>\n")
+        else:
+            d = o.get('data', {})
+            if 'image/png' in d or 'image/svg+xml' in d: parts.append('<image>\n')
+            elif 'application/vnd.jupyter.widget-view+json' in d: parts.append('<widget>\n')
+            else:
+                t = d.get('text/plain') or d.get('text/markdown') or d.get('text/html') or ''
+                parts.append((t if isinstance(t, str) else ''.join(t)) + '\n')
+    text = ADDR.sub('0x…', ''.join(parts))
+    return '\n'.join('<timing>' if TIMING.search(line) else line.rstrip() for line in text.splitlines())
+
+def same(a: str, b: str, rtol: float = 1e-3, atol: float = 1e-9) -> bool:
+    "Equal text, with numbers equal up to `rtol`."
+    if NUM.sub('#', a) != NUM.sub('#', b): return False
+    for x, y in zip(NUM.findall(a), NUM.findall(b)):
+        fx, fy = float(x), float(y)
+        if not math.isclose(fx, fy, rel_tol=rtol, abs_tol=atol): return False
+    return True
+
+def differences(saved, fresh) -> list[str]:
+    "Human-readable list of problems: errors, a chapter without saved outputs, stale cells."
+    probs = []
+    sc = [c for c in saved.cells if c.cell_type == 'code']; fc = [c for c in fresh.cells if c.cell_type == 'code']
+    for i, c in enumerate(fc):
+        for o in c.outputs:
+            if o.get('output_type') == 'error': probs.append(f"code cell {i} raised {o.get('ename')}: {o.get('evalue')}")
+    if not any(c.outputs for c in sc if not skipped(c)): probs.append("no saved outputs: run `python tools/chapters.py run` on it and commit")
+    for i, (a, b) in enumerate(zip(sc, fc)):
+        if skipped(a): continue
+        ra, rb = render(a.outputs), render(b.outputs)
+        if not same(ra, rb):
+            first = a.source.splitlines()[0] if a.source else ''
+            probs.append(f"code cell {i} ({first[:60]!r}) is stale:\n--- saved\n{ra[:800]}\n--- now\n{rb[:800]}")
+    return probs
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] not in ('run', 'check'):
+        print(__doc__); return 2
+    bad = 0
+    for p in argv[1:]:
+        saved = nbformat.read(p, as_version=4)
+        try: fresh = execute(p)
+        except Exception as e:
+            print(f"{p}: FAILED to execute: {type(e).__name__}: {str(e)[-2000:]}"); bad += 1; continue
+        if argv[0] == 'run': nbformat.write(fresh, p); print(f"{p}: executed and saved"); continue
+        probs = differences(saved, fresh)
+        print(f"{p}: " + ('ok' if not probs else f"{len(probs)} problem(s)\n  " + '\n  '.join(probs))); bad += bool(probs)
+    return 1 if bad else 0
+
+if __name__ == '__main__': sys.exit(main())
