@@ -12,11 +12,13 @@ import numpy as np
 from .config import ConfigError, SimConfig
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
+from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_params   # appendix 93
+
 
 # %% auto #0
 __all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'BASELINE_POLICIES', 'ANSWER_RULES', 'fit_from_cosine', 'World', 'ModeParams',
            'CallResult', 'Conflict', 'StepResult', 'EpisodeContext', 'ExecutionBackend', 'EpisodeParams', 'SimState',
-           'combine_quality', 'deps_ready', 'simulate_step', 'simulate_step_single', 'hidden_params',
+           'combine_quality', 'deps_ready', 'call_outcomes', 'draw_conflicts', 'simulate_step', 'hidden_params',
            'generalist_baseline', 'output_embedding', 'SimulatedBackend', 'load_recorded_outcomes', 'recorded_index',
            'duplicate_report', 'task_category', 'task_bank_from_outcomes', 'embed_texts', 'RecordedOutcomesBackend']
 
@@ -260,6 +262,53 @@ def _triu(n):
     if n not in _TRIU: _TRIU[n] = np.triu_indices(n, 1)
     return _TRIU[n]
 
+def call_outcomes(p: EpisodeParams, sl: np.ndarray, mp: ModeParams, sim: SimConfig, u: np.ndarray) -> dict:
+    """How each call ends, per sample (K, n): status (0 ok, 1 timeout, 2 error), whether a fallback was tried and
+    recovered it, latency and cost (fallback included), and the fit (K, n, k) the call contributes (0 if lost)."""
+    timeout_s = mp.timeout_mult*p.lat_mu[sl]                                # (n,)
+    z = _normal(u[..., 2], u[..., 3])                                       # (K, n)
+    lat1 = _lognormal(p.lat_mu[sl]*mp.effort, p.lat_sigma[sl], z)           # (K, n)
+    if sim.unreliability:
+        fail_p = 1 - p.rel[sl]
+        failed = u[..., 0] < fail_p
+        timed_out = (lat1 > timeout_s) | (failed & (u[..., 1] < 0.5))
+        errored = failed & ~timed_out
+    else:
+        timed_out = errored = np.zeros(u.shape[:2], bool)
+    lat1 = np.where(timed_out, timeout_s, lat1)
+    status = np.where(timed_out, 1, np.where(errored, 2, 0)).astype(np.int8)
+    fb_try = (status > 0) & p.has_fb[sl]
+    fb_ok = fb_try & (u[..., 4] < p.fb_rel[sl])
+    fb_lat = np.where(fb_try, _lognormal(p.fb_lat_mu[sl]*mp.effort, p.lat_sigma[sl], _normal(u[..., 7], u[..., 8])), 0.0)
+    ok = status == 0
+    fit = np.where(ok[..., None], p.fit[sl][None], np.where(fb_ok[..., None], p.fb_fit[sl][None], 0.0))  # (K, n, k)
+    return {'status': status, 'ok': ok, 'fb_try': fb_try, 'fb_ok': fb_ok, 'latency': lat1 + fb_lat,
+            'cost': (p.cost[sl] + np.where(fb_try, p.fb_cost[sl], 0.0))*mp.effort, 'fit': fit}
+
+# %% ../nbs/05_backends.ipynb #a002c5df
+def draw_conflicts(p: EpisodeParams, sl: np.ndarray, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray,
+                   usable: np.ndarray, out: dict) -> np.ndarray:
+    """Calls side by side may contradict each other: each pair of usable calls conflicts with a probability that
+    rises with their capability overlap; a debate resolves a conflict with `debate_conflict_resolution` per round.
+    Fills `out` (unresolved, resolved, pairs, conf, res) and returns the per-sample quality multiplier."""
+    n = len(sl)
+    iu, ju = _triu(n)
+    ov = p.overlap[sl[iu], sl[ju]]
+    prob = np.clip((ov - sim.conflict_overlap)/sim.conflict_width, 0, 1)*p.conflict_scale             # (P,)
+    both = usable[:, iu] & usable[:, ju]                                # (K, P)
+    conf = both & (u[:, iu, 5] < prob[None])
+    if mode == 'debate':
+        p_res = 1 - (1 - sim.debate_conflict_resolution)**mp.rounds
+        res = conf & (u[:, ju, 6] < p_res)
+    else:
+        res = np.zeros_like(conf)
+    unres = conf & ~res
+    out['unresolved'] = unres.sum(1).astype(float); out['resolved'] = res.sum(1).astype(float)
+    out['pairs'] = [(int(sl[a]), int(sl[b])) for a, b in zip(iu, ju)]
+    out['conf'], out['res'] = conf, res
+    return sim.conflict_quality**out['unresolved']
+
+# %% ../nbs/05_backends.ipynb #d6cba2c5
 def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray):
     """Run one group of calls on every sample of `s` (modified in place). Returns per-call arrays (K, n) and
     per-sample counts (K,): a dict with status codes (0 ok, 1 timeout, 2 error), recovered, latency, cost,
@@ -272,27 +321,10 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
            'unresolved': np.zeros(K), 'resolved': np.zeros(K), 'pairs': []}
     if n == 0: return out
     sl = np.array(slots)
-    timeout_s = mp.timeout_mult*p.lat_mu[sl]                                # (n,)
-    z = _normal(u[..., 2], u[..., 3])                                       # (K, n)
-    lat1 = _lognormal(p.lat_mu[sl]*mp.effort, p.lat_sigma[sl], z)           # (K, n)
-    if sim.unreliability:
-        fail_p = 1 - p.rel[sl]
-        failed = u[..., 0] < fail_p
-        timed_out = (lat1 > timeout_s) | (failed & (u[..., 1] < 0.5))
-        errored = failed & ~timed_out
-    else:
-        timed_out = errored = np.zeros((K, n), bool)
-    lat1 = np.where(timed_out, timeout_s, lat1)
-    status = np.where(timed_out, 1, np.where(errored, 2, 0)).astype(np.int8)
-    fb_try = (status > 0) & p.has_fb[sl]
-    fb_ok = fb_try & (u[..., 4] < p.fb_rel[sl])
-    fb_lat = np.where(fb_try, _lognormal(p.fb_lat_mu[sl]*mp.effort, p.lat_sigma[sl], _normal(u[..., 7], u[..., 8])), 0.0)
-    call_lat = lat1 + fb_lat
-    call_cost = (p.cost[sl] + np.where(fb_try, p.fb_cost[sl], 0.0))*mp.effort
-    ok = status == 0
-    fit = np.where(ok[..., None], p.fit[sl][None], np.where(fb_ok[..., None], p.fb_fit[sl][None], 0.0))  # (K, n, k)
+    co = call_outcomes(p, sl, mp, sim, u)
+    fit, call_lat, call_cost = co['fit'], co['latency'], co['cost']
     eff = 0.9 + 0.1*mp.effort
-    if mode == 'sequential':
+    if mode == 'sequential':      # each call sees the work before it: readiness is re-checked call by call
         q = s.q
         for c in range(n):
             ready = deps_ready(q, p.deps) if sim.dependencies else np.ones_like(q, bool)
@@ -300,7 +332,7 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
             out['v'][:, c] = v
             q = combine_quality(q, v, sim.diminishing)
         s.latency += call_lat.sum(1)
-    else:
+    else:                         # side by side: every call sees only the work done before this step
         ready = deps_ready(s.q, p.deps) if sim.dependencies else np.ones_like(s.q, bool)
         v = fit*np.where(ready, 1.0, sim.dependency_factor)[:, None, :]*eff
         if mode == 'debate':      # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
@@ -314,134 +346,11 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
             call_cost = call_cost*(1 + 0.3*mp.rounds)
         s.latency += step_lat
         if sim.conflicts and n > 1:
-            usable = ok | fb_ok
-            iu, ju = _triu(n)
-            ov = p.overlap[sl[iu], sl[ju]]
-            prob = np.clip((ov - sim.conflict_overlap)/sim.conflict_width, 0, 1)*p.conflict_scale             # (P,)
-            both = usable[:, iu] & usable[:, ju]                                # (K, P)
-            conf = both & (u[:, iu, 5] < prob[None])
-            if mode == 'debate':
-                p_res = 1 - (1 - sim.debate_conflict_resolution)**mp.rounds
-                res = conf & (u[:, ju, 6] < p_res)
-            else:
-                res = np.zeros_like(conf)
-            unres = conf & ~res
-            out['unresolved'] = unres.sum(1).astype(float); out['resolved'] = res.sum(1).astype(float)
-            out['pairs'] = [(int(sl[a]), int(sl[b])) for a, b in zip(iu, ju)]
-            out['conf'], out['res'] = conf, res
-            s.conflict_mult = s.conflict_mult*(sim.conflict_quality**out['unresolved'])
+            s.conflict_mult = s.conflict_mult*draw_conflicts(p, sl, mode, mp, sim, u, co['ok'] | co['fb_ok'], out)
     s.q = q.astype(np.float32)
     s.cost += call_cost.sum(1)
-    out.update(status=status, recovered=fb_ok, latency=call_lat, cost=call_cost,
-               contribution=out['v'].mean(-1), fb_try=fb_try)
-    return out
-
-# %% ../nbs/05_backends.ipynb #0cf2dd02
-def _fast_params(p: EpisodeParams) -> dict:
-    "Plain-Python copies of an episode's arrays, made once per episode (`simulate_step_single` works on floats)."
-    f = getattr(p, '_fast', None)
-    if f is None:
-        f = p._fast = {'fit': p.fit.tolist(), 'fb_fit': p.fb_fit.tolist(), 'overlap': p.overlap.tolist(),
-                       'deps': getattr(p, '_dep_lists', None) or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
-                       **{a: getattr(p, a).tolist() for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')}}
-    return f
-
-_TRIU_LISTS = {}
-def _single_core(p: EpisodeParams, s: SimState, slots: list, mode: str, mp: ModeParams, sim: SimConfig, uu: list) -> tuple:
-    """The K = 1 model on plain floats (`uu`: the (n, N_DRAWS) draws as lists); updates `s` and returns lists:
-    status, recovered, latency, cost, contributions V (n lists of k), unresolved, resolved, pairs, conf, res, fb_try
-    (conf and res are None when conflicts were not checked)."""
-    n = len(slots); k = s.q.shape[1]
-    f = _fast_params(p)
-    fit_rows, fbfit_rows = f['fit'], f['fb_fit']
-    deps = f['deps'] if sim.dependencies else [[] for _ in range(k)]
-    P_mu, P_sg, P_rel, P_hfb, P_fbrel, P_fblat, P_cost, P_fbcost = (f[a] for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost'))
-    exp, log, sqrt, cos_ = math.exp, math.log, math.sqrt, math.cos
-    effort, tmult, unrel = mp.effort, mp.timeout_mult, sim.unreliability
-    status, rec, lat, cost, fits, fbt = [], [], [], [], [], []
-    for c, m in enumerate(slots):
-        d = uu[c]
-        mu, sg = P_mu[m], P_sg[m]
-        z = sqrt(-2.0*log(max(d[2], 1e-12)))*cos_(2*math.pi*d[3])
-        l1 = mu*effort*exp(sg*z - 0.5*sg*sg)
-        to_s = tmult*mu
-        st = 0
-        if unrel:
-            failed = d[0] < 1 - P_rel[m]
-            if l1 > to_s or (failed and d[1] < 0.5): st = 1
-            elif failed: st = 2
-        if st == 1: l1 = to_s
-        fb_try = st > 0 and P_hfb[m]
-        fb_ok = fb_try and d[4] < P_fbrel[m]
-        fl = 0.0
-        if fb_try:
-            z2 = sqrt(-2.0*log(max(d[7], 1e-12)))*cos_(2*math.pi*d[8])
-            fl = P_fblat[m]*effort*exp(sg*z2 - 0.5*sg*sg)
-        status.append(st); rec.append(fb_ok); lat.append(l1 + fl); fbt.append(fb_try)
-        cost.append((P_cost[m] + (P_fbcost[m] if fb_try else 0.0))*effort)
-        fits.append(fit_rows[m] if st == 0 else (fbfit_rows[m] if fb_ok else [0.0]*k))
-    eff = 0.9 + 0.1*effort; dfac, dim = sim.dependency_factor, sim.diminishing
-    q = s.q[0].tolist(); V = []
-    ones, blocking = [1.0]*k, any(deps)
-    def readiness(qq):   # 1 for a subtask whose prerequisites are covered at 0.5, else the dependency factor
-        return [1.0 if all(qq[i] >= 0.5 for i in pre) else dfac for pre in deps] if blocking else ones
-    def comb(a, b):
-        hi, lo = (a, b) if a >= b else (b, a)
-        return hi + dim*lo*(1 - hi)
-    unresolved = resolved = 0.0; cf = rs = None; pairs = []
-    if mode == 'sequential':
-        for c in range(n):
-            v = [x*r*eff for x, r in zip(fits[c], readiness(q))]
-            V.append(v); q = [comb(a, b) for a, b in zip(q, v)]
-        s.latency[0] += sum(lat)
-    else:
-        rd = readiness(q)
-        boost = (1 + 0.04*mp.rounds*mp.agreement*(1.0 if n > 1 else sim.self_refine_share)) if mode == 'debate' else None
-        for c in range(n):
-            v = [x*r*eff for x, r in zip(fits[c], rd)]
-            if boost is not None: v = [min(1.0, x*boost) for x in v]
-            V.append(v)
-        for v in V: q = [comb(a, b) for a, b in zip(q, v)]
-        step_lat = max(lat)
-        if mode == 'debate':
-            step_lat *= 1 + 0.35*mp.rounds
-            cost = [x*(1 + 0.3*mp.rounds) for x in cost]
-        s.latency[0] += step_lat
-        if sim.conflicts and n > 1:
-            usable = [st == 0 or r for st, r in zip(status, rec)]
-            if n not in _TRIU_LISTS: _TRIU_LISTS[n] = list(zip(*(x.tolist() for x in _triu(n))))
-            p_res = 1 - (1 - sim.debate_conflict_resolution)**mp.rounds
-            ovl, scale, debate = f['overlap'], p.conflict_scale, mode == 'debate'
-            cf, rs = [], []
-            for a, b in _TRIU_LISTS[n]:
-                ov = ovl[slots[a]][slots[b]]
-                prob = min(1.0, max(0.0, (ov - sim.conflict_overlap)/sim.conflict_width))*scale
-                x = usable[a] and usable[b] and uu[a][5] < prob
-                y = x and debate and uu[b][6] < p_res
-                cf.append(x); rs.append(y); pairs.append((slots[a], slots[b]))
-            unresolved = float(sum(x and not y for x, y in zip(cf, rs))); resolved = float(sum(rs))
-            s.conflict_mult[0] *= sim.conflict_quality**unresolved
-    s.q = np.array([q], np.float32)
-    s.cost[0] += sum(cost)
-    return status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt
-
-def _row_means32(a: np.ndarray) -> np.ndarray:
-    """`a.mean(-1)` for a float32 array without `np.mean`'s Python overhead: the same sum, divided in float32 (a
-    correctly rounded quotient, equal to `np.mean`'s float64 division rounded to float32)."""
-    return np.add.reduce(a, -1)/a.shape[-1]
-
-def simulate_step_single(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray):
-    "`simulate_step` for a single sample (`K = 1`), with the same draws and results, several times faster."
-    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-    if s.q.shape[0] != 1: raise ValueError("simulate_step_single needs a state with K = 1; use simulate_step")
-    slots = [int(x) for x in slots]
-    if not slots: return simulate_step(p, s, slots, mode, mp, sim, u)
-    status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt = _single_core(p, s, slots, mode, mp, sim, u[0].tolist())
-    Va = np.array([V], np.float32)
-    out = {'status': np.array([status], np.int8), 'recovered': np.array([rec]), 'latency': np.array([lat]),
-           'cost': np.array([cost]), 'contribution': Va.mean(-1), 'v': Va, 'unresolved': np.array([unresolved]),
-           'resolved': np.array([resolved]), 'pairs': pairs, 'fb_try': np.array([fbt])}
-    if cf is not None: out['conf'], out['res'] = np.array([cf]), np.array([rs])
+    out.update(status=co['status'], recovered=co['fb_ok'], latency=call_lat, cost=call_cost,
+               contribution=out['v'].mean(-1), fb_try=co['fb_try'])
     return out
 
 # %% ../nbs/05_backends.ipynb #790f1b09

@@ -178,7 +178,7 @@ def n_task_categories(self) -> int:
 @patch_into(SpindleFlowEnv)
 def roster_pool(self, task: Task) -> list:
     "Specialist ids a roster may be drawn from: the backend's own list (recorded logs) or the roster split."
-    if hasattr(self.backend, 'specialists_for'): return self.backend.specialists_for(task)
+    if hasattr(self.backend, 'specialists_for'): return self.backend.specialists_for(task, self.cfg.roster_split)
     rs = self.cfg.roster_split
     return self.world.train_ids if rs == 'train' else self.world.heldout_ids if rs == 'unseen' else list(self.world.catalog.ids)
 

@@ -250,11 +250,9 @@ def policy_colours(names) -> dict:
     return out
 
 # %% ../nbs/10_evaluate.ipynb #0ec2c6d7
-def plot_report(report: dict, run_dir, out_dir) -> list:
-    "Write learning_curve.png, pareto.png and phases.png; return their paths."
-    import matplotlib; matplotlib.use('Agg')
+def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
+    "learning_curve.png: mean episode return per rollout, its moving average, and where the curriculum changed phase."
     import matplotlib.pyplot as plt
-    out_dir = Path(out_dir); files = []
     t, r, ph = learning_curve(run_dir) if run_dir else (np.zeros(0),)*3
     fig, ax = plt.subplots(figsize=(7, 3.6))
     if len(t):
@@ -266,16 +264,29 @@ def plot_report(report: dict, run_dir, out_dir) -> list:
     ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.set_title('Learning curve (training tasks, curriculum)')
     if len(t): ax.legend(fontsize=8, loc='lower right')
     else: ax.text(0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes)
-    fig.tight_layout(); f = out_dir/'learning_curve.png'; fig.savefig(f, dpi=110); plt.close(fig); files.append(f)
-    fig, axes = plt.subplots(1, len(report['splits']), figsize=(4.2*len(report['splits']), 3.8), squeeze=False)
+    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=110); plt.close(fig)
+    return f
+
+def _plot_pareto(report: dict, out_dir: Path) -> Path:
+    """pareto.png: quality against cost per split. Policies are told apart by colour and a legend below the axes
+    (labels written next to the points ran into each other where policies sit close together)."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(report['splits']), figsize=(4.2*len(report['splits']), 4.2), squeeze=False)
     for ax, (split, tab) in zip(axes[0], report['splits'].items()):
         col = policy_colours(tab)
         for name, v in tab.items():
-            ax.scatter(v['cost_usd'], v['quality'], s=90 if name == 'policy' else 40, marker='*' if name == 'policy' else 'o',
-                       zorder=3, color=col[name])
-            ax.annotate(name, (v['cost_usd'], v['quality']), fontsize=7, xytext=(3, 3), textcoords='offset points')
+            ax.scatter(v['cost_usd'], v['quality'], s=110 if name == 'policy' else 40, marker='*' if name == 'policy' else 'o',
+                       zorder=3, color=col[name], label=name, edgecolor='black' if name == 'policy' else 'none')
         ax.set_xlabel('cost per episode (USD)'); ax.set_ylabel('quality'); ax.set_title(f'{split}: quality vs cost')
-    fig.tight_layout(); f = out_dir/'pareto.png'; fig.savefig(f, dpi=110); plt.close(fig); files.append(f)
+    h, l = axes[0][0].get_legend_handles_labels()
+    fig.legend(h, l, fontsize=7, ncol=4, loc='lower center', frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.045*((len(l) + 3)//4), 1, 1)); f = Path(out_dir)/'pareto.png'; fig.savefig(f, dpi=110); plt.close(fig)
+    return f
+
+# %% ../nbs/10_evaluate.ipynb #2ad31029
+def _plot_phases(report: dict, out_dir: Path) -> Path:
+    "phases.png: each policy's normalised score (else return) per curriculum phase on held-out tasks."
+    import matplotlib.pyplot as plt
     tab = report['splits'].get('heldout') or next(iter(report['splits'].values()))
     key, ylabel = ('normalised_by_phase', 'normalised score') if 'normalised_by_phase' in tab['policy'] else ('return_by_phase', 'return')
     names = [n for n in tab if n not in ('random',)]
@@ -287,9 +298,16 @@ def plot_report(report: dict, run_dir, out_dir) -> list:
     if key == 'normalised_by_phase': ax.axhline(1, color='black', lw=0.8)
     ax.set_ylabel(ylabel); ax.set_title(f'{ylabel.capitalize()} per phase (held-out tasks)')
     ax.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False)   # below the axes: no bar hidden
-    fig.tight_layout(); f = out_dir/'phases.png'; fig.savefig(f, dpi=110, bbox_inches='tight'); plt.close(fig); files.append(f)
-    return files
+    fig.tight_layout(); f = Path(out_dir)/'phases.png'; fig.savefig(f, dpi=110, bbox_inches='tight'); plt.close(fig)
+    return f
 
+def plot_report(report: dict, run_dir, out_dir) -> list:
+    "Write learning_curve.png, pareto.png and phases.png into `out_dir`; return their paths."
+    import matplotlib; matplotlib.use('Agg')
+    out_dir = Path(out_dir)
+    return [_plot_learning_curve(run_dir, out_dir), _plot_pareto(report, out_dir), _plot_phases(report, out_dir)]
+
+# %% ../nbs/10_evaluate.ipynb #5ef39702
 def fmt_normalised(v: dict) -> str:
     "A policy's normalised score with its 95% interval when the table has one: `0.68 [0.63, 0.73]`."
     n = v.get('normalised', float('nan')); ci = v.get('normalised_ci95')
@@ -370,46 +388,11 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     return world, backend_fn, baselines, extra, rec
 
 
-# %% ../nbs/10_evaluate.ipynb #6a0992a8
-def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
-                 json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
-                 backend: str | None = None, tier: int | None = None, recorded: str | None = None,
-                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool | None = None) -> dict:
-    """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
-    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
-    the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
-    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split exactly once
-    (`episodes` is ignored) and add `logged`: the policy against the routers of chapter 18 (quality of the returned
-    answer, cost, calls per specialist, strong-call rate, PGR). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
-    printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
-    keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
-    run's own default report)."""
-    from spindleflow_rl.train import SECTIONS, TrainConfig
-    model, cfg, z = load_model(checkpoint, device)
-    run_dir = Path(cfg.pop('_run_dir'))
-    sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
-    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
-    tc = tc.replace(**{k: v for k, v in dict(backend=backend, tier=tier, recorded=recorded).items() if v is not None})
-    if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
-    paid = tc.backend == 'openai'
-    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else 1000)
-    if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
-    jpath, mdpath, side = report_paths(run_dir, json_out)
-    if jpath.exists() and not (overwrite or (overwrite is None and json_out is None)):
-        raise ConfigError(f"{jpath} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
-    sec['env'] = sec['env'].replace(tier=tc.tier)
-    world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
-    n_runs = episodes*(1 + len(baselines) + len(extra))*len(splits)
-    if paid and not quiet:
-        est = f"about ${n_runs*cost_per_episode:.4f} at training's ${cost_per_episode:.5f} per episode (call-all baselines cost more)" \
-              if cost_per_episode else "unknown (no paid training episodes to measure from)"
-        lim = f"; it stops before passing ${max_cost_usd:.4f} (what --max-cost-usd left)" if max_cost_usd is not None else '; no --max-cost-usd limit'
-        print(f"evaluation on {tc.backend}: {episodes} episodes x {1 + len(baselines) + len(extra)} policies x {len(splits)} splits "
-              f"= {n_runs} episodes; estimated cost {est}{lim}.", flush=True)
-    budget = EvalBudget(max_cost_usd if paid else None)
-    report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
-              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
-    traces, t0 = {}, time.time()
+# %% ../nbs/10_evaluate.ipynb #91007f07
+def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
+                     budget, quiet):
+    """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
+    baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
     def _on_term(signum, frame): raise KeyboardInterrupt
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
@@ -435,6 +418,55 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     except KeyboardInterrupt: budget.stopped = 'interrupted'
     finally:
         if old_term is not None: signal.signal(signal.SIGTERM, old_term)
+
+
+# %% ../nbs/10_evaluate.ipynb #6a0992a8
+def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
+                 json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
+                 backend: str | None = None, tier: int | None = None, recorded: str | None = None,
+                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool | None = None,
+                 catalog=None, tasks=None) -> dict:
+    """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
+    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
+    the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
+    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split exactly once
+    (`episodes` is ignored) and add `logged`: the policy against the routers of chapter 18 (quality of the returned
+    answer, cost, calls per specialist, strong-call rate, PGR). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
+    printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
+    keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
+    run's own default report). `catalog`/`tasks` (files) replace the run's own roster and task bank."""
+    from spindleflow_rl.train import SECTIONS, TrainConfig, with_roster
+    model, cfg, z = load_model(checkpoint, device)
+    if catalog or tasks: cfg['train'] = with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()
+    run_dir = Path(cfg.pop('_run_dir'))
+    sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
+    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
+    tc = tc.replace(**{k: v for k, v in dict(backend=backend, tier=tier, recorded=recorded).items() if v is not None})
+    if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+    paid = tc.backend == 'openai'
+    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else 1000)
+    if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
+    jpath, mdpath, side = report_paths(run_dir, json_out)
+    if jpath.exists() and not (overwrite or (overwrite is None and json_out is None)):
+        raise ConfigError(f"{jpath} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
+    sec['env'] = sec['env'].replace(tier=tc.tier)
+    world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
+    if 'unseen-roster' in splits and not world.heldout_ids and not rec:
+        splits = tuple(s for s in splits if s != 'unseen-roster')
+        if not quiet: print('no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)')
+    n_runs = episodes*(1 + len(baselines) + len(extra))*len(splits)
+    if paid and not quiet:
+        est = f"about ${n_runs*cost_per_episode:.4f} at training's ${cost_per_episode:.5f} per episode (call-all baselines cost more)" \
+              if cost_per_episode else "unknown (no paid training episodes to measure from)"
+        lim = f"; it stops before passing ${max_cost_usd:.4f} (what --max-cost-usd left)" if max_cost_usd is not None else '; no --max-cost-usd limit'
+        print(f"evaluation on {tc.backend}: {episodes} episodes x {1 + len(baselines) + len(extra)} policies x {len(splits)} splits "
+              f"= {n_runs} episodes; estimated cost {est}{lim}.", flush=True)
+    budget = EvalBudget(max_cost_usd if paid else None)
+    report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
+              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    traces, t0 = {}, time.time()
+    _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
+                     budget, quiet)
     if not report['splits']:
         if budget.stopped == 'interrupted': raise KeyboardInterrupt
         raise ConfigError("no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
@@ -483,6 +515,8 @@ def main(argv=None):
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     ap.add_argument('--sweep', metavar='cost_coef=V1,V2,...', help='recorded runs: play a cost-conditioned policy (trained with --cost-coef-range) at each cost_coef on every held-out task once, against the routers (chapter 18); writes sweep.json + sweep.png '
                     '(next to --json FILE, else in the run folder)')
+    from spindleflow_rl.train import add_roster_args
+    add_roster_args(ap)                                      # --catalog / --tasks: evaluate on another roster or task bank
     a = ap.parse_args(argv)
     if a.demo_mode:
         if a.backend not in (None, 'sim'): print("spindleflow-eval: error: --demo-mode cannot be combined with --backend " + a.backend, file=sys.stderr); return 2
@@ -500,7 +534,8 @@ def main(argv=None):
             return 0
         evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed, a.json,
                      tuple(a.baselines.split(',')) if a.baselines else BASELINES, a.record,
-                     backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite)
+                     backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite,
+                     catalog=a.catalog, tasks=a.tasks)
     except ConfigError as e:
         print(f"spindleflow-eval: error: {e}", file=sys.stderr); return 2
     except KeyboardInterrupt:

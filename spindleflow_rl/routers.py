@@ -15,7 +15,8 @@ __all__ = ['PRICES', 'SUBJECTS', 'TWO_MODEL_CATALOG', 'make_two_model_log', 'wri
            'SingleRouter', 'RandomRouter', 'OracleRouter', 'KNNRouter', 'fit_logistic', 'predict_logistic',
            'CascadeRouter', 'pgr', 'pgr_ci', 'summarize', 'at_rate', 'router_scores', 'router_curve', 'reference',
            'router_table', 'HindsightOraclePolicy', 'logged_markdown', 'play_policy', 'paired_pgr_diff', 'matched',
-           'logged_report', 'parse_sweep', 'cost_sweep', 'fmt_point', 'plot_sweep', 'write_sweep', 'sweep_main']
+           'logged_report', 'BayesCascadeTeacher', 'parse_sweep', 'cost_sweep', 'fmt_point', 'plot_sweep',
+           'write_sweep', 'sweep_main']
 
 # %% ../nbs/18_routers.ipynb #94d3636b
 PRICES = {'cheap-model': dict(model='gpt-4o-mini', usd_in=0.15e-6, usd_out=0.60e-6, ttft=0.35, tok_s=85.0),
@@ -462,6 +463,46 @@ def logged_report(lt: LoggedTasks, env_fn, policy, split: str = 'heldout', seed:
     for name, v in matched(lt, tasks, plays, ref, seed).items(): tab[name] = v
     return tab
 
+# %% ../nbs/18_routers.ipynb #3f92f445
+class BayesCascadeTeacher:
+    """Cheapest first; escalate to the strongest iff P(strong right | cheap answer) - P(cheap right | cheap answer)
+    > cost_coef x the strong model's mean cost + the efficiency penalty of one more call; then stop. Both
+    probabilities: logistic regressions on the cheap answer's embedding, fitted on the training tasks of `lt`."""
+    name = 'bayes-cascade'
+    def __init__(self, lt: LoggedTasks, l2: float = 1.0):
+        self.lt, self.cheap, self.strong = lt, lt.cheapest, lt.strongest
+        ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
+        X, yc, ys = [], [], []
+        for t in lt.tasks('train'):
+            srs = lt.rows(t, self.strong)
+            for r in (lt.rows(t, self.cheap) if srs else []):
+                if r['status'] != 'ok': continue
+                X.append(lt.answer(self.cheap, r).embedding); yc.append(r['quality']); ys.append(np.mean([ok(s) for s in srs]))
+        if len(X) < 2: raise ConfigError("the cascade teacher needs at least two training tasks with a successful cheap answer "
+                                         "and a logged strong one.")
+        X = np.array(X); self.wc, self.ws = fit_logistic(X, np.array(yc), l2), fit_logistic(X, np.array(ys), l2)
+        self.q_strong = float(np.mean(ys))
+    def gain(self, emb, ok: bool = True) -> float:
+        "Expected quality gain of escalating after this cheap answer (a failed cheap call returns nothing: quality 0)."
+        if not ok: return self.q_strong
+        return float(predict_logistic(self.ws, emb)[0] - predict_logistic(self.wc, emb)[0])
+    def price(self, cost_coef: float, efficiency_coef: float = 0.0, n_called: int = 1, expected: int = 1) -> float:
+        "What one strong call costs in reward: its mean logged dollars at `cost_coef`, plus the efficiency penalty."
+        beyond = max(0, n_called + 1 - expected) - max(0, n_called - expected)
+        return cost_coef*self.lt.cost[self.strong] + efficiency_coef*beyond
+    def reset(self, env): pass
+    def act(self, env, obs, info):
+        from spindleflow_rl.env import encode_action
+        e = env.unwrapped; M = e.cfg.max_specialists; mask = info['action_mask']
+        slot = {sid: i for i, sid in enumerate(e.roster) if sid is not None}
+        c, s = slot.get(self.cheap), slot.get(self.strong)
+        called = {int(x) for x in e.dag.called}
+        if c is not None and c not in called and mask[c]: return encode_action(M, slots=[c])
+        if c is None or s is None or s in called or not mask[s]: return encode_action(M, stop=True)
+        g = self.gain(e.called_emb[c], bool(e.slot_call[c, 0] == 0.0))      # slot feature 0: the call failed
+        p = self.price(e.cost_coef, e.reward_cfg.efficiency_coef, len(called), e.task.expected_specialists)
+        return encode_action(M, slots=[s]) if g > p else encode_action(M, stop=True)
+
 # %% ../nbs/18_routers.ipynb #26797908
 def parse_sweep(spec: str) -> tuple[str, list]:
     "`'cost_coef=0,0.5,1'` -> ('cost_coef', [0.0, 0.5, 1.0]), with clear errors."
@@ -489,7 +530,8 @@ def _sweep_setup(checkpoint):
     return model, sec, be, run_dir, z
 
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
-    "Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves."
+    """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
+    `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
     from spindleflow_rl.evaluate import ModelPolicy, split_env_fn
     model, sec, be, run_dir, z = _sweep_setup(checkpoint)
     lo, hi = sec['env'].cost_coef_range
@@ -502,12 +544,15 @@ def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: 
                     (('cheapest', SingleRouter(lt.cheapest, 'cheapest')), ('strongest', SingleRouter(lt.strongest, 'strongest')),
                      ('oracle', OracleRouter(lt)))},
            'curves': {n: router_curve(r, lt, tasks, seed=seed, ref=ref) for n, r in (('knn', KNNRouter(lt)), ('cascade', CascadeRouter(lt)))}}
+    teacher = BayesCascadeTeacher(lt); res['teacher'] = []
     for c in coefs:
         fn = split_env_fn(split, sec['env'].replace(cost_coef_range=(c, c)), sec['reward'], sec['sim'], None, lambda: (be, None))
         plays = play_policy(fn(), ModelPolicy(model), tasks, seed)
         pt = {'cost_coef': c, **summarize(plays, lt, ref, seed), 'matched': matched(lt, tasks, plays, ref, seed)}
         res['points'].append(pt)
         if not quiet: print(fmt_point(pt), flush=True)
+        tp = play_policy(fn(), teacher, tasks, seed)            # the Bayes cascade at the same price, as a router
+        res['teacher'].append({'cost_coef': c, **summarize(tp, lt, ref, seed), 'matched': matched(lt, tasks, tp, ref, seed)})
     return res
 
 def fmt_point(p: dict) -> str:
@@ -521,7 +566,7 @@ def fmt_point(p: dict) -> str:
 
 # %% ../nbs/18_routers.ipynb #ec54f4d6
 def plot_sweep(res: dict, path=None, dpi: int = 72):
-    "Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by cost_coef) on the routers' curves."
+    "Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=72)
     e = res['ends']
@@ -535,6 +580,10 @@ def plot_sweep(res: dict, path=None, dpi: int = 72):
     P = res['points']
     a.plot([p['cost_usd'] for p in P], [p['quality'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
     b.plot([p['strong_call_rate'] for p in P], [p['pgr'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
+    T = res.get('teacher') or []
+    if T:
+        a.plot([p['cost_usd'] for p in T], [p['quality'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
+        b.plot([p['strong_call_rate'] for p in T], [p['pgr'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
     for p in P:
         a.annotate(f"{p['cost_coef']:g}", (p['cost_usd'], p['quality']), fontsize=7, xytext=(3, -9), textcoords='offset points')
     a.set_xlabel('cost per task (USD)'); a.set_ylabel('quality of the returned answer')

@@ -469,7 +469,8 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     if train.backend == 'sim': return SimulatedBackend(world, sim), None
     if train.backend == 'recorded':
         if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
-        return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim), None
+        return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim,
+                                                 quiet=not train.progress), None
     from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
     client = LLMClient(ocfg)

@@ -164,3 +164,16 @@ def test_demo_plays_the_shipped_policy_on_your_roster(roster, capsys):
     assert (d/'demo'/'report.md').exists() and 'headline (held-out return)' in capsys.readouterr().out
     assert demo_main(['--catalog', str(d/'missing.csv'), '--episodes', '4', '--out', str(d/'demo2')]) == 2
     assert 'missing.csv' in capsys.readouterr().err
+
+def test_eval_plays_the_shipped_policy_on_your_roster(roster, capsys):
+    "`spindleflow-eval --catalog FILE`: the report's episodes use only your specialists; no unseen-roster split when none is held out."
+    from spindleflow_rl.evaluate import main as eval_main
+    from spindleflow_rl.config import PACKAGE_DIR
+    d = roster; out = d/'ev'/'eval.json'
+    assert eval_main(['--checkpoint', str(PACKAGE_DIR/'assets'/'demo_policy.zip'), '--catalog', str(d/'acme.csv'), '--episodes', '3',
+                      '--record', '1', '--baselines', 'random,oracle,adaptive-planner', '--json', str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert set(rep['splits']) == {'train', 'heldout'}, rep['splits'].keys()
+    assert 'no unseen-roster split' in capsys.readouterr().out
+    rosters = [json.loads(l)['roster'] for l in (d/'ev'/'eval'/'episodes.jsonl').read_text().splitlines()]
+    assert rosters and {r for ro in rosters for r in ro if r} <= {'acme-fast', 'acme-deep'}
