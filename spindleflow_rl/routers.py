@@ -571,22 +571,22 @@ def plot_sweep(res: dict, path=None, dpi: int = 72):
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=72)
     e = res['ends']
     for n, c in res['curves'].items():
-        a.plot([p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
+        a.plot([1e3*p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
         b.plot([p['strong_call_rate'] for p in c], [p['pgr'] for p in c], marker='.', ms=4, lw=1, label=n)
-    a.plot([e['cheapest']['cost_usd'], e['strongest']['cost_usd']], [e['cheapest']['quality'], e['strongest']['quality']],
+    a.plot([1e3*e['cheapest']['cost_usd'], 1e3*e['strongest']['cost_usd']], [e['cheapest']['quality'], e['strongest']['quality']],
            color='grey', ls='--', lw=1, label='random')
     b.plot([0, 1], [0, 1], color='grey', ls='--', lw=1, label='random')
-    a.scatter([e['oracle']['cost_usd']], [e['oracle']['quality']], color='black', marker='x', label='oracle (hindsight)', zorder=3)
+    a.scatter([1e3*e['oracle']['cost_usd']], [e['oracle']['quality']], color='black', marker='x', label='oracle (hindsight)', zorder=3)
     P = res['points']
-    a.plot([p['cost_usd'] for p in P], [p['quality'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
+    a.plot([1e3*p['cost_usd'] for p in P], [p['quality'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
     b.plot([p['strong_call_rate'] for p in P], [p['pgr'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
     T = res.get('teacher') or []
     if T:
-        a.plot([p['cost_usd'] for p in T], [p['quality'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
+        a.plot([1e3*p['cost_usd'] for p in T], [p['quality'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
         b.plot([p['strong_call_rate'] for p in T], [p['pgr'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
     for p in P:
-        a.annotate(f"{p['cost_coef']:g}", (p['cost_usd'], p['quality']), fontsize=7, xytext=(3, -9), textcoords='offset points')
-    a.set_xlabel('cost per task (USD)'); a.set_ylabel('quality of the returned answer')
+        a.annotate(f"{p['cost_coef']:g}", (1e3*p['cost_usd'], p['quality']), fontsize=7, xytext=(3, -9), textcoords='offset points')
+    a.set_xlabel('cost per 1000 tasks (USD)'); a.set_ylabel('quality of the returned answer')
     b.set_xlabel('strong-model call rate'); b.set_ylabel('PGR')
     a.set_title(f"{res['split']}: {res['tasks']} tasks, each once", fontsize=9); b.set_title('at matched call rates', fontsize=9)
     b.legend(fontsize=7, loc='upper left'); a.legend(fontsize=7, loc='lower right')

@@ -9,7 +9,7 @@ from spindleflow_rl.config import ConfigError, EnvConfig
 from spindleflow_rl.embeddings import get_embedder
 from spindleflow_rl.routers import (make_two_model_log, LoggedTasks, router_table, router_scores, router_curve, reference,
                                     KNNRouter, CascadeRouter, HindsightOraclePolicy, play_policy, fit_logistic,
-                                    predict_logistic, pgr, parse_sweep, at_rate)
+                                    predict_logistic, pgr, parse_sweep, at_rate, BayesCascadeTeacher, summarize, matched)
 
 ASSETS = Path(str(ir.files('spindleflow_rl')/'assets'))
 
@@ -65,3 +65,38 @@ def test_hindsight_oracle_in_the_env(lt):
     plays = play_policy(env, HindsightOraclePolicy(), held)
     assert [p.task_id for p in plays] == [t.id for t in held]
     assert np.mean([p.quality for p in plays]) == pytest.approx(router_table(lt)['oracle']['quality'])
+
+def test_bayes_cascade_teacher_prices_escalation_and_reads_no_grade(lt):
+    from spindleflow_rl.env import SpindleFlowEnv
+    held = lt.tasks('heldout'); T = BayesCascadeTeacher(lt); ref = reference(lt, held)
+    rates = []
+    for c in (0, 150, 400):
+        env = SpindleFlowEnv(EnvConfig(split='heldout', cost_coef_range=(c, c)), backend=lt.backend, world=lt.world)
+        plays = play_policy(env, T, held)
+        assert all(p.calls and p.calls[0][0] == lt.cheapest for p in plays)            # always reads the cheap answer first
+        rates.append(summarize(plays, lt, ref)['strong_call_rate'])
+    assert rates[0] > 0.9 and rates[0] > rates[1] > rates[2] and rates[2] < 0.1
+    # flipping every held-out grade changes nothing the teacher decides on held-out answers (fitted on training tasks only)
+    texts = {t.text for t in held}; be = lt.backend
+    sw = RecordedOutcomesBackend(be.world, [{**r, 'quality': 1 - r['quality']} if r['task'] in texts else r for r in be.rows])
+    sw._emb = be._emb; T2 = BayesCascadeTeacher(LoggedTasks(sw))
+    embs = [lt.answer(lt.cheapest, lt.rows(t, lt.cheapest)[0]).embedding for t in held]
+    assert np.allclose([T.gain(e) for e in embs], [T2.gain(e) for e in embs])
+    assert T.price(100, 0.05, 1, 1) == pytest.approx(100*lt.cost[lt.strongest] + 0.05)
+
+def test_teacher_demonstrations_carry_the_episode_price(lt):
+    from spindleflow_rl.env import SpindleFlowEnv
+    from spindleflow_rl.imitation import collect_demonstrations
+    env = SpindleFlowEnv(EnvConfig(split='train', cost_coef_range=(0, 400)), backend=lt.backend, world=lt.world)
+    d = collect_demonstrations(env, BayesCascadeTeacher(lt), 12, seed=3)
+    scal = env.layout.slices['scalars']
+    coefs = d.obs[d.starts == 1][:, scal][:, -1]
+    assert len(set(np.round(coefs, 4))) == 12 and coefs.min() >= 0 and coefs.max() <= np.log1p(400) + 1e-5
+    assert {e - s for s, e in d.episodes()} <= {2, 3}                  # cheap call, then escalate or stop
+
+def test_shipped_sweep_beats_knn_below_full_escalation():
+    import json
+    res = json.loads((ASSETS/'two_model_sweep.json').read_text())
+    below = [p for p in res['points'] if 0.05 < p['strong_call_rate'] < 0.95]
+    assert len(below) >= 4 and res['teacher'] and 'warm_start' in res
+    assert all(p['pgr'] >= p['matched']['knn']['pgr'] for p in below)

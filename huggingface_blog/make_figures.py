@@ -1,0 +1,59 @@
+"""Regenerate every figure of huggingface_blog/blog_post.md from commands in this repository.
+
+    python huggingface_blog/make_figures.py                 # minutes: the shipped policy and the committed result files
+    python huggingface_blog/make_figures.py --episodes 100  # quicker, wider intervals
+    python huggingface_blog/make_figures.py --full          # also re-run the experiments behind the result files (hours on 2 cores)
+
+Figures go to huggingface_blog/figures/:
+- phases.png, pareto.png: `spindleflow-eval` of the shipped policy (spindleflow_rl/assets/demo_policy.zip, the main
+  command's run) on held-out tasks and the unseen roster, against every baseline;
+- learning_curve.png: the curriculum run of chapter 09 (spindleflow_rl/assets/learning_curve.json; `--full` re-runs it
+  through the chapter's `#| slow` cell);
+- transfer.png: chapter 19's zero-shot / fine-tuning / from-scratch curves (assets/transfer_result.json; `--full`
+  re-runs `spindleflow_rl.transfer.transfer_curve`);
+- cost_quality.png: chapter 18's cost-quality curve on the synthetic two-model log (assets/two_model_sweep.json;
+  `--full` re-runs `bench/two_model_sweep.py`).
+"""
+from __future__ import annotations
+import argparse, json, os, shutil, subprocess, sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT/'spindleflow_rl'/'assets'
+OUT = Path(__file__).resolve().parent/'figures'
+
+def sh(*cmd):
+    print('$', ' '.join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, cwd=ROOT)
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--episodes', type=int, default=500, help='evaluation episodes per policy and split (default: as the README)')
+    ap.add_argument('--full', action='store_true', help='re-run the experiments behind the committed result files first')
+    a = ap.parse_args(argv)
+    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
+    import matplotlib; matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    OUT.mkdir(parents=True, exist_ok=True)
+    if a.full:
+        sh(sys.executable, 'bench/two_model_sweep.py')
+        from spindleflow_rl.transfer import transfer_curve
+        transfer_curve(out=str(OUT/'runs'/'transfer'))
+    ev = OUT/'eval'
+    if ev.exists(): shutil.rmtree(ev)
+    sh('spindleflow-eval', '--checkpoint', ASSETS/'demo_policy.zip', '--episodes', a.episodes, '--split', 'heldout',
+       '--split', 'unseen-roster', '--json', ev/'eval.json', '--record', 1)
+    for f in ('phases.png', 'pareto.png'): shutil.copy(ev/'eval'/f, OUT/f)
+    from spindleflow_rl.train import plot_learning_curve
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    plot_learning_curve(json.loads((ASSETS/'learning_curve.json').read_text()), ax=ax)
+    fig.tight_layout(); fig.savefig(OUT/'learning_curve.png', dpi=110); plt.close(fig)
+    from spindleflow_rl.transfer import plot_transfer
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    plot_transfer(json.loads((ASSETS/'transfer_result.json').read_text()), ax=ax)
+    fig.tight_layout(); fig.savefig(OUT/'transfer.png', dpi=110); plt.close(fig)
+    from spindleflow_rl.routers import plot_sweep
+    plot_sweep(json.loads((ASSETS/'two_model_sweep.json').read_text()), path=OUT/'cost_quality.png', dpi=110)
+    print('figures:', ', '.join(sorted(p.name for p in OUT.glob('*.png'))))
+
+if __name__ == '__main__': main()
