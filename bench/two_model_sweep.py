@@ -14,7 +14,7 @@ which chapter 18 plots. Two ways to train (`--mode`):
   `--finetune N` then runs `spindleflow-train --init-from <bc run> --timesteps N` (PPO) and sweeps that run instead.
 - `ppo`: `spindleflow-train` alone (no warm start) for `--timesteps`, the earlier measurement.
 
-Seeded. On a shared CPU: about 4 minutes for `bc` (log embedding cached), 15 for `ppo` at 150k timesteps."""
+Seeded. On a shared CPU: about 7 minutes for `bc` (5 of them cloning; log embedding cached), 15 for `ppo` at 150k timesteps."""
 import argparse, json, subprocess, sys, time
 from pathlib import Path
 from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG

@@ -5,7 +5,7 @@
     python huggingface_blog/make_figures.py --full          # also re-run the experiments behind the result files (hours on 2 cores)
 
 Figures go to huggingface_blog/figures/:
-- phases.png, pareto.png: `spindleflow-eval` of the shipped policy (spindleflow_rl/assets/demo_policy.zip, the main
+- phases.png, pareto.png (and eval.md, their table): `spindleflow-eval` of the shipped policy (spindleflow_rl/assets/demo_policy.zip, the main
   command's run) on held-out tasks and the unseen roster, against every baseline;
 - learning_curve.png: the curriculum run of chapter 09 (spindleflow_rl/assets/learning_curve.json; `--full` re-runs it
   through the chapter's `#| slow` cell);
@@ -44,6 +44,7 @@ def main(argv=None):
     sh('spindleflow-eval', '--checkpoint', ASSETS/'demo_policy.zip', '--episodes', a.episodes, '--split', 'heldout',
        '--split', 'unseen-roster', '--json', ev/'eval.json', '--record', 1)
     for f in ('phases.png', 'pareto.png'): shutil.copy(ev/'eval'/f, OUT/f)
+    shutil.copy(ev/'eval.md', OUT/'eval.md'); shutil.rmtree(ev)       # keep the table the figures come from, not the episodes
     from spindleflow_rl.train import plot_learning_curve
     fig, ax = plt.subplots(figsize=(7, 3.6))
     plot_learning_curve(json.loads((ASSETS/'learning_curve.json').read_text()), ax=ax)

@@ -100,12 +100,19 @@ def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float
     return _record(env, teacher, episodes, seed, gamma, driver=model)
 
 # %% ../nbs/08a_imitation.ipynb #b10e38ab
-TEACHERS = ('adaptive-planner', 'subtask-planner')
+TEACHERS = ('adaptive-planner', 'subtask-planner', 'bayes-cascade')   # bayes-cascade: recorded logs only (chapter 18)
 
-def make_teacher(name: str):
-    "A chapter-07a planner by name."
+def make_teacher(name: str, env=None):
+    """A teacher by name: a chapter-07a planner, or on a recorded log (`env` given) chapter 18's cost-aware Bayes
+    cascade, fitted on the log's training tasks. Without `env` the name is only checked (`None` for the cascade)."""
     from spindleflow_rl.baselines import AdaptivePlannerPolicy, SubtaskPlannerPolicy
     if name not in TEACHERS: raise ConfigError(f"unknown imitation teacher {name!r}; use one of {TEACHERS} (or '' for none).")
+    if name == 'bayes-cascade':
+        if env is None: return None
+        if not hasattr(env.backend, 'index'):
+            raise ConfigError("the bayes-cascade teacher is fitted on a log: use it with --backend recorded --recorded LOG.")
+        from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher
+        return BayesCascadeTeacher(LoggedTasks(env.backend))
     return AdaptivePlannerPolicy() if name == 'adaptive-planner' else SubtaskPlannerPolicy()
 
 def warm_start(model, env, teacher: str = 'adaptive-planner', episodes: int = 4000, epochs: int = 30,
@@ -114,12 +121,12 @@ def warm_start(model, env, teacher: str = 'adaptive-planner', episodes: int = 40
     `dagger_rounds` DAgger rounds of `episodes // 2` policy-driven episodes each (adaptive planner only: it is
     stateless), each followed by `epochs // 2` passes over everything collected. Returns a summary."""
     import time
-    t0 = time.time(); tch = make_teacher(teacher)
+    t0 = time.time(); tch = make_teacher(teacher, env)
     demos = collect_demonstrations(env, tch, episodes, seed=seed)
     teacher_return = float(demos.episode_returns.mean())
     losses = behaviour_clone(model, demos, epochs, batch_episodes, lr, seed=seed)
     policy_returns = []
-    for r in range(dagger_rounds if teacher == 'adaptive-planner' else 0):
+    for r in range(dagger_rounds if teacher in ('adaptive-planner', 'bayes-cascade') else 0):   # the stateless teachers
         d = dagger_round(model, env, tch, max(1, episodes//2), seed=seed + (r + 1)*episodes)
         policy_returns.append(float(d.episode_returns.mean()))
         demos = concat_demonstrations(demos, d)

@@ -32,6 +32,7 @@ _WEEK = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Su
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.2f}".rstrip('0').rstrip('.')
 
+# %% ../nbs/18_routers.ipynb #9c28d20f
 def _question(subject: str, rng) -> tuple[str, str, float, list]:
     "(question, correct answer, difficulty in about [0, 4], wrong answers) for one subject."
     r = lambda a, b: int(rng.integers(a, b + 1))
@@ -132,6 +133,7 @@ def make_two_model_log(n_questions: int = 200, seed: int = 0, fail_rate: float =
                          'response': text if status == 'ok' else '', 'category': subj})
     return rows
 
+# %% ../nbs/18_routers.ipynb #eb4cd927
 TWO_MODEL_CATALOG = [
     dict(id='cheap-model', role='fast general assistant', domain='general', cost=0.00012, latency=1.6, reliability=0.99,
          capability='A small, fast general-purpose language model (gpt-4o-mini class): answers factual and arithmetic '
@@ -187,6 +189,7 @@ class LoggedTasks:
         _, emb, text = self.backend._answer(sid, r, self.world.cat_emb[self.world.index[sid]])
         return Answer(sid, r['status'], text, emb, r['cost_usd'], r['latency_s'])
 
+# %% ../nbs/18_routers.ipynb #19b3088d
 @dataclass
 class Play:
     "One task played by one policy or router: the calls in order, the returned answer's quality, the spend."
@@ -333,6 +336,7 @@ def at_rate(scores, rate: float) -> np.ndarray:
     esc = np.zeros(len(s), bool); esc[np.argsort(-s, kind='stable')[:k]] = True
     return esc
 
+# %% ../nbs/18_routers.ipynb #c3a4ee32
 class _Forced:
     "A router whose escalation decision is fixed per task (used to play a score-based router at a given call rate)."
     def __init__(self, router, esc: dict): self.router, self.esc, self.name = router, esc, router.name

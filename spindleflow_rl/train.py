@@ -96,6 +96,8 @@ def _check_train(t: TrainConfig):
     if t.imitation_teacher:
         from spindleflow_rl.imitation import make_teacher
         make_teacher(t.imitation_teacher)                  # a clear error for an unknown name, before the run folder
+        if t.imitation_teacher == 'bayes-cascade' and t.backend != 'recorded':
+            raise ConfigError("train.imitation_teacher 'bayes-cascade' is fitted on a log: use it with --backend recorded --recorded LOG.")
     for k in ('eval_episodes', 'paid_eval_episodes', 'torch_threads', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds'):
         if getattr(t, k) < 0: raise ConfigError(f"train.{k} must be >= 0, got {getattr(t, k)}.")
     if t.max_cost_usd < 0: raise ConfigError(f"train.max_cost_usd must be >= 0 (0: no limit), got {t.max_cost_usd}.")
@@ -868,6 +870,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--init-from', help="start from a trained policy: a checkpoint zip, a run folder, or 'demo' (the shipped policy)")
     ap.add_argument('--cost-coef', type=float, help='reward points per USD spent: the cost_penalty term (default 0: cost not in the reward)')
     ap.add_argument('--cost-coef-range', help='LO,HI: draw each episode\'s cost_coef in [LO, HI] and show it to the policy (one policy for every trade-off)')
+    ap.add_argument('--imitation-teacher', help="warm start: clone this teacher before PPO: adaptive-planner (default), subtask-planner, "
+                                                "bayes-cascade (recorded logs), or '' for none")
     ap.add_argument('--no-progress', action='store_true', help='no progress output')
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     return ap
@@ -878,7 +882,7 @@ def args_to_overrides(a) -> dict:
     if a.phase: t.update(curriculum=False, phase=a.phase)
     if a.curriculum: t['curriculum'] = True
     for k in ('timesteps', 'out', 'run_name', 'seed', 'n_envs', 'backend', 'recorded', 'tier', 'max_cost_usd', 'eval_episodes',
-              'device', 'vec_env', 'torch_threads', 'catalog', 'tasks', 'init_from'):
+              'device', 'vec_env', 'torch_threads', 'catalog', 'tasks', 'init_from', 'imitation_teacher'):
         v = getattr(a, k, None)
         if v is not None: t[k] = v
     if a.no_progress: t['progress'] = False

@@ -177,3 +177,17 @@ def test_eval_plays_the_shipped_policy_on_your_roster(roster, capsys):
     assert 'no unseen-roster split' in capsys.readouterr().out
     rosters = [json.loads(l)['roster'] for l in (d/'ev'/'eval'/'episodes.jsonl').read_text().splitlines()]
     assert rosters and {r for ro in rosters for r in ro if r} <= {'acme-fast', 'acme-deep'}
+
+def test_bayes_cascade_teacher_from_the_cli(roster, capsys):
+    "`--imitation-teacher bayes-cascade` clones chapter 18's cost-aware cascade on a log; on the simulator it is refused."
+    from spindleflow_rl.config import PACKAGE_DIR
+    d = roster; a = PACKAGE_DIR/'assets'
+    assert main(['--config', str(d/'tiny.yaml'), '--out', str(d), '--run-name', 'bc', '--no-progress', '--env-file', str(d/'no.env'),
+                 '--backend', 'recorded', '--recorded', str(a/'two_model_log.csv'), '--catalog', str(a/'two_model_catalog.csv'),
+                 '--cost-coef-range', '0,300', '--imitation-teacher', 'bayes-cascade', '--timesteps', '3200']) == 0
+    im = json.loads((d/'bc'/'imitation.json').read_text())
+    assert im['teacher'] == 'bayes-cascade' and im['episodes'] == 32 and im['dagger_rounds'] == 1 and im['loss_last'] < im['loss_first'], im
+    assert json.loads((d/'bc'/'config.json').read_text())['env']['cost_coef_range'] == [0.0, 300.0]
+    capsys.readouterr()
+    assert main(_args(d, '--imitation-teacher', 'bayes-cascade', '--timesteps', '32')) == 2
+    assert 'bayes-cascade' in capsys.readouterr().err
