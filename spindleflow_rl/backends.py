@@ -572,9 +572,10 @@ def task_bank_from_outcomes(rows, catalog: Catalog, heldout_fraction: float = 0.
 
 # %% ../nbs/05_backends.ipynb #271cc620
 def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: int = 256) -> np.ndarray:
-    """Embed many texts (a log's answers: tens of thousands) in batches with a progress bar (`progress`), cached on disk
-    as one array under `cache_dir` (default `$SPINDLEFLOW_CACHE/recorded`) keyed by the hash of the model id and the
-    texts, so loading the same log again reads one file."""
+    """Embed many texts (a log's answers: tens of thousands) in batches, with a progress bar when `progress` is set
+    and there is more than one batch. Cached on disk as one array under `cache_dir` (default
+    `$SPINDLEFLOW_CACHE/recorded`) keyed by the hash of the model id and the texts, so loading the same log again
+    reads one file."""
     import hashlib
     texts = list(texts)
     if not texts: return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
@@ -589,7 +590,7 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
         except (OSError, ValueError): pass                                 # unreadable: embed again
     from tqdm.auto import tqdm
     parts = [np.asarray(embedder.encode(texts[i:i + batch]), np.float32)
-             for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress)]
+             for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch)]
     E = np.concatenate(parts)
     try:
         f.parent.mkdir(parents=True, exist_ok=True); tmp = f.with_suffix(f'.{os.getpid()}.tmp.npy')

@@ -27,6 +27,18 @@ def test_timing_mask_and_tolerance():
     assert not chapters.same('5 specialists', '6 specialists')
     assert not chapters.same('held-out', 'training')
 
+def test_progress_bars_are_dropped_other_widgets_kept():
+    "A tqdm bar shows on a cold cache and not on a warm one, so it is dropped; any other widget still counts."
+    bar = {'output_type': 'display_data', 'data': {'application/vnd.jupyter.widget-view+json': {'model_id': 'a'},
+                                                   'text/plain': 'embedding log: 100%|##########| 3/3 [00:01<00:00, 2.1batch/s]'}}
+    other = {'output_type': 'display_data', 'data': {'application/vnd.jupyter.widget-view+json': {'model_id': 'b'},
+                                                     'text/plain': 'VBox(children=(IntSlider(value=0),))'}}
+    err = {'output_type': 'stream', 'name': 'stderr', 'text': '\rembedding log:  33%|###  | 1/3\rembedding log: 100%|#####| 3/3\n'}
+    line = {'output_type': 'stream', 'name': 'stdout', 'text': 'log.jsonl: 1 pairs\n'}
+    assert chapters.render([bar, err, line]) == chapters.render([line]) == 'log.jsonl: 1 pairs'
+    assert chapters.render([bar, other, line]) == '<widget>\nlog.jsonl: 1 pairs'
+    assert not chapters.same(chapters.render([other, line]), chapters.render([line]))
+
 def test_every_chapter_opens_in_colab():
     "Badge, guarded install cell and an export cell that is a no-op outside the repository (tools/colab_cells.py)."
     import colab_cells

@@ -8,7 +8,9 @@ cleared by `run` and ignored by `check`. `check` fails when a cell raises, when 
 or when a cell's fresh output differs from the saved one ("stale"). Before comparing, both sides are normalised:
 - a *timing line* (a number followed by a time or speed unit: `3.2 s`, `12 ms`, `715 timesteps/s`) is masked;
 - numbers are compared with a relative tolerance of 1e-3 (last-digit float noise between CPUs), text exactly;
-- an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels.
+- an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels;
+- a progress bar (tqdm, as a widget or as `NN%|` text) is dropped: whether one shows depends on what is cached on
+  the machine (a cold cache embeds, a warm one reads a file), not on the chapter.
 The kernel runs without `MPLBACKEND` so that `plt.show()` saves an inline PNG.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ UNITS = r'(?:ms|µs|us|ns|s|sec|secs|seconds?|min|mins|minutes?|h|it/s|steps/s|t
 TIMING = re.compile(r'\d(?:[\d,]*)(?:\.\d+)?\s*' + UNITS + r'(?![\w])')
 NUM = re.compile(r'[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?')
 ADDR = re.compile(r'0x[0-9a-fA-F]{6,}')
+PROGRESS = re.compile(r'\d+%\|')                       # tqdm: `desc:  40%|████      | 2/5 [00:01<00:01, ...]`
 
 def skipped(cell) -> bool: return cell.cell_type == 'code' and bool(SKIP.search(cell.source))
 def is_slow(cell) -> bool: return cell.cell_type == 'code' and bool(re.search(r'^#\|\s*slow\b', cell.source, re.M))
@@ -44,10 +47,14 @@ def render(outputs) -> str:
     "One string per cell: streams merged, rich outputs reduced to text, images and widgets to markers."
     parts = []
     for o in outputs:
-        if o.get('output_type') == 'stream': parts.append(o.get('text', ''))
+        d = o.get('data', {})
+        plain = d.get('text/plain', '')
+        if 'application/vnd.jupyter.widget-view+json' in d and PROGRESS.search(plain if isinstance(plain, str) else ''.join(plain)):
+            continue                                                      # a tqdm widget: transient, cache-dependent
+        if o.get('output_type') == 'stream':
+            parts.append('\n'.join(l for l in o.get('text', '').split('\n') if not PROGRESS.search(l)))
         elif o.get('output_type') == 'error': parts.append(f"<error {o.get('ename')}>\n")
         else:
-            d = o.get('data', {})
             if 'image/png' in d or 'image/svg+xml' in d: parts.append('<image>\n')
             elif 'application/vnd.jupyter.widget-view+json' in d: parts.append('<widget>\n')
             else:
