@@ -2,10 +2,19 @@
 # The project's test command (see README): sync checks, then every notebook's tests and the integration tests.
 #   bash tools/test.sh            fast default run
 #   bash tools/test.sh --slow     also the slow checks (full learning run, long benchmarks)
+#   bash tools/test.sh --workers N   N pytest processes (pytest-xdist; default 2, 1 runs them in this process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SLOW=0
-for a in "$@"; do case "$a" in --slow) SLOW=1;; *) echo "unknown option $a (use --slow)"; exit 2;; esac; done
+SLOW=0; WORKERS=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --slow) SLOW=1;;
+    --workers) WORKERS="${2:-}"; [ $# -gt 1 ] && shift;;
+    --workers=*) WORKERS="${1#--workers=}";;
+    *) echo "unknown option $1 (use --slow, --workers N)"; exit 2;;
+  esac; shift
+done
+case "$WORKERS" in ''|*[!0-9]*|0) echo "--workers needs a whole number >= 1, got '$WORKERS'"; exit 2;; esac
 export SPINDLEFLOW_CACHE="${SPINDLEFLOW_CACHE:-$PWD/.cache/spindleflow_rl}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false MPLBACKEND=Agg
 
@@ -28,4 +37,6 @@ python -c "import spindleflow_rl, gymnasium as gym; print('spindleflow_rl', spin
 echo "== 3/3 notebook tests and integration tests"
 args=(-q -p no:cacheprovider)
 if [ "$SLOW" = 1 ]; then args+=(--slow); fi
+# the tests are safe to run side by side: free ports, a temp folder each, atomic cache writes
+if [ "$WORKERS" -gt 1 ]; then args+=(-n "$WORKERS"); fi
 python -m pytest "${args[@]}" tests
