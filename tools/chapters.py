@@ -43,23 +43,20 @@ def execute(path, timeout: int = 900, run_slow: bool = False):
         if skipped(c) and not run_slow: c.outputs = []; c.execution_count = None
     return nb
 
+def _text(t) -> str: return t if isinstance(t, str) else ''.join(t)     # nbformat keeps text as a str or a list of lines
+
 def render(outputs) -> str:
-    "One string per cell: streams merged, rich outputs reduced to text, images and widgets to markers."
+    "One string per cell: streams merged, rich outputs reduced to text, images and widgets to markers, progress bars dropped."
     parts = []
     for o in outputs:
-        d = o.get('data', {})
-        plain = d.get('text/plain', '')
-        if 'application/vnd.jupyter.widget-view+json' in d and PROGRESS.search(plain if isinstance(plain, str) else ''.join(plain)):
-            continue                                                      # a tqdm widget: transient, cache-dependent
-        if o.get('output_type') == 'stream':
-            parts.append('\n'.join(l for l in o.get('text', '').split('\n') if not PROGRESS.search(l)))
-        elif o.get('output_type') == 'error': parts.append(f"<error {o.get('ename')}>\n")
-        else:
-            if 'image/png' in d or 'image/svg+xml' in d: parts.append('<image>\n')
-            elif 'application/vnd.jupyter.widget-view+json' in d: parts.append('<widget>\n')
-            else:
-                t = d.get('text/plain') or d.get('text/markdown') or d.get('text/html') or ''
-                parts.append((t if isinstance(t, str) else ''.join(t)) + '\n')
+        kind, d = o.get('output_type'), o.get('data', {})
+        widget = 'application/vnd.jupyter.widget-view+json' in d
+        if widget and PROGRESS.search(_text(d.get('text/plain', ''))): continue     # a tqdm widget: cache-dependent
+        if kind == 'stream': parts.append('\n'.join(l for l in _text(o.get('text', '')).split('\n') if not PROGRESS.search(l)))
+        elif kind == 'error': parts.append(f"<error {o.get('ename')}>\n")
+        elif 'image/png' in d or 'image/svg+xml' in d: parts.append('<image>\n')
+        elif widget: parts.append('<widget>\n')
+        else: parts.append(_text(d.get('text/plain') or d.get('text/markdown') or d.get('text/html') or '') + '\n')
     text = ADDR.sub('0x…', ''.join(parts))
     return '\n'.join('<timing>' if TIMING.search(line) else line.rstrip() for line in text.splitlines())
 
