@@ -1,79 +1,109 @@
 #!/usr/bin/env python
-"""Real-LLM training throughput against concurrency (issue 15): `spindleflow_rl.train.train` with the OpenAI backend
-(the real `openai` client over real HTTP) against its own loopback OpenAI-compatible server that answers every request
-after `--latency` seconds, for several `n_envs`, side by side in one run, with the speed-up over the first.
+"""Real-LLM training throughput against the number of environments (issues 15 and 22): `spindleflow_rl.train.train`
+with the OpenAI backend (the real `openai` client over real HTTP) against its own loopback OpenAI-compatible server
+that answers every request after `--latency` seconds, for 1, 8, 16, 32 and 64 environments, side by side in one run,
+with the speed-up over the first row and the share of the machine's CPU the run used.
 
-Each configuration trains a fresh run (tier 0, phase 1, no evaluation, PPO `n_steps` 16) on a fresh reply cache, so
-every reply is really requested; `timesteps/s` is the run's own figure from `train_summary.json` (rollouts and PPO
-updates together, model construction not included). A short warm-up run first fills the embedding cache with the
-server's answers so the first configuration does not pay for it alone. The vectorised env is `threads`
-(chapter 09a), with `--max-concurrency` requests in flight at most (default 64: no cap below 16 envs); `--vec-envs
-threads,dummy` also runs the one-after-another `DummyVecEnv` for comparison, `subproc` one process per env.
+Each configuration trains a fresh run (tier 0, phase 1, no evaluation, PPO `n_steps` 16, `--steps-per-env` timesteps
+per environment) on a fresh reply cache, so every reply is really requested; `timesteps/s` is the run's own figure
+from `train_summary.json` (rollouts and PPO updates together, model construction not included). A warm-up run first
+(the largest `n_envs`, the same seeds, no latency) fills the embedding cache with the server's answers, so the
+reference row does not pay for embedding them alone. `CPU share` is the process's CPU time (user + system, every
+thread: environments, policy, PPO update, and the loopback server, which a real deployment would not run) over
+`wall time x cores`, measured from the start to the end of `learn`: near 100% the run is CPU-bound and more
+environments cannot help. `batch` is the mean number of environments per policy call of the asynchronous collector.
 
-    python bench/bench_llm_concurrency.py                                   # 0.5 s per call, n_envs 1 4 8 16
-    python bench/bench_llm_concurrency.py --latency 0.2 --n-envs 1,8 --vec-envs threads,dummy
+    python bench/bench_llm_concurrency.py                                  # async, 0.5 s per call, 1 8 16 32 64 envs
+    python bench/bench_llm_concurrency.py --vec-envs async,threads         # and the lockstep threads, side by side
+    python bench/bench_llm_concurrency.py --latency 0.2 --n-envs 1,8 --steps-per-env 16
 """
-import argparse, json, os, shutil, sys, tempfile, time
+import argparse, json, os, resource, shutil, sys, tempfile, time
 from pathlib import Path
 
 os.environ.setdefault('TOKENIZERS_PARALLELISM', 'false')
 
 
-def run_one(server, n_envs, vec_env, timesteps, max_concurrency, root: Path, name: str) -> dict:
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime
+
+
+def meter():
+    "A callback measuring wall and CPU time of `learn`, and the async collector's policy calls."
+    from stable_baselines3.common.callbacks import BaseCallback
+    class Meter(BaseCallback):
+        def _on_training_start(self): self.t0, self.c0 = time.perf_counter(), cpu_seconds()
+        def _on_step(self): return True
+        def _on_training_end(self):
+            self.wall, self.cpu = time.perf_counter() - self.t0, cpu_seconds() - self.c0
+            self.stats = dict(getattr(self.training_env, 'stats', {}))
+    return Meter()
+
+
+def run_one(server, n_envs, vec_env, timesteps, max_concurrency, root: Path, name: str, torch_threads: int) -> dict:
     from spindleflow_rl.train import load_run_config, train
     cfg = load_run_config(None, {
         'train': {'backend': 'openai', 'tier': 0, 'curriculum': False, 'phase': 1, 'timesteps': timesteps, 'n_envs': n_envs,
                   'vec_env': vec_env, 'eval_episodes': 0, 'progress': False, 'checkpoint_every': 0, 'imitation_teacher': '',
-                  'out': str(root/'runs'), 'run_name': name, 'seed': 0},
+                  'out': str(root/'runs'), 'run_name': name, 'seed': 0, 'torch_threads': torch_threads},
         'ppo': {'n_steps': 16, 'batch_size': 16, 'n_epochs': 1},
         'openai': {'base_url': server.base_url, 'cache_dir': str(root/f'llm-{name}'), 'max_concurrency': max_concurrency,
-                   'timeout_s': 30.0}})
+                   'timeout_s': 60.0}})
     n0 = server.n_requests; server.max_in_flight = 0
-    run = train(cfg, quiet=True)
+    m = meter()
+    run = train(cfg, quiet=True, callbacks=[m])
     s = json.loads((run/'train_summary.json').read_text())
+    cores = os.cpu_count() or 1
+    calls = m.stats.get('policy_calls', 0)
     return {'n_envs': n_envs, 'vec_env': vec_env, 'timesteps': s['num_timesteps'], 'seconds': s['seconds'],
             'timesteps_per_s': s['timesteps_per_s'], 'requests': server.n_requests - n0, 'peak_in_flight': server.max_in_flight,
+            'cpu_share': m.cpu/max(m.wall*cores, 1e-9), 'cpu_s': m.cpu, 'batch': (m.stats['acted']/calls) if calls else None,
             'cost_usd': s['cost_usd']}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--latency', type=float, default=0.5, help='seconds the server takes to answer each request')
-    ap.add_argument('--n-envs', default='1,4,8,16', help='comma-separated n_envs values; the first is the reference')
-    ap.add_argument('--vec-envs', default='threads', help='comma-separated: threads, dummy, subproc')
+    ap.add_argument('--n-envs', default='1,8,16,32,64', help='comma-separated n_envs values; the first is the reference')
+    ap.add_argument('--vec-envs', default='async', help='comma-separated: async, threads, dummy (each runs every n_envs)')
     ap.add_argument('--steps-per-env', type=int, default=32, help='timesteps per env (two rollouts of 16 steps)')
     ap.add_argument('--min-timesteps', type=int, default=64, help='at least this many timesteps per configuration')
-    ap.add_argument('--max-concurrency', type=int, default=64, help='requests in flight at most (the limiter)')
+    ap.add_argument('--max-concurrency', type=int, default=256, help='requests in flight at most (the limiter): an API that allows hundreds')
+    ap.add_argument('--torch-threads', type=int, default=1, help='torch CPU threads (1: no OpenMP spinning against the env threads)')
     ap.add_argument('--json', help='write the table here as JSON too')
     a = ap.parse_args(argv)
     os.environ.setdefault('OPENAI_API_KEY', 'local-bench')           # the loopback server takes any key
     from spindleflow_rl.testing import ScriptedOpenAIServer
     ns = [int(x) for x in a.n_envs.split(',')]; kinds = [k.strip() for k in a.vec_envs.split(',')]
     root = Path(tempfile.mkdtemp(prefix='bench-llm-'))
-    rows = []
+    rows, load0 = [], os.getloadavg()
     try:
         with ScriptedOpenAIServer(usage=(400, 200)) as warm:           # warm-up: embeddings of the answers, imports
-            run_one(warm, 4, 'threads', 64, a.max_concurrency, root, 'warmup')
+            run_one(warm, max(ns), 'async', max(a.min_timesteps, max(ns)*a.steps_per_env), a.max_concurrency, root, 'warmup',
+                    a.torch_threads)
         with ScriptedOpenAIServer(usage=(400, 200), latency_s=a.latency) as srv:
             for kind in kinds:
                 for n in ns:
                     ts = max(a.min_timesteps, n*a.steps_per_env)
-                    r = run_one(srv, n, kind, ts, a.max_concurrency, root, f'{kind}-{n}')
+                    r = run_one(srv, n, kind, ts, a.max_concurrency, root, f'{kind}-{n}', a.torch_threads)
                     rows.append(r)
                     print(f"  {kind:8s} n_envs {n:3d}: {r['timesteps']:5d} timesteps in {r['seconds']:6.1f}s = "
-                          f"{r['timesteps_per_s']:6.2f} timesteps/s, {r['requests']} requests, peak {r['peak_in_flight']} in flight",
-                          flush=True)
+                          f"{r['timesteps_per_s']:6.2f} timesteps/s, {r['requests']} requests, peak {r['peak_in_flight']} in flight, "
+                          f"CPU {r['cpu_share']:.0%}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ref = rows[0]['timesteps_per_s']
-    print(f"\nserver latency {a.latency} s per request, {os.cpu_count()} CPU cores, max_concurrency {a.max_concurrency}\n")
-    print('| vec env | n_envs | timesteps | seconds | timesteps/s | speed-up | requests | peak in flight |')
-    print('|---|---|---|---|---|---|---|---|')
+    print(f"\nserver latency {a.latency} s per request, {os.cpu_count()} CPU cores, max_concurrency {a.max_concurrency}, "
+          f"torch threads {a.torch_threads}; load average before {load0[0]:.1f}, after {os.getloadavg()[0]:.1f} "
+          "(a load above the cores means other processes shared the machine)\n")
+    print('| vec env | n_envs | timesteps | seconds | timesteps/s | speed-up | requests | peak in flight | CPU share | batch |')
+    print('|---|---|---|---|---|---|---|---|---|---|')
     for r in rows:
         r['speedup'] = r['timesteps_per_s']/ref
+        batch = f"{r['batch']:.1f}" if r['batch'] else '-'
         print(f"| {r['vec_env']} | {r['n_envs']} | {r['timesteps']} | {r['seconds']:.1f} | {r['timesteps_per_s']:.2f} | "
-              f"{r['speedup']:.1f}x | {r['requests']} | {r['peak_in_flight']} |")
-    if a.json: Path(a.json).write_text(json.dumps({'latency_s': a.latency, 'rows': rows}, indent=2))
+              f"{r['speedup']:.1f}x | {r['requests']} | {r['peak_in_flight']} | {r['cpu_share']:.0%} | {batch} |")
+    if a.json: Path(a.json).write_text(json.dumps({'latency_s': a.latency, 'cores': os.cpu_count(), 'load_before': load0,
+                                                   'load_after': os.getloadavg(), 'rows': rows}, indent=2))
     return rows
 
 

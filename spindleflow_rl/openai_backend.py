@@ -22,8 +22,9 @@ _log = logging.getLogger(__name__)
 # %% auto #0
 __all__ = ['PROMPT_FIELDS', 'OPENAI_API_URL', 'OpenAIConfig', 'load_env_file', 'redact', 'PriceTable', 'fill', 'load_prompts',
            'normalise_base_url', 'ResponseCache', 'UsageMeter', 'RequestLimiter', 'shared_limiter', 'LLMCallFailed',
-           'LLMReply', 'estimate_tokens', 'parse_retry_after', 'classify_error', 'LLMClient', 'extract_json_objects',
-           'parse_judge_reply', 'OpenAIBackend', 'LLMJudge', 'make_judge_scorers', 'parse_plan', 'LLMPlannerPolicy']
+           'LLMReply', 'estimate_tokens', 'token_bound', 'parse_retry_after', 'classify_error', 'LLMClient',
+           'extract_json_objects', 'parse_judge_reply', 'OpenAIBackend', 'LLMJudge', 'make_judge_scorers', 'parse_plan',
+           'LLMPlannerPolicy']
 
 # %% ../nbs/05a_openai.ipynb #34e366dc
 @dataclass
@@ -389,6 +390,11 @@ def estimate_tokens(text: str) -> int:
     "The tokenizer-free estimate used where a server reports no usage: 4 characters per token, rounded up."
     return math.ceil(len(text)/4)
 
+def token_bound(messages: list) -> int:
+    """The most tokens a chat prompt can be billed for: one per UTF-8 byte of each message (a byte-level BPE token is
+    never shorter than a byte) plus 8 per message and 8 more for the chat format. A cost budget reserves this."""
+    return sum(len(str(m.get('content', '')).encode('utf-8')) + 8 for m in messages) + 8
+
 # %% ../nbs/05a_openai.ipynb #d248b9fb
 def parse_retry_after(headers) -> float | None:
     "Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date); `None` when absent or invalid."
@@ -447,9 +453,10 @@ class LLMClient:
         self._warned = set()
         self._clock = clock                                       # measures each attempt's latency
         self.limiter = limiter or shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
+        self.budget = None          # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
 
     def __getstate__(self):
-        d = self.__dict__.copy(); d['_client'] = None; d['_lock'] = None; d['limiter'] = None; return d
+        d = self.__dict__.copy(); d['_client'] = None; d['_lock'] = None; d['limiter'] = None; d['budget'] = None; return d
     def __setstate__(self, d):
         self.__dict__.update(d); self._lock = threading.Lock()
         self.limiter = shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
@@ -540,6 +547,7 @@ def _request(self, model: str, messages: list, params: dict, timeout_s, meters, 
     for attempt in range(self.cfg.max_retries + 1):
         err = None
         with self.limiter.slot(prompt_est + params[self.cfg.token_param]) as slot:
+            hold = None if self.budget is None else self.budget.reserve(self.prices.cost(model, token_bound(messages), params[self.cfg.token_param]))
             t0 = self._clock()
             try:
                 resp = self._openai().chat.completions.create(model=model, messages=messages,
@@ -551,6 +559,7 @@ def _request(self, model: str, messages: list, params: dict, timeout_s, meters, 
                 slot['used'] = pt + ct
             except Exception as e: err = e
             latency += self._clock() - t0
+            if hold is not None: self.budget.settle(hold, 0.0 if err is not None else self.prices.cost(model, pt, ct))
         if err is None: break
         count(requests=1, failed_requests=1)
         kind, retry, wait = classify_error(err, self.cfg, attempt)

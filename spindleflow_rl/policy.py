@@ -241,6 +241,11 @@ class SpindleFlowPPO(RecurrentPPO):
             self.rollout_buffer = SpindleFlowRolloutBuffer(self.n_steps, self.observation_space, self.action_space,
                                                            b.hidden_state_shape, self.device, gamma=self.gamma,
                                                            gae_lambda=self.gae_lambda, n_envs=self.n_envs)
+    def collect_rollouts(self, env, callback, rollout_buffer, n_rollout_steps: int) -> bool:
+        "A vec env that collects rollouts itself (`AsyncVecEnv`, chapter 09a: asynchronously) does; else sb3-contrib's loop."
+        if getattr(type(env), 'collect_rollouts', None) is not None:     # (a class attribute: wrappers do not forward it)
+            return env.collect_rollouts(self, callback, rollout_buffer, n_rollout_steps)
+        return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
 # %% ../nbs/08_policy.ipynb #9aff8899
 @dataclass

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig, PACKAGE_DIR, config_path,
                                    load_yaml, seed_everything)
-from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv
+from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv, AsyncVecEnv
 
 # %% auto #0
 __all__ = ['SECTIONS', 'SPEND_KIND', 'DEMO_POLICY_ZIP', 'LEARNING_CURVE', 'TrainConfig', 'file_sha256', 'pin_file',
@@ -39,8 +39,9 @@ class TrainConfig(ConfigBase):
     success_window: int = _f(500, 'number of recent episodes the success rate is measured over')
     min_phase_fraction: float = _f(0.1, 'least share of the timesteps spent in a phase before an early advance')
     n_envs: int = _f(16, 'parallel environments')
-    vec_env: str = _f('auto', 'dummy (one process, one env after another) | threads (all envs at once: for --backend openai) | '
-                      'subproc (one process per env) | auto (threads for openai; else subproc with > 2 cores, else dummy)')
+    vec_env: str = _f('auto', 'dummy (one process, one env after another) | threads (all envs at once, in lockstep) | async (each env '
+                      'steps as soon as the policy acted for it: for --backend openai) | subproc (one process per env) | '
+                      'auto (async for openai; else subproc with > 2 cores, else dummy)')
     seed: int = _f(0, 'seed of everything: envs, policy, sampling')
     out: str = _f('runs', 'output folder; the run folder is created inside it')
     run_name: str = _f('', 'run folder name (default: SpindleFlow-v0__<exp>__<seed>__<time>)')
@@ -507,7 +508,7 @@ def safe_start_method(system: str | None = None) -> str:
 # %% ../nbs/09_train.ipynb #91961394
 def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
     """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
-    `vec_env`: dummy | threads | subproc | auto (`resolve_vec_env`, chapter 09a)."""
+    `vec_env`: dummy | threads | async | subproc | auto (`resolve_vec_env`, chapter 09a)."""
     from stable_baselines3.common.vec_env import SubprocVecEnv
     from stable_baselines3.common.monitor import Monitor
     from spindleflow_rl.env import SpindleFlowEnv
@@ -522,10 +523,11 @@ def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_
             e.reset(seed=seed + i)
             return ResumableEnv(Monitor(e))
         return _init
-    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: threads for the OpenAI backend (chapter 09a)
+    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: async for the OpenAI backend (chapter 09a)
     fns = [make(i) for i in range(n_envs)]
     if kind == 'subproc': venv = SubprocVecEnv(fns, start_method=safe_start_method())
     elif kind == 'threads': venv = ThreadedVecEnv(fns)
+    elif kind == 'async': venv = AsyncVecEnv(fns)
     else: venv = FastDummyVecEnv(fns)
     venv.seed(seed)
     return venv
@@ -705,7 +707,7 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
     venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, world=world, vec_env=t.vec_env)   # validates the backend and its inputs
     if t.backend == 'openai' and t.n_envs > 1 and isinstance(venv, FastDummyVecEnv) and not quiet:
         print(f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests never "
-              "overlap; --vec-env threads (or auto) sends them together (see --max-concurrency).", flush=True)
+              "overlap; --vec-env async (or auto) sends them together (see --max-concurrency).", flush=True)
     tb = str(run_dir/'tb'); warm = None
     try:
         if checkpoint:
@@ -734,7 +736,8 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
     return _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, list(callbacks))
 
 # %% ../nbs/09_train.ipynb #f9a56303
-_VEC_NAMES = {'FastDummyVecEnv': 'one after another', 'ThreadedVecEnv': 'threads, all at once', 'SubprocVecEnv': 'one process each'}
+_VEC_NAMES = {'FastDummyVecEnv': 'one after another', 'ThreadedVecEnv': 'threads, all at once', 'SubprocVecEnv': 'one process each',
+              'AsyncVecEnv': 'asynchronous, each as soon as it is ready'}
 
 def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
     "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
@@ -743,7 +746,9 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
     tb = str(run_dir/'tb'); cur = state.curriculum
     suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"    # a resumed run never overwrites the earlier log
     model.set_logger(Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)]))
-    stats = EpisodeStatsCallback(state, t.max_cost_usd); ckcb = CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)
+    gate = venv.limit_spend(t.max_cost_usd - state.cost_usd) if t.max_cost_usd > 0 and hasattr(venv, 'limit_spend') else None
+    stats = EpisodeStatsCallback(state, 0.0 if gate else t.max_cost_usd)   # async: each request reserves its cost first (09a)
+    ckcb = CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)
     cbs = [stats, ckcb, *extra]
     if t.progress and not quiet: cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
     start = int(model.num_timesteps); remaining = t.timesteps - start
@@ -758,6 +763,7 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') and in_main else None
     try:
         model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
+        stats.stopped_for_cost = stats.stopped_for_cost or getattr(venv, 'stopped_for_cost', False)
         bad = check_finite(model)
         if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
                                      "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
@@ -861,7 +867,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--eval-episodes', type=int, help='episodes per policy and split for the evaluation after training '
                                                       '(0: skip; default 1000, or 50 with --backend openai)')
     ap.add_argument('--device', help='auto | cpu | cuda'); ap.add_argument('--vec-env', choices=VEC_ENVS,
-                                                                                  help='threads: every env at once (real LLMs); auto: threads with --backend openai')
+                                                                                  help='async: each env steps as soon as it is ready (real LLMs); threads: all at once, in lockstep; auto: async with --backend openai')
     ap.add_argument('--max-concurrency', type=int, help='requests in flight to the LLM server at once, all envs together (default 16)')
     ap.add_argument('--tokens-per-minute', type=int, help="the LLM account's token budget per minute, all envs together (default: no cap)")
     ap.add_argument('--torch-threads', type=int, help='torch CPU threads (pin it to reproduce a run bit for bit)')
