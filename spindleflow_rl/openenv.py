@@ -62,8 +62,8 @@ class SpindleFlowAction(Action):
                                           "per step", {'dup': str(dup)})
         return self
     def to_vector(self, M: int) -> np.ndarray:
-        "The action vector for a roster of `M` slots."
-        if self.vector is not None: return np.asarray(self.vector, np.float32)
+        "The action vector for a roster of `M` slots (a raw `vector` clipped to [-1, 1] first: 1e300 would overflow float32)."
+        if self.vector is not None: return np.clip(np.asarray(self.vector, np.float64), -1, 1).astype(np.float32)
         return encode_action(M, stop=self.stop, slots=self.slots, mode=self.mode, params=self.params)
 
 # %% ../nbs/13_openenv.ipynb #74f275c5

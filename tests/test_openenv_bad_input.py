@@ -5,6 +5,7 @@ the request-size limit (413 before the body is read: six 60 MB bodies at once le
 simultaneous clients every refused one is told "server at capacity"); and the command line (a bad port or host, a
 port in use: a one-line error, exit 2 or 1, no traceback). The server is checked healthy after every case."""
 import json, os, shutil, subprocess, sys, threading, time
+import numpy as np
 from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
@@ -12,6 +13,7 @@ from websockets.sync.client import connect
 from conftest import served_process
 
 from spindleflow_rl.openenv import SpindleFlowAction, SpindleFlowClient, free_port, largest_valid_request, MAX_REQUEST_BYTES
+from spindleflow_rl.env import SpindleFlowEnv, default_world
 
 MAX_SESSIONS = 4
 ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
@@ -100,6 +102,7 @@ HTTP_CASES = [
     ('step vector empty', '/step', '{"action": {"vector": []}}', JSON, 422, 'vector: the action vector must have 12 numbers'),
     ('step vector 13', '/step', '{"action": {"vector": ' + V('0')[:-1] + ', 0]}}', JSON, 422, 'must have 12 numbers (M+6 for a roster of M=6), got 13'),
     ('step vector nested', '/step', '{"action": {"vector": [[0]]}}', JSON, 422, 'action.vector[0]: Input should be a valid number'),
+    ('step vector 1e300', '/step', '{"action": {"vector": ' + V('1e300') + '}}', JSON, 409, 'send reset first'),   # finite: clipped, as in-process
     ('step params NaN', '/step', '{"action": {"slots": [0], "params": [NaN, 0, 0, 0]}}', JSON, 422, 'action.params[0]: Input should be a finite number'),
     ('step params -inf', '/step', '{"action": {"slots": [0], "params": [0, -Infinity, 0, 0]}}', JSON, 422, 'action.params[1]: Input should be a finite number'),
     ('step params 5', '/step', '{"action": {"slots": [0], "params": [5, 0, 0, 0]}}', JSON, 422, 'action.params[0]: Input should be less than or equal to 1'),
@@ -227,6 +230,19 @@ def test_websocket_bad_message_gets_error_and_session_goes_on(server, case, mess
         assert after['type'] == 'observation' and after['data']['observation']['step'] == 1
         ws.send('{"type": "state"}'); state = json.loads(ws.recv(timeout=60))
         assert state['type'] == 'state' and state['data']['task_id'] == first['data']['observation']['task_id']
+    assert_healthy(url, proc)
+
+
+def test_websocket_huge_finite_vector_is_clipped_as_in_process(server):
+    "1e300 is finite and valid (clipped to [-1, 1], as in-process); cast to float32 first it became inf and a server error."
+    url, proc = server
+    vec = [-1e300, 1e300, -1e300, 1e300, -1e300, -1e300, -1e300, 0.0, 1e300, -1e300, 0.5, -1e300]
+    env = SpindleFlowEnv(world=default_world()); env.reset(seed=5)
+    _, ref_r, *_ = env.step(np.clip(vec, -1, 1).astype(np.float32))
+    with connect(url.replace('http', 'ws') + '/ws', open_timeout=30) as ws:
+        ws.send(RESET({'seed': 5})); json.loads(ws.recv(timeout=60))
+        ws.send(STEP({'vector': vec})); r = json.loads(ws.recv(timeout=60))
+    assert r['type'] == 'observation' and r['data']['reward'] == ref_r
     assert_healthy(url, proc)
 
 
