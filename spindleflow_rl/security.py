@@ -150,6 +150,9 @@ class SandboxedOpenAIBackend(OpenAIBackend):
             raise ConfigError("SandboxedOpenAIBackend has no scratchpad for this episode; call attach_scratchpad(env) after "
                               "env.reset() (or wrap the env in SandboxWrapper).")
         return self.scratchpad
+    def on_reset(self, env) -> None:
+        "A fresh scratchpad for every episode, on the environment's new DAG and roster."
+        attach_scratchpad(env)
     def _attempt(self, run, sid, user, timeout):
         status, text = super()._attempt(run, sid, user, timeout)
         if status != 'ok': return status, text
