@@ -16,14 +16,12 @@ from .world import World, default_world
 from .env import SpindleFlowEnv
 from .policies import check_teacher
 
-DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'     # the shipped demo policy (trained in chapter 12)
-
 # %% auto #0
-__all__ = ['DEMO_POLICY', 'SECTIONS', 'SPLITS', 'SPEND_KIND', 'TrainConfig', 'file_sha256', 'pin_file', 'load_run_config',
-           'build_world', 'add_roster_args', 'with_roster', 'make_backend', 'FastDummyVecEnv', 'safe_start_method',
-           'make_vec_env', 'split_env_fn', 'spend_fields', 'spend_from', 'RunState', 'rng_state', 'set_rng_state',
-           'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash', 'prune_checkpoints',
-           'resolve_checkpoint', 'load_model', 'init_source']
+__all__ = ['SECTIONS', 'SPEND_KIND', 'SPLITS', 'DEMO_POLICY', 'TrainConfig', 'file_sha256', 'pin_file', 'load_run_config',
+           'build_world', 'add_roster_args', 'with_roster', 'spend_fields', 'spend_from', 'RunState', 'rng_state',
+           'set_rng_state', 'ResumableEnv', 'capture', 'restore', 'save_checkpoint', 'save_crash', 'prune_checkpoints',
+           'make_backend', 'FastDummyVecEnv', 'safe_start_method', 'make_vec_env', 'split_env_fn', 'resolve_checkpoint',
+           'load_model', 'init_source']
 
 # %% ../nbs/94_runs.ipynb #8abeeeff
 def _f(default, help, **kw):
@@ -197,89 +195,6 @@ def with_roster(train, catalog=None, tasks=None) -> TrainConfig:
     if tasks: t = t.replace(tasks=str(tasks), tasks_sha256='')
     return _pin_inputs(t)
 
-# %% ../nbs/94_runs.ipynb #61c436be
-def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
-    """The execution backend named by the config (`sim`, `recorded` or `openai`) and the extra tier scorers
-    (LLM judges for tiers 2 and 3 with the OpenAI backend). Returns `(backend, scorers)`."""
-    from spindleflow_rl.backends import SimulatedBackend, RecordedOutcomesBackend
-    if train.backend == 'sim': return SimulatedBackend(world, sim), None
-    if train.backend == 'recorded':
-        if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
-        return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim,
-                                                 quiet=not train.progress), None
-    from spindleflow_rl.llm import OpenAIConfig, LLMClient
-    from spindleflow_rl.openai_backend import make_judge_scorers
-    ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
-    client = LLMClient(ocfg)
-    from spindleflow_rl.security import SandboxedOpenAIBackend      # specialists read only their DAG ancestors (chapter 16)
-    return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
-
-# %% ../nbs/94_runs.ipynb #ad306cc2
-from stable_baselines3.common.vec_env import DummyVecEnv
-
-class FastDummyVecEnv(DummyVecEnv):
-    """`DummyVecEnv` without the deep copy of every step's infos. SB3 copies them because an env may reuse its
-    info dicts; `SpindleFlowEnv` builds fresh ones each step, and the copy of the per-step traces was about a
-    quarter of the training time."""
-    def step_wait(self):
-        for i in range(self.num_envs):
-            obs, self.buf_rews[i], terminated, truncated, info = self.envs[i].step(self.actions[i])
-            self.buf_dones[i] = terminated or truncated
-            info['TimeLimit.truncated'] = truncated and not terminated
-            if self.buf_dones[i]:
-                info['terminal_observation'] = obs
-                obs, self.reset_infos[i] = self.envs[i].reset()
-            self.buf_infos[i] = info
-            self._save_obs(i, obs)
-        return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), list(self.buf_infos)
-
-def safe_start_method(system: str | None = None) -> str:
-    """The multiprocessing start method for `vec_env: subproc`: `forkserver` on Linux (fork is unsafe once torch has
-    started threads), `spawn` on macOS (fork is unsafe there) and Windows (no fork)."""
-    system = system or platform.system()
-    return 'forkserver' if system == 'Linux' else 'spawn'
-
-# %% ../nbs/94_runs.ipynb #91961394
-def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
-    """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
-    `vec_env`: dummy | threads | subproc | auto (`resolve_vec_env`, chapter 09a)."""
-    from stable_baselines3.common.vec_env import SubprocVecEnv
-    from stable_baselines3.common.monitor import Monitor
-    train = cfg['train']
-    world = world or build_world(cfg)
-    env_cfg = cfg['env'].replace(phase=phase, tier=train.tier, **(env_overrides or {}))
-    def make(i):
-        def _init():
-            backend, scorers = make_backend(train, world, cfg['sim'], cfg.get('openai'))
-            e = SpindleFlowEnv(env_cfg, reward_config=cfg['reward'], sim_config=cfg['sim'], world=getattr(backend, 'world', world),
-                               backend=backend, scorers=scorers)
-            e.reset(seed=seed + i)
-            return ResumableEnv(Monitor(e))
-        return _init
-    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: threads for the OpenAI backend (chapter 09a)
-    fns = [make(i) for i in range(n_envs)]
-    if kind == 'subproc': venv = SubprocVecEnv(fns, start_method=safe_start_method())
-    elif kind == 'threads': venv = ThreadedVecEnv(fns)
-    else: venv = FastDummyVecEnv(fns)
-    venv.seed(seed)
-    return venv
-
-# %% ../nbs/94_runs.ipynb #cc586ae5
-SPLITS = {'train': dict(split='train', roster_split='train'), 'heldout': dict(split='heldout', roster_split='train'),
-          'unseen-roster': dict(split='heldout', roster_split='unseen')}
-
-def split_env_fn(split: str, env_cfg: EnvConfig | None = None, reward: RewardConfig | None = None, sim: SimConfig | None = None,
-                 world=None, backend_fn=None, phase: int = 0):
-    """A factory of fresh environments for an evaluation split (all phases by default). `backend_fn()` returns
-    `(backend, scorers)` for a non-default backend (see `make_backend`)."""
-    if split not in SPLITS: raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}.")
-    ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
-    def fn():
-        be, scorers = backend_fn() if backend_fn else (None, None)
-        return SpindleFlowEnv(ec, reward_config=reward, sim_config=sim, world=world or getattr(be, 'world', None), backend=be,
-                              scorers=scorers)
-    return fn
-
 # %% ../nbs/94_runs.ipynb #770b1f3f
 SPEND_KIND = {'sim': 'simulated', 'recorded': 'recorded', 'openai': 'real'}
 
@@ -449,6 +364,89 @@ def prune_checkpoints(folder: Path, keep: int):
     for z in zs[:-keep] if keep > 0 else []:
         if z.resolve() != target: z.unlink(missing_ok=True); z.with_suffix('.resume.pkl').unlink(missing_ok=True)
 
+# %% ../nbs/94_runs.ipynb #61c436be
+def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
+    """The execution backend named by the config (`sim`, `recorded` or `openai`) and the extra tier scorers
+    (LLM judges for tiers 2 and 3 with the OpenAI backend). Returns `(backend, scorers)`."""
+    from spindleflow_rl.backends import SimulatedBackend, RecordedOutcomesBackend
+    if train.backend == 'sim': return SimulatedBackend(world, sim), None
+    if train.backend == 'recorded':
+        if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
+        return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim,
+                                                 quiet=not train.progress), None
+    from spindleflow_rl.llm import OpenAIConfig, LLMClient
+    from spindleflow_rl.openai_backend import make_judge_scorers
+    ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
+    client = LLMClient(ocfg)
+    from spindleflow_rl.security import SandboxedOpenAIBackend      # specialists read only their DAG ancestors (chapter 16)
+    return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
+
+# %% ../nbs/94_runs.ipynb #ad306cc2
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+class FastDummyVecEnv(DummyVecEnv):
+    """`DummyVecEnv` without the deep copy of every step's infos. SB3 copies them because an env may reuse its
+    info dicts; `SpindleFlowEnv` builds fresh ones each step, and the copy of the per-step traces was about a
+    quarter of the training time."""
+    def step_wait(self):
+        for i in range(self.num_envs):
+            obs, self.buf_rews[i], terminated, truncated, info = self.envs[i].step(self.actions[i])
+            self.buf_dones[i] = terminated or truncated
+            info['TimeLimit.truncated'] = truncated and not terminated
+            if self.buf_dones[i]:
+                info['terminal_observation'] = obs
+                obs, self.reset_infos[i] = self.envs[i].reset()
+            self.buf_infos[i] = info
+            self._save_obs(i, obs)
+        return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), list(self.buf_infos)
+
+def safe_start_method(system: str | None = None) -> str:
+    """The multiprocessing start method for `vec_env: subproc`: `forkserver` on Linux (fork is unsafe once torch has
+    started threads), `spawn` on macOS (fork is unsafe there) and Windows (no fork)."""
+    system = system or platform.system()
+    return 'forkserver' if system == 'Linux' else 'spawn'
+
+# %% ../nbs/94_runs.ipynb #91961394
+def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
+    """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
+    `vec_env`: dummy | threads | subproc | auto (`resolve_vec_env`, chapter 09a)."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+    from stable_baselines3.common.monitor import Monitor
+    train = cfg['train']
+    world = world or build_world(cfg)
+    env_cfg = cfg['env'].replace(phase=phase, tier=train.tier, **(env_overrides or {}))
+    def make(i):
+        def _init():
+            backend, scorers = make_backend(train, world, cfg['sim'], cfg.get('openai'))
+            e = SpindleFlowEnv(env_cfg, reward_config=cfg['reward'], sim_config=cfg['sim'], world=backend.world,
+                               backend=backend, scorers=scorers)
+            e.reset(seed=seed + i)
+            return ResumableEnv(Monitor(e))
+        return _init
+    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: threads for the OpenAI backend (chapter 09a)
+    fns = [make(i) for i in range(n_envs)]
+    if kind == 'subproc': venv = SubprocVecEnv(fns, start_method=safe_start_method())
+    elif kind == 'threads': venv = ThreadedVecEnv(fns)
+    else: venv = FastDummyVecEnv(fns)
+    venv.seed(seed)
+    return venv
+
+# %% ../nbs/94_runs.ipynb #cc586ae5
+SPLITS = {'train': dict(split='train', roster_split='train'), 'heldout': dict(split='heldout', roster_split='train'),
+          'unseen-roster': dict(split='heldout', roster_split='unseen')}
+
+def split_env_fn(split: str, env_cfg: EnvConfig | None = None, reward: RewardConfig | None = None, sim: SimConfig | None = None,
+                 world=None, backend_fn=None, phase: int = 0):
+    """A factory of fresh environments for an evaluation split (all phases by default). `backend_fn()` returns
+    `(backend, scorers)` for a non-default backend (see `make_backend`)."""
+    if split not in SPLITS: raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}.")
+    ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
+    def fn():
+        be, scorers = backend_fn() if backend_fn else (None, None)
+        return SpindleFlowEnv(ec, reward_config=reward, sim_config=sim, world=world or getattr(be, 'world', None), backend=be,
+                              scorers=scorers)
+    return fn
+
 # %% ../nbs/94_runs.ipynb #5c403bea
 def resolve_checkpoint(path) -> tuple[Path, dict]:
     """Accept a run folder, a `latest.json` or a checkpoint zip; return (zip path, run state). The state has
@@ -494,7 +492,7 @@ def load_model(checkpoint, device: str = 'cpu'):
     return model, cfg, z
 
 # %% ../nbs/94_runs.ipynb #b6d50838
-DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'
+DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'     # the shipped demo policy (trained in chapter 12)
 
 def init_source(path) -> tuple[Path, dict]:
     "The checkpoint zip that `--init-from` names (`demo`: the shipped demo policy) and its run config (`{}` if none)."

@@ -181,7 +181,7 @@ def attach_scratchpad(env, max_chars: int = 4000, secrets=None) -> Scratchpad:
         secrets = [k for k in (key, os.environ.get('OPENAI_API_KEY')) if k]
     pad = Scratchpad(env.dag, env.roster, env.world.catalog, max_chars, secrets)
     env.scratchpad = pad
-    if hasattr(env.backend, 'scratchpad') or isinstance(env.backend, SandboxedOpenAIBackend): env.backend.scratchpad = pad
+    if isinstance(env.backend, SandboxedOpenAIBackend): env.backend.scratchpad = pad
     return pad
 
 # %% ../nbs/16_security.ipynb #42159709

@@ -175,7 +175,7 @@ def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
     t = cfg['train']; world = build_world(cfg)
     backend, scorers = make_backend(t, world, cfg['sim'], cfg.get('openai'))
     env = SpindleFlowEnv(cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier), reward_config=cfg['reward'],
-                         sim_config=cfg['sim'], world=getattr(backend, 'world', world), backend=backend, scorers=scorers)
+                         sim_config=cfg['sim'], world=backend.world, backend=backend, scorers=scorers)
     n = max(1, min(t.imitation_episodes, t.timesteps//100))   # never more than one teacher episode per 100 timesteps of PPO
     if not quiet: print(f"  warm start: cloning {t.imitation_teacher} from {n:,} training episodes", flush=True)
     out = warm_start(model, env, t.imitation_teacher, n, t.imitation_epochs, seed=t.seed + 1_000_000,
