@@ -519,8 +519,7 @@ def parse_sweep(spec: str) -> tuple[str, list]:
     return 'cost_coef', xs
 
 def _sweep_setup(checkpoint):
-    from spindleflow_rl.runs import load_model
-    from spindleflow_rl.runs import SECTIONS, TrainConfig, make_backend, build_world
+    from spindleflow_rl.runs import SECTIONS, TrainConfig, load_model, make_backend, build_world
     model, cfg, z = load_model(checkpoint)
     run_dir = Path(cfg.pop('_run_dir'))
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
