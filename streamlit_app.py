@@ -49,8 +49,9 @@ def baseline_policies() -> dict:
 
 def load_resources():
     "World (embedded catalog and tasks), the shipped policy and an environment of its shape (or the reason it cannot run)."
-    from spindleflow_rl.env import default_world, SpindleFlowEnv
-    from spindleflow_rl.demo import DEMO_POLICY
+    from spindleflow_rl.world import default_world
+    from spindleflow_rl.env import SpindleFlowEnv
+    from spindleflow_rl.runs import DEMO_POLICY
     from spindleflow_rl.export import load_policy, policy_env
     from spindleflow_rl.config import ConfigError
     from spindleflow_rl.embeddings import get_embedder
@@ -66,7 +67,7 @@ def play_all(world, model, env_cfg, task, roster, seed: int) -> dict:
     "Record the trained policy and every baseline on the same task, roster and seed: {name: spindleflow-episode/1 record}."
     from spindleflow_rl.env import SpindleFlowEnv
     from spindleflow_rl.replay import record_episode
-    from spindleflow_rl.evaluate import ModelPolicy
+    from spindleflow_rl.policies import ModelPolicy
     opts = {'task': task} if roster is None else {'task': task, 'roster': roster}
     pols = ({'trained policy': ModelPolicy(model, 'trained policy')} if model is not None else {}) | baseline_policies()
     return {n: record_episode(SpindleFlowEnv(env_cfg, world=world), p, seed, options=opts, name=n) for n, p in pols.items()}
@@ -112,7 +113,7 @@ def plan_markdown(ep: dict) -> str:
 
 
 def show_episode(st, name: str, ep: dict, key: str):
-    from spindleflow_rl.replay import dag_png, reward_png
+    from spindleflow_rl.render import dag_png, reward_png
     s = ep['summary']; T = len(ep['steps'])
     st.subheader(name)
     st.caption(f"return {s['return']:+.3f} · quality {s['specialist_score']:.3f} vs baseline {s['baseline_score']:.3f} · "

@@ -16,9 +16,11 @@ compares the adaptive planner with the same planner running every single call as
 import argparse, json, time
 import numpy as np
 from spindleflow_rl.config import SimConfig
-from spindleflow_rl.env import default_world
-from spindleflow_rl.baselines import AdaptivePlannerPolicy, RandomPolicy, OraclePolicy
-from spindleflow_rl.evaluate import split_env_fn, make_baselines, evaluate_split, fmt_normalised, BASELINES
+from spindleflow_rl.world import default_world
+from spindleflow_rl.policies import AdaptivePlannerPolicy, RandomPolicy, OraclePolicy
+from spindleflow_rl.runs import split_env_fn
+from spindleflow_rl.policies import make_baselines, BASELINES
+from spindleflow_rl.evaluate import evaluate_split, fmt_normalised
 
 FEATURES = ('dependencies', 'unreliability', 'latency_budget', 'conflicts')
 NOT_DEPLOYABLE = ('random', 'oracle')

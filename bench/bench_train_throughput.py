@@ -81,7 +81,7 @@ def real_env_factory():
     return lambda: gym.make('SpindleFlow-v0')
 
 
-from spindleflow_rl.train import FastDummyVecEnv   # the vec env spindleflow-train uses (no per-step info deepcopy)
+from spindleflow_rl.runs import FastDummyVecEnv   # the vec env spindleflow-train uses (no per-step info deepcopy)
 
 class TimedDummyVecEnv(FastDummyVecEnv):
     "The training vec env, adding up the seconds spent stepping and resetting the environments."

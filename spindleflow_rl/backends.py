@@ -4,85 +4,25 @@
 
 # %% ../nbs/05_backends.ipynb #8e355ace
 from __future__ import annotations
-import csv, json, math, os
+import csv, io, json, math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 from .config import ConfigError, SimConfig
+from .files import atomic_write_bytes
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
+from .world import World, fit_from_cosine
 from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_params   # appendix 93
 
 
 # %% auto #0
-__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'BASELINE_POLICIES', 'ANSWER_RULES', 'fit_from_cosine', 'World', 'ModeParams',
-           'CallResult', 'Conflict', 'StepResult', 'EpisodeContext', 'ExecutionBackend', 'EpisodeParams', 'SimState',
+__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'BASELINE_POLICIES', 'ANSWER_RULES', 'ModeParams', 'CallResult', 'Conflict',
+           'StepResult', 'EpisodeContext', 'ExecutionBackend', 'Backend', 'EpisodeParams', 'SimState',
            'combine_quality', 'deps_ready', 'call_outcomes', 'draw_conflicts', 'simulate_step', 'hidden_params',
            'generalist_baseline', 'output_embedding', 'SimulatedBackend', 'load_recorded_outcomes', 'recorded_index',
            'duplicate_report', 'task_category', 'task_bank_from_outcomes', 'embed_texts', 'RecordedOutcomesBackend']
-
-# %% ../nbs/05_backends.ipynb #071ea23b
-def fit_from_cosine(cos, lo: float = 0.12, hi: float = 0.32):
-    """Map the cosine between a capability and a subtask embedding to a fit in [0, 1]. Calibrated on the shipped
-    catalog and task bank: the median specialist scores a cosine of about 0.06 with a subtask (fit 0), the best
-    one about 0.27 (fit 0.75), the best tenth above 0.41 (fit 1)."""
-    return np.clip((np.asarray(cos, dtype=np.float32) - lo)/(hi - lo), 0.0, 1.0)
-
-@dataclass
-class World:
-    "Catalog + task bank + their embeddings, computed once and shared by every environment."
-    catalog: Catalog
-    bank: TaskBank
-    cat_emb: np.ndarray                 # (N, D) capability embeddings in catalog.ids order
-    task_emb: dict                      # task id -> (D,)
-    sub_emb: dict                       # task id -> (k, D)
-    model_id: str = ''
-    near_duplicate_threshold: float = 0.6   # held-out specialists: whole near-duplicate groups (chapter 02)
-    def __post_init__(self):
-        self.index = {sid: i for i, sid in enumerate(self.catalog.ids)}
-        self.train_ids, self.heldout_ids = self.catalog.split(self.near_duplicate_threshold, embeddings=self.cat_emb)
-        self.generalist_idx = np.array([self.index[s.id] for s in self.catalog.specialists if s.generalist], dtype=int)
-        self.emb_dim = int(self.cat_emb.shape[1])
-        specs = self.catalog.specialists                      # per-specialist arrays, so a reset is a few gathers
-        self.rel = np.array([s.reliability for s in specs]); self.cost = np.array([s.cost_per_call for s in specs])
-        self.lat_mu = np.array([s.latency_mean for s in specs])
-        self.lat_sigma = np.array([max(0.05, s.latency_std/s.latency_mean) for s in specs])
-        self.fb_idx = np.array([self.index[s.fallbacks[0]] if s.fallbacks else -1 for s in specs])
-        held = set(self.heldout_ids)                          # in training, fallback chains skip held-out specialists
-        first = [next((f for f in self.catalog.fallback_chain(s.id) if f not in held), None) for s in specs]
-        self.train_fb_idx = np.array([self.index[f] if f else -1 for f in first])
-        self.domain = [s.domain for s in specs]
-        self._task_cache = {}; self._param_tables = {}
-
-# %% ../nbs/05_backends.ipynb #9ab02c2e
-@patch_into(World)
-def task_arrays(self, task: Task) -> dict:
-    """Per-task arrays computed once: dependency matrix, the fit of every catalog specialist to every subtask, and
-    the fit of every specialist's first fallback (zero without one)."""
-    c = self._task_cache.get(task.id)
-    if c is None:
-        k = len(task.subtasks); deps = np.zeros((k, k), bool)
-        for j, st in enumerate(task.subtasks):
-            for i in st.depends_on: deps[j, i] = True
-        fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
-        c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
-        for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
-            has_fb = fb >= 0; c[key] = fit_all[np.where(has_fb, fb, 0)]*has_fb[:, None]
-        self._task_cache[task.id] = c
-    return c
-
-@patch_into(World)
-def gram(self) -> np.ndarray:
-    "(N, N) dot products of the capability embeddings (the overlap between specialists), computed once."
-    g = self.__dict__.get('_gram')
-    if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
-    return g
-
-@patch_into(World)
-def fallback_index(self, train_only: bool = False) -> np.ndarray:
-    "Catalog index of each specialist's fallback (-1: none); `train_only` skips held-out specialists in the chain."
-    return self.train_fb_idx if train_only else self.fb_idx
 
 # %% ../nbs/05_backends.ipynb #4e9414c8
 @patch_into(World)
@@ -99,41 +39,6 @@ def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
         rows = np.stack([rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc]*has_fb, self.cost[fbc]*has_fb])
         t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
     return t
-
-# %% ../nbs/05_backends.ipynb #22840c91
-@patch_into(World, cls_method=True)
-def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
-    "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
-    if embedder is None:
-        from spindleflow_rl.embeddings import get_embedder
-        embedder = get_embedder()
-    catalog = catalog or Catalog.default()
-    bank = bank or TaskBank.default()
-    cat_emb = catalog.embeddings(embedder).astype(np.float32)
-    tasks = bank.tasks()
-    texts = [t.text for t in tasks] + [s.text for t in tasks for s in t.subtasks]
-    embs = embedder.encode(texts).astype(np.float32)
-    task_emb, sub_emb, i = {}, {}, len(tasks)
-    for n, t in enumerate(tasks):
-        task_emb[t.id] = embs[n]
-        sub_emb[t.id] = embs[i:i+len(t.subtasks)]; i += len(t.subtasks)
-    return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
-
-@patch_into(World)
-def add_task(self, task: Task, embedder):
-    "Embed and register a task that is not in the bank (e.g. from `TaskDecomposer`)."
-    self.task_emb[task.id] = embedder.encode([task.text])[0].astype(np.float32)
-    self.sub_emb[task.id] = embedder.encode([s.text for s in task.subtasks]).astype(np.float32)
-    return task
-
-@patch_into(World)
-def spec_emb(self, ids) -> np.ndarray:
-    "Capability embeddings of specialist ids (`None` -> zero row)."
-    if None not in ids: return self.cat_emb.take(np.array([self.index[sid] for sid in ids], np.intp), 0)
-    out = np.zeros((len(ids), self.emb_dim), np.float32)
-    for r, sid in enumerate(ids):
-        if sid is not None: out[r] = self.cat_emb[self.index[sid]]
-    return out
 
 # %% ../nbs/05_backends.ipynb #7b3280fd
 MODES = ('sequential', 'parallel', 'debate')
@@ -196,14 +101,34 @@ class EpisodeContext:
     roster_emb: np.ndarray             # (M, D)
     roster_split: str = 'all'          # 'train': fallback chains skip held-out specialists (they stay unseen)
 
+# %% ../nbs/05_backends.ipynb #9a70d330
 @runtime_checkable
 class ExecutionBackend(Protocol):
-    "Carries out the orchestrator's decisions. Implementations: simulated, recorded outcomes, OpenAI."
+    "Carries out the orchestrator's decisions. Implementations: simulated, recorded outcomes, OpenAI (all extend `Backend`)."
     name: str
+    world: World
     def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None: ...
     def execute(self, slots: Sequence[int], mode: str, params: ModeParams, rng: np.random.Generator) -> StepResult: ...
     def coverage(self) -> np.ndarray: ...
     def baseline(self) -> dict: ...
+    def conflict_multiplier(self) -> float: ...
+    def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None: ...
+    def on_reset(self, env) -> None: ...
+    def spent_usd(self) -> float | None: ...
+
+class Backend:
+    "The hooks of `ExecutionBackend` with the answers of a backend that does not have the feature."
+    def conflict_multiplier(self) -> float:
+        "Quality multiplier of this episode's unresolved conflicts, read by the reward at the end (1.0: no conflicts)."
+        return 1.0
+    def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None:
+        "Specialist ids a roster for `task` may be drawn from; `None`: the environment's roster split of the catalog."
+        return None
+    def on_reset(self, env) -> None:
+        "Called at the end of the environment's reset (the episode's DAG and roster exist): nothing to attach."
+    def spent_usd(self) -> float | None:
+        "Money spent so far, over all episodes, by this backend's own meter; `None`: the environment adds up the calls' costs."
+        return None
 
 # %% ../nbs/05_backends.ipynb #3adfcb11
 @dataclass
@@ -431,7 +356,7 @@ def output_embedding(v, sub_emb, cap_emb, w_cap: float = 0.35):
 # %% ../nbs/05_backends.ipynb #3bc34f02
 _STATUS = ('ok', 'timeout', 'error')
 
-class SimulatedBackend:
+class SimulatedBackend(Backend):
     "Offline, deterministic-per-seed backend (demo mode). See the chapter text for the model."
     name = 'sim'
     def __init__(self, world: World, sim: SimConfig | None = None):
@@ -593,8 +518,8 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
              for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch)]
     E = np.concatenate(parts)
     try:
-        f.parent.mkdir(parents=True, exist_ok=True); tmp = f.with_suffix(f'.{os.getpid()}.tmp.npy')
-        np.save(tmp, E); os.replace(tmp, f)
+        f.parent.mkdir(parents=True, exist_ok=True); buf = io.BytesIO(); np.save(buf, E)
+        atomic_write_bytes(f, buf.getvalue(), fsync=False)                 # a cache: appendix 95, no fsync
     except OSError: pass                                                   # a read-only cache only costs speed
     return E
 
@@ -611,7 +536,7 @@ class _KnownEmbedder:
 BASELINE_POLICIES = ('cheapest', 'generalist')
 ANSWER_RULES = ('last', 'judge')
 
-class RecordedOutcomesBackend:
+class RecordedOutcomesBackend(Backend):
     "Replays logged outcomes: quality, cost, latency, status and answer text per (task, specialist)."
     name = 'recorded'
     def __init__(self, world: World, rows: list[dict], sim: SimConfig | None = None, embedder=None,

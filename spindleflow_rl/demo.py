@@ -9,22 +9,23 @@ from pathlib import Path
 import numpy as np
 from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig
 from .rewards import REWARD_TERMS
+from .runs import DEMO_POLICY     # the shipped demo policy
 
 
 # %% auto #0
-__all__ = ['DEMO_POLICY', 'DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
+__all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
            'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo', 'demo_figures',
            'demo_headline', 'build_demo', 'print_demo', 'show_demo', 'main']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
-DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'
 DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
 DEMO_RUN = 'demo_run'
 
 def train_demo_run(out, timesteps: int = 16_384, n_envs: int = 8, seed: int = 0, ppo: dict | None = None,
                    quiet: bool = False) -> Path:
     "Train (or resume, or reuse) a short curriculum run in demo mode under `out/demo_run`; return the run folder."
-    from spindleflow_rl.train import load_run_config, train
+    from spindleflow_rl.runs import load_run_config
+    from spindleflow_rl.train import train
     run = Path(out)/DEMO_RUN
     tr = {'timesteps': int(timesteps), 'n_envs': int(n_envs), 'seed': int(seed), 'out': str(out), 'run_name': DEMO_RUN,
           'backend': 'sim', 'eval_episodes': 0, 'progress': not quiet, 'checkpoint_every': max(1024, int(timesteps)//4)}
@@ -47,8 +48,8 @@ def demo_checkpoint(checkpoint=None, out='demo_out', **train_kw) -> tuple[Path, 
 def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=None, tasks=None):
     """(trained model, untrained model of the same architecture, run config dict, checkpoint zip). `catalog`/`tasks`
     (files, chapter 09's `--catalog`/`--tasks`) replace the run's own roster and task bank."""
-    from spindleflow_rl.train import with_roster
-    from spindleflow_rl.evaluate import load_model
+    from spindleflow_rl.runs import with_roster
+    from spindleflow_rl.runs import load_model
     from spindleflow_rl.policy import make_model, infer_max_specialists
     from spindleflow_rl.env import SpindleFlowEnv
     model, cfg, z = load_model(checkpoint, device)
@@ -63,21 +64,21 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=Non
 # %% ../nbs/12_demo.ipynb #41b3dabc
 def _demo_env_fn(cfg: dict):
     "Held-out environments of the trained model's shape, reward and simulator settings."
-    from spindleflow_rl.evaluate import split_env_fn
-    from spindleflow_rl.train import build_world
+    from spindleflow_rl.runs import split_env_fn
+    from spindleflow_rl.runs import build_world
     return split_env_fn('heldout', EnvConfig.from_dict(cfg['env']), RewardConfig.from_dict(cfg.get('reward') or {}),
                         SimConfig.from_dict(cfg.get('sim') or {}), world=build_world(cfg))
 
 def _demo_policies(model, untrained, seed: int, baselines) -> dict:
     "Fresh policy objects: the untrained and the trained model, then the scripted baselines."
-    from spindleflow_rl.evaluate import ModelPolicy, make_baselines
+    from spindleflow_rl.policies import ModelPolicy, make_baselines
     return {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'), **make_baselines(seed, baselines)}
 
 def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines,
                   quiet: bool = False) -> tuple[dict, dict]:
     "Evaluate every policy on the same held-out episodes; write `report.json` and the table of `report.md`. (report, returns)"
     from spindleflow_rl.evaluate import evaluate_split, markdown_table
-    from spindleflow_rl.train import atomic_write_json
+    from spindleflow_rl.files import atomic_write_json
     model, untrained = models; out = Path(out); out.mkdir(parents=True, exist_ok=True)
     if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True)
     returns = {}
@@ -252,10 +253,10 @@ def main(argv=None):
     ap.add_argument('--n-envs', type=int, default=8, help='parallel environments of that training run')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--device', default='cpu', help='cpu | cuda | auto (evaluation)')
-    from spindleflow_rl.train import add_roster_args
+    from spindleflow_rl.runs import add_roster_args
     add_roster_args(ap)                                     # --catalog / --tasks: play on your own roster and tasks
     a = ap.parse_args(argv)
-    from spindleflow_rl.openai_backend import load_env_file
+    from spindleflow_rl.llm import load_env_file
     load_env_file('.env')                                   # as every CLI: .env first, shell variables win
     os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
     try:

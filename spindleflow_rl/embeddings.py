@@ -4,12 +4,13 @@
 
 # %% ../nbs/01_embeddings.ipynb #04b2c68f
 from __future__ import annotations
-import hashlib, inspect, io, os, re, tempfile, threading
+import hashlib, inspect, io, os, re, threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Sequence
 import numpy as np
 from .config import ConfigError, default_cache_dir, patch_into
+from .files import atomic_write_bytes
 
 # %% auto #0
 __all__ = ['DEFAULT_MODEL', 'DEFAULT_DIM', 'hf_hub_cache_dir', 'hf_cache_model_path', 'packaged_model_path', 'resolve_model_path',
@@ -128,25 +129,15 @@ def get(self, text: str) -> np.ndarray | None:
 # %% ../nbs/01_embeddings.ipynb #d926ebb9
 @patch_into(EmbeddingDiskCache)
 def put(self, text: str, vec: np.ndarray) -> bool:
-    "Write atomically (temp file in the same folder, then `os.replace`); `False` if the disk refused it."
+    "Write atomically (`atomic_write_bytes`, appendix 95; a cache, so no fsync); `False` if the disk refused it."
     vec = np.ascontiguousarray(vec, dtype=np.float32)
     target = self.path(text)
     d = target.parent
     try:
         if d not in self._made: d.mkdir(parents=True, exist_ok=True); self._made.add(d)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix='.tmp-', suffix='.npy')
+        atomic_write_bytes(target, self._header(len(vec)) + vec.tobytes(), fsync=False)
     except OSError: return False
-    done = False
-    try:
-        with os.fdopen(fd, 'wb') as f: f.write(self._header(len(vec)) + vec.tobytes())
-        os.replace(tmp, target)
-        done = True
-    except OSError: pass
-    finally:
-        if not done:
-            try: os.unlink(tmp)
-            except OSError: pass
-    return done
+    return True
 
 # %% ../nbs/01_embeddings.ipynb #606de633
 def _check_texts(texts, who: str) -> list[str]:

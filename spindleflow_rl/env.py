@@ -12,23 +12,16 @@ from .config import (EnvConfig, RewardConfig, SimConfig, ObsLayout, ConfigError,
                                    COST_COEF_SCALAR, check_cost_coef_range)
 from .catalog import patch_into
 from .dag import DelegationDAG
-from .audit import explanation_verified
+from .explain import explanation_verified
 from .tasks import Task
-from .backends import (World, SimulatedBackend, EpisodeContext, ModeParams, MODES, ExecutionBackend,
-                                     fit_from_cosine)
+from .world import World, default_world, fit_from_cosine
+from .backends import SimulatedBackend, EpisodeContext, ModeParams, MODES, ExecutionBackend
 from .rewards import (RewardCalculator, ConsistencyTracker, TierCascade, EpisodeRecord, zero_terms,
                                     overrun_fraction, REWARD_TERMS, subtask_scores, subtask_scores_each)
+from .render import render_ansi, render_frame
 
 # %% auto #0
-__all__ = ['default_world', 'decode_mode', 'encode_action', 'SpindleFlowEnv']
-
-# %% ../nbs/07_env.ipynb #75d99624
-_WORLD = None
-def default_world() -> World:
-    "The shared default `World` (shipped catalog and task bank, real MiniLM embeddings), built on first use."
-    global _WORLD
-    if _WORLD is None: _WORLD = World.build()
-    return _WORLD
+__all__ = ['decode_mode', 'encode_action', 'SpindleFlowEnv']
 
 # %% ../nbs/07_env.ipynb #eb474a3e
 def decode_mode(x: float) -> str:
@@ -128,7 +121,8 @@ def __init__(self, config: EnvConfig | dict | None = None, *, reward_config: Rew
     self.backend = backend or SimulatedBackend(self.world, self.sim_cfg)
     if not isinstance(self.backend, ExecutionBackend):
         raise ConfigError(f"backend {type(self.backend).__name__} does not implement ExecutionBackend "
-                          "(begin_episode, execute, coverage, baseline).")
+                          "(begin_episode, execute, coverage, baseline and the hooks of chapter 05); extend spindleflow_rl.backends.Backend "
+                          "for the hooks' defaults.")
     M, D = self.cfg.max_specialists, self.world.emb_dim
     if D != self.cfg.emb_dim: self.cfg = self.cfg.replace(emb_dim=D)
     self.scalar_names = SCALAR_FEATURES + ((COST_COEF_SCALAR,) if self.cost_range else ())
@@ -178,7 +172,8 @@ def n_task_categories(self) -> int:
 @patch_into(SpindleFlowEnv)
 def roster_pool(self, task: Task) -> list:
     "Specialist ids a roster may be drawn from: the backend's own list (recorded logs) or the roster split."
-    if hasattr(self.backend, 'specialists_for'): return self.backend.specialists_for(task, self.cfg.roster_split)
+    pool = self.backend.specialists_for(task, self.cfg.roster_split)
+    if pool is not None: return pool
     rs = self.cfg.roster_split
     return self.world.train_ids if rs == 'train' else self.world.heldout_ids if rs == 'unseen' else list(self.world.catalog.ids)
 
@@ -343,9 +338,7 @@ def reset(self, *, seed: int | None = None, options: dict | None = None):
     self.backend.begin_episode(self.ctx, self.np_random)       # the hidden world: true fits, who will fail
     self.budget = float(task.latency_budget_s) if self.sim_cfg.latency_budget else float('inf')
     self._fresh_dag(roster)
-    if hasattr(self.backend, 'scratchpad'):              # a sandboxed backend (chapter 16): a fresh scratchpad per episode
-        from spindleflow_rl.security import attach_scratchpad
-        attach_scratchpad(self)
+    self.backend.on_reset(self)                          # e.g. the sandboxed backend's fresh scratchpad (chapter 16)
     self._reset_counters()
     self.cost_coef = self._draw_cost_coef()
     self._first_observation(task, sub, ts)
@@ -497,7 +490,7 @@ def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = Non
     "Score the finished episode; add the end-of-episode terms to `terms` and its summary to `info`."
     self._done = True
     q = self.backend.coverage()                      # the hidden quality: read only here, for the reward
-    cm = self.backend.conflict_multiplier() if hasattr(self.backend, 'conflict_multiplier') else 1.0
+    cm = self.backend.conflict_multiplier()
     rec = EpisodeRecord(self.task, self.sub_emb, q, cm, self.outputs, self.backend.baseline())
     judges = [getattr(x, 'judge', None) for x in self.cascade.scorers.values()]
     spent0 = sum(getattr(j, 'cost_usd', 0.0) for j in judges)
@@ -506,7 +499,7 @@ def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = Non
     path = '>'.join(self.path) or 'none'
     cons = self.consistency.update(self.task.category, path, n_categories=self.n_task_categories())
     # the explanation bonus is paid only when the explanation generated from the trace justifies every decision
-    # and is verified against it (chapter 15): the audit reads only what a deployment observes
+    # and is verified against it (chapter 07c): the check reads only what a deployment observes
     auditable = (explicit and self.n_invalid == 0 and len(self.path) > 0
                  and explanation_verified(self, pending=ev, explicit=explicit))
     tt = self.rewards.terminal_terms(specialist_score=sc['specialist_score'], baseline_score=sc['baseline_score'],
@@ -554,7 +547,7 @@ def spent_usd(self) -> float:
     """Money this environment has spent so far, over all its episodes: the backend's own meter when it has one
     (the OpenAI backend: specialist and baseline calls, cached replies free) plus the LLM judges; the simulated
     backend reports the simulated cost of its calls. `--max-cost-usd` watches this."""
-    b = getattr(self.backend, 'total_cost_usd', None)
+    b = self.backend.spent_usd()
     total = float(b) if b is not None else self._spent_sim
     return total + sum(getattr(getattr(x, 'judge', None), 'cost_usd', 0.0) for x in self.cascade.scorers.values())
 
@@ -566,15 +559,6 @@ def action_masks(self) -> np.ndarray:
 @patch_into(SpindleFlowEnv)
 def render(self):
     "`ansi`: a text summary of the episode so far; `rgb_array`: a frame (DAG, calls, reward terms; chapter 07b)."
-    if self.render_mode == 'rgb_array':
-        from spindleflow_rl.render import render_frame
-        return render_frame(self)
+    if self.render_mode == 'rgb_array': return render_frame(self)
     if self.render_mode != 'ansi' or self.task is None: return None
-    try: from spindleflow_rl.render import render_ansi
-    except ImportError: render_ansi = None
-    if render_ansi is not None: return render_ansi(self)
-    lines = [f"task {self.task.id} (phase {self.task.phase}): {self.task.text}", f"tier {self.tier}  step {self.t}"]
-    for s, sid in enumerate(self.roster):
-        lines.append(f"  [{s}] {'*' if s in self.dag.called else ' '} {sid or '-'}")
-    lines.append(f"latency {self.latency:.1f}/{self.budget:.0f}s  cost ${self.cost:.4f}  return {self.return_:.3f}")
-    return '\n'.join(lines)
+    return render_ansi(self)

@@ -4,63 +4,20 @@
 
 # %% ../nbs/10_evaluate.ipynb #30276f95
 from __future__ import annotations
-import argparse, json, os, sys, time
+import argparse, os, sys, time
 from collections import Counter, defaultdict
 from pathlib import Path
 import numpy as np
-from .config import ConfigError, EnvConfig, RewardConfig, SimConfig
-from .baselines import (RandomPolicy, CallAllPolicy, GreedyTopKPolicy, OraclePolicy, run_episode,
-                                      mean_ci, normalised, SubtaskPlannerPolicy, AdaptivePlannerPolicy, TUNED_ADAPTIVE)
+from .config import ConfigError
+from .files import atomic_write_json, atomic_write_text
+from .policies import ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised
+from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make_backend, build_world, with_roster,
+                                 add_roster_args)
 
 # %% auto #0
-__all__ = ['SPLITS', 'NON_DEPLOYABLE', 'BASELINES', 'ModelPolicy', 'load_model', 'split_env_fn', 'plan_consistency', 'metrics',
-           'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison',
-           'make_baselines', 'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report',
-           'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'main']
-
-# %% ../nbs/10_evaluate.ipynb #0bc69d98
-class ModelPolicy:
-    "A trained (recurrent) SB3 model as a policy; deterministic actions by default."
-    def __init__(self, model, name: str = 'policy', deterministic: bool = True):
-        self.model, self.name, self.deterministic = model, name, deterministic
-    def reset(self, env): self.state, self.start = None, np.ones((1,), dtype=bool)
-    def act(self, env, obs, info):
-        a, self.state = self.model.predict(obs, state=self.state, episode_start=self.start, deterministic=self.deterministic)
-        self.start = np.zeros((1,), dtype=bool)
-        return a
-
-def load_model(checkpoint, device: str = 'cpu'):
-    "Load a checkpoint (run folder, latest.json, final.zip or any checkpoint zip) and its run config."
-    from spindleflow_rl.train import resolve_checkpoint
-    from spindleflow_rl.policy import SpindleFlowPPO
-    p = Path(checkpoint)
-    if p.is_dir() and (p/'final.zip').exists(): z, st = p/'final.zip', json.loads((p/'latest.json').read_text()) if (p/'latest.json').exists() else {}
-    else: z, st = resolve_checkpoint(p)
-    model = SpindleFlowPPO.load(z, device=device)
-    cfg = st.get('config') or {}
-    if not cfg and (z.parent/'config.json').exists(): cfg = json.loads((z.parent/'config.json').read_text())
-    if not cfg:     # a bare zip: the roster size follows from the model's action space (M + 6)
-        cfg = {'env': {'max_specialists': int(model.action_space.shape[0]) - 6}}
-    cfg['_run_dir'] = st.get('run_dir') or str(z.parent)
-    return model, cfg, z
-
-# %% ../nbs/10_evaluate.ipynb #cc586ae5
-SPLITS = {'train': dict(split='train', roster_split='train'), 'heldout': dict(split='heldout', roster_split='train'),
-          'unseen-roster': dict(split='heldout', roster_split='unseen')}
-
-def split_env_fn(split: str, env_cfg: EnvConfig | None = None, reward: RewardConfig | None = None, sim: SimConfig | None = None,
-                 world=None, backend_fn=None, phase: int = 0):
-    """A factory of fresh environments for an evaluation split (all phases by default). `backend_fn()` returns
-    `(backend, scorers)` for a non-default backend (see `train.make_backend`)."""
-    if split not in SPLITS: raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}.")
-    from spindleflow_rl.env import SpindleFlowEnv
-    ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
-    def fn():
-        be, scorers = backend_fn() if backend_fn else (None, None)
-        if hasattr(be, 'roster_split'): be.roster_split = ec.roster_split     # recorded logs: rosters follow the split too
-        return SpindleFlowEnv(ec, reward_config=reward, sim_config=sim, world=world or getattr(be, 'world', None), backend=be,
-                              scorers=scorers)
-    return fn
+__all__ = ['NON_DEPLOYABLE', 'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline',
+           'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve',
+           'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'main']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -169,22 +126,6 @@ def fmt_comparison(c: dict) -> str:
     return s
 
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
-BASELINES = ('random', 'call-all-sequential', 'call-all-parallel', 'greedy-topk-seq', 'greedy-topk-par',
-             'greedy-top3-seq', 'greedy-top3-par', 'subtask-planner', 'adaptive-planner', 'adaptive-planner-tuned', 'oracle')
-
-def make_baselines(seed: int = 0, names=BASELINES) -> dict:
-    "The scripted baselines by name (greedy 'topk' uses the task's expected specialist count, 'top3' a fixed 3)."
-    mk = {'random': lambda: RandomPolicy(seed), 'call-all-sequential': lambda: CallAllPolicy('sequential'),
-          'call-all-parallel': lambda: CallAllPolicy('parallel'),
-          'greedy-topk-seq': lambda: GreedyTopKPolicy(None, 'sequential'), 'greedy-topk-par': lambda: GreedyTopKPolicy(None, 'parallel'),
-          'greedy-top3-seq': lambda: GreedyTopKPolicy(3, 'sequential'), 'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
-          'subtask-planner': SubtaskPlannerPolicy, 'adaptive-planner': AdaptivePlannerPolicy,   # chapter 07a's planners
-          'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(**TUNED_ADAPTIVE),            # its knobs tuned on training tasks
-          'oracle': lambda: OraclePolicy(K=16, seed=seed)}
-    unknown = [n for n in names if n not in mk]
-    if unknown: raise ConfigError(f"unknown baseline(s) {unknown}; choose from {list(mk)}.")
-    return {n: mk[n]() for n in names}
-
 class EvalBudget:
     "What an evaluation may spend (`limit_usd` None: no limit), what it spent, and why it stopped early (if it did)."
     def __init__(self, limit_usd: float | None = None):
@@ -368,7 +309,6 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     """`(world, backend_fn, baselines, extra policies, recorded?)` for the run's backend: the run's own catalog and task
     bank; one backend (one embedded log) shared by every split and policy on recorded logs, with the hindsight oracle
     of chapter 18 in place of the simulator's; the LLM planner on OpenAI."""
-    from spindleflow_rl.train import make_backend, build_world
     world = build_world(cfg)                       # the run's own catalog and task bank (--catalog/--tasks), else the shipped ones
     rec = tc.backend == 'recorded'
     if rec:                                        # one backend (one embedded log) for every split and policy
@@ -382,7 +322,8 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
             extra['oracle'] = HindsightOraclePolicy()
         baselines = tuple(b for b in baselines if b != 'oracle')
     if tc.backend == 'openai':
-        from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, LLMPlannerPolicy
+        from spindleflow_rl.llm import OpenAIConfig, LLMClient
+        from spindleflow_rl.policies import LLMPlannerPolicy
         ocfg = OpenAIConfig.from_dict(cfg.get('openai') or {}, where='openai')
         extra['llm-planner'] = LLMPlannerPolicy(ocfg, LLMClient(ocfg))
     return world, backend_fn, baselines, extra, rec
@@ -435,7 +376,6 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
     keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
     run's own default report). `catalog`/`tasks` (files) replace the run's own roster and task bank."""
-    from spindleflow_rl.train import SECTIONS, TrainConfig, with_roster
     model, cfg, z = load_model(checkpoint, device)
     if catalog or tasks: cfg['train'] = with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()
     run_dir = Path(cfg.pop('_run_dir'))
@@ -477,11 +417,10 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
 def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
-    from spindleflow_rl.train import atomic_write_json
     from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
     jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report)
-    md = markdown_table(report); mdpath.write_text(md)
+    md = markdown_table(report); atomic_write_text(mdpath, md)
     figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, side)
     write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
                                            for split, tr in traces.items() for name, eps in tr.items() for s in eps])
@@ -515,14 +454,13 @@ def main(argv=None):
     ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
     ap.add_argument('--sweep', metavar='cost_coef=V1,V2,...', help='recorded runs: play a cost-conditioned policy (trained with --cost-coef-range) at each cost_coef on every held-out task once, against the routers (chapter 18); writes sweep.json + sweep.png '
                     '(next to --json FILE, else in the run folder)')
-    from spindleflow_rl.train import add_roster_args
     add_roster_args(ap)                                      # --catalog / --tasks: evaluate on another roster or task bank
     a = ap.parse_args(argv)
     if a.demo_mode:
         if a.backend not in (None, 'sim'): print("spindleflow-eval: error: --demo-mode cannot be combined with --backend " + a.backend, file=sys.stderr); return 2
         a.backend = 'sim'
     try:
-        from spindleflow_rl.openai_backend import load_env_file
+        from spindleflow_rl.llm import load_env_file
         names = load_env_file(a.env_file)
         if names: print(f"read {', '.join(names)} from {a.env_file}")
         if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url

@@ -229,7 +229,7 @@ def policy_env(model, cfg: dict | None = None, world=None):
 
 def load_policy(checkpoint):
     "(SB3 model, run config) from a checkpoint; a bare zip's config is read from the .json beside it when there is one."
-    from spindleflow_rl.evaluate import load_model
+    from spindleflow_rl.runs import load_model
     if not Path(checkpoint).exists(): raise ConfigError(f"--checkpoint {checkpoint}: not found.")
     try: model, cfg, z = load_model(checkpoint)
     except ConfigError as e:
@@ -242,7 +242,7 @@ def load_policy(checkpoint):
 # %% ../nbs/14_export.ipynb #d3c71a0f
 def play_plan(env, policy, task, seed: int = 0, roster=None) -> tuple[list[dict], dict]:
     "Play `policy` once on `task` (seeded; `roster` optional); return (plan, episode summary)."
-    from spindleflow_rl.baselines import run_episode
+    from spindleflow_rl.policies import run_episode
     opts = {'task': task} if roster is None else {'task': task, 'roster': list(roster)}
     s = run_episode(env, policy, seed, options=opts)
     return episode_plan(env), s
@@ -263,9 +263,8 @@ def write_workflow(wf: dict, path, info: dict | None = None) -> Path:
 def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0, roster=None, model_name: str = 'gpt-4o-mini',
                     provider: str = 'openai', max_tokens: int = 2048) -> dict:
     "Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow."
-    from spindleflow_rl.evaluate import ModelPolicy
-    from spindleflow_rl.backends import World
-    from spindleflow_rl.env import default_world
+    from spindleflow_rl.policies import ModelPolicy
+    from spindleflow_rl.world import World, default_world
     if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
     cat = load_catalog(catalog) if catalog else None          # bad inputs first, before the slow loads
     model, cfg = load_policy(checkpoint)
@@ -297,7 +296,7 @@ def main(argv=None):
     ap.add_argument('--max-tokens', type=int, default=2048, help='max_tokens of that model')
     a = ap.parse_args(argv)
     os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    from spindleflow_rl.demo import DEMO_POLICY
+    from spindleflow_rl.runs import DEMO_POLICY
     try:
         if a.max_tokens < 1: raise ConfigError(f"--max-tokens must be a positive integer, got {a.max_tokens}.")
         roster = [r.strip() for r in a.roster.split(',') if r.strip()] if a.roster else None

@@ -110,9 +110,11 @@ def simulate_step_single(p: EpisodeParams, s: SimState, slots, mode: str, mp: Mo
     if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
     if s.q.shape[0] != 1: raise ValueError("simulate_step_single needs a state with K = 1; use simulate_step")
     slots = [int(x) for x in slots]
-    if not slots:
-        from spindleflow_rl.backends import simulate_step    # the plain model (chapter 05); imported here: no import cycle
-        return simulate_step(p, s, slots, mode, mp, sim, u)
+    if not slots:                                        # no call: nothing changes (what `simulate_step` returns for n = 0)
+        k = s.q.shape[1]; z = lambda *shape, dtype=float: np.zeros((1, *shape), dtype)
+        return {'status': z(0, dtype=np.int8), 'recovered': z(0, dtype=bool), 'latency': z(0), 'cost': z(0),
+                'contribution': z(0, dtype=np.float32), 'v': z(0, k, dtype=np.float32), 'unresolved': np.zeros(1),
+                'resolved': np.zeros(1), 'pairs': []}
     status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt = _single_core(p, s, slots, mode, mp, sim, u[0].tolist())
     Va = np.array([V], np.float32)
     out = {'status': np.array([status], np.int8), 'recovered': np.array([rec]), 'latency': np.array([lat]),

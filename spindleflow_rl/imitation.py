@@ -9,9 +9,11 @@ import numpy as np
 import torch as th
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from .config import ConfigError
+from .backends import RecordedOutcomesBackend
+from .policies import TEACHERS, check_teacher, AdaptivePlannerPolicy, SubtaskPlannerPolicy
 
 # %% auto #0
-__all__ = ['TEACHERS', 'Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behaviour_clone', 'concat_demonstrations',
+__all__ = ['Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behaviour_clone', 'concat_demonstrations',
            'dagger_round', 'make_teacher', 'warm_start']
 
 # %% ../nbs/08a_imitation.ipynb #ff2d6a67
@@ -100,16 +102,13 @@ def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float
     return _record(env, teacher, episodes, seed, gamma, driver=model)
 
 # %% ../nbs/08a_imitation.ipynb #b10e38ab
-TEACHERS = ('adaptive-planner', 'subtask-planner', 'bayes-cascade')   # bayes-cascade: recorded logs only (chapter 18)
-
 def make_teacher(name: str, env=None):
-    """A teacher by name: a chapter-07a planner, or on a recorded log (`env` given) chapter 18's cost-aware Bayes
+    """A teacher by name (`TEACHERS`, chapter 07a): a planner, or on a recorded log (`env` given) chapter 18's cost-aware Bayes
     cascade, fitted on the log's training tasks. Without `env` the name is only checked (`None` for the cascade)."""
-    from spindleflow_rl.baselines import AdaptivePlannerPolicy, SubtaskPlannerPolicy
-    if name not in TEACHERS: raise ConfigError(f"unknown imitation teacher {name!r}; use one of {TEACHERS} (or '' for none).")
+    check_teacher(name)
     if name == 'bayes-cascade':
         if env is None: return None
-        if not hasattr(env.backend, 'index'):
+        if not isinstance(env.backend, RecordedOutcomesBackend):
             raise ConfigError("the bayes-cascade teacher is fitted on a log: use it with --backend recorded --recorded LOG.")
         from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher
         return BayesCascadeTeacher(LoggedTasks(env.backend))

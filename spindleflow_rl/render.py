@@ -6,11 +6,10 @@
 from __future__ import annotations
 import base64, io, math
 import numpy as np
-from .replay import dag_png, reward_png, NODE_COLOURS
 from .rewards import REWARD_TERMS
 
 # %% auto #0
-__all__ = ['FRAME_SHAPE', 'render_ansi', 'render_frame']
+__all__ = ['NODE_COLOURS', 'TERM_COLOURS', 'FRAME_SHAPE', 'render_ansi', 'node_labels', 'dag_png', 'reward_png', 'render_frame']
 
 # %% ../nbs/07b_render.ipynb #9bf5544f
 def _ensure_started(env):
@@ -48,6 +47,91 @@ def render_ansi(env) -> str:
     lines.append(f"latency {env.latency:.1f}/{'inf' if not math.isfinite(b) else f'{b:.0f}'}s  cost ${env.cost:.4f}  "
                  f"called {len(called)}/{M}  return {env.return_:+.3f}")
     return '\n'.join(lines)
+
+# %% ../nbs/07b_render.ipynb #4660cdd7
+NODE_COLOURS = {'orchestrator': '#1f4e79', 'new': '#f28e2b', 'called': '#4e9a8f', 'failed': '#d62728', 'helper': '#b5b5b5'}
+TERM_COLOURS = {'positive': '#2ca02c', 'negative': '#d62728'}
+
+def node_labels(ep: dict) -> dict:
+    "Display label of every DAG node of an episode (0 orchestrator, 1..M slots, M+1 aggregator, M+2 fallback, M+3 resolver)."
+    M = len(ep['roster'])
+    out = {0: 'orchestrator', M + 1: 'aggregator', M + 2: 'fallback', M + 3: 'resolver'}
+    for s, sid in enumerate(ep['roster']): out[s + 1] = (sid or f'slot {s} (empty)').replace('$', r'\$')   # no mathtext from ids
+    return out
+
+def _fig_png(fig, dpi: int = 90) -> str:
+    "Render a matplotlib Figure to a base64 PNG string."
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=dpi)
+    return base64.b64encode(buf.getvalue()).decode('ascii')
+
+# %% ../nbs/07b_render.ipynb #77fdc974
+def dag_png(ep: dict, t: int) -> str:
+    "The delegation DAG after step `t` (1-based) as a base64 PNG: layered left to right, this step's calls highlighted."
+    import networkx as nx
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    steps = ep['steps']; st = steps[t - 1]; M = len(ep['roster']); labels = node_labels(ep)
+    G = nx.DiGraph(); G.add_node(0); G.add_edges_from(tuple(e) for e in st['edges'])
+    state, fb_edges = {}, []
+    for s in steps[:t]:
+        for c in s.get('calls') or []:
+            n = c['slot'] + 1; G.add_node(n)
+            failed = c.get('status', 'ok') != 'ok' and not c.get('recovered')
+            state[n] = 'failed' if failed else ('new' if s is st else 'called')
+            if c.get('fallback_id'):
+                G.add_edge(n, M + 2); fb_edges.append((n, M + 2))
+                labels[M + 2] = f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
+    layers = list(nx.topological_generations(G))
+    for layer, nodes in enumerate(layers):
+        for n in nodes: G.nodes[n]['layer'] = layer
+    pos = nx.multipartite_layout(G, subset_key='layer')
+    if len(G) == 1: pos = {0: np.array([0.0, 0.0])}
+    crowd = max(len(l) for l in layers)                      # nodes in the fullest layer: more than 3, smaller nodes
+    ns, fs = (700, 6.5) if crowd <= 3 else (int(700*9/crowd**2), 5.5)
+    colour = {n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper'] for n in G}
+    fig = Figure(figsize=(5.6, 3.5)); ax = fig.add_subplot()
+    plain = [e for e in G.edges if e not in fb_edges]
+    nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2)
+    if fb_edges: nx.draw_networkx_edges(G, pos, edgelist=fb_edges, ax=ax, node_size=ns, arrowsize=12, edge_color='#d62728', style='dashed', width=1.2)
+    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8)
+    ys = np.array([p[1] for p in pos.values()]); xs = np.array([p[0] for p in pos.values()])
+    gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)   # closest rows
+    for n, (x, y) in pos.items():
+        ax.text(x, y - min(0.13, 0.32*gap), labels.get(n, str(n)).replace('_', ' '), ha='center', va='top', fontsize=fs, wrap=True,
+                bbox=dict(boxstyle='round,pad=0.1', fc='white', ec='none', alpha=0.8))       # readable over the edges
+        ax.text(x, y, str(n), ha='center', va='center', fontsize=fs + 0.5, color='white', fontweight='bold')
+    ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35); ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25); ax.axis('off')
+    handles = [Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7) for k, l in
+               (('orchestrator', 'orchestrator'), ('new', 'called this step'), ('called', 'called before'), ('failed', 'failed'), ('helper', 'aggregator / fallback / resolver'))]
+    ax.legend(handles=handles, loc='lower center', bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=6.5, frameon=False)
+    ax.set_title(f"Delegation DAG after step {t}", fontsize=9)
+    fig.subplots_adjust(left=0.02, right=0.98, top=0.92, bottom=0.12)
+    return _fig_png(fig)
+
+# %% ../nbs/07b_render.ipynb #8b077e1b
+def reward_png(ep: dict, t: int) -> str:
+    "The reward terms of step `t` and of the episode so far as a horizontal bar chart (base64 PNG)."
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+    steps = ep['steps']; st = steps[t - 1]
+    terms = list(REWARD_TERMS) + [k for k in st['reward_terms'] if k not in REWARD_TERMS]
+    now = np.array([st['reward_terms'].get(k, 0.0) for k in terms], float)
+    sofar = np.array([sum(s['reward_terms'].get(k, 0.0) for s in steps[:t]) for k in terms], float)
+    col = lambda v: [TERM_COLOURS['positive'] if x >= 0 else TERM_COLOURS['negative'] for x in v]
+    y = np.arange(len(terms))
+    fig = Figure(figsize=(4.6, 3.5)); ax = fig.add_subplot()
+    ax.barh(y - 0.2, now, 0.4, color=col(now), label='this step')
+    ax.barh(y + 0.2, sofar, 0.4, color=col(sofar), alpha=0.35, label='episode so far')
+    ax.axvline(0, color='black', lw=0.8)
+    ax.set_yticks(y); ax.set_yticklabels([k.replace('_', ' ') for k in terms], fontsize=7); ax.invert_yaxis()
+    lim = max(0.1, float(np.abs(np.r_[now, sofar]).max())*1.15); ax.set_xlim(-lim, lim)
+    ax.tick_params(axis='x', labelsize=7); ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+    ax.set_title(f"Reward: step {sum(now):+.3f}, return so far {sum(sofar):+.3f}", fontsize=9)
+    ax.legend(fontsize=6.5, loc='lower right')
+    fig.subplots_adjust(left=0.34, right=0.97, top=0.91, bottom=0.08)
+    return _fig_png(fig)
 
 # %% ../nbs/07b_render.ipynb #68b95162
 FRAME_SHAPE = (544, 928, 3)       # height, width, RGB: multiples of 16 (video encoders' macro blocks)

@@ -12,11 +12,13 @@ import ipywidgets as widgets
 from .config import ConfigError
 from .catalog import patch_into
 from .rewards import REWARD_TERMS
+from .render import node_labels, dag_png, reward_png
+from .files import atomic_write_text
 
 # %% auto #0
-__all__ = ['EPISODE_FORMAT', 'NODE_COLOURS', 'TERM_COLOURS', 'EpisodeFormatError', 'episode_record', 'validate_episode',
-           'to_record', 'write_episodes', 'read_episodes', 'record_episode', 'record_episodes', 'node_labels',
-           'dag_png', 'reward_png', 'episode_label', 'step_html', 'ReplayViewer', 'CompareViewer', 'export_html']
+__all__ = ['EPISODE_FORMAT', 'EpisodeFormatError', 'episode_record', 'validate_episode', 'to_record', 'write_episodes',
+           'read_episodes', 'record_episode', 'record_episodes', 'episode_label', 'step_html', 'ReplayViewer',
+           'CompareViewer', 'export_html']
 
 # %% ../nbs/11_replay.ipynb #2ed4a085
 EPISODE_FORMAT = 'spindleflow-episode/1'
@@ -129,10 +131,7 @@ def write_episodes(path, episodes) -> Path:
     "Write episodes (records, or summaries with 'trace'/'policy'/'split') to `path` as `spindleflow-episode/1` JSON Lines."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(to_record(e, f"episode {i}"), default=_json_default) for i, e in enumerate(episodes)]
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(''.join(l + '\n' for l in lines), encoding='utf-8')
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, ''.join(l + '\n' for l in lines))
 
 def read_episodes(path) -> list[dict]:
     "Read a JSON Lines file of episodes (this format or spindleflow-eval's `episodes.jsonl`); validate every line."
@@ -154,7 +153,7 @@ def read_episodes(path) -> list[dict]:
 # %% ../nbs/11_replay.ipynb #ccee01a6
 def record_episode(env, policy, seed: int, split: str = '', options: dict | None = None, name: str | None = None) -> dict:
     "Play one episode of `policy` (seeded) and return it as a `spindleflow-episode/1` record."
-    from spindleflow_rl.baselines import run_episode
+    from spindleflow_rl.policies import run_episode
     s = run_episode(env, policy, seed, options=options, record=True)
     cat = env.world.catalog
     roles = {sid: cat[sid].role for sid in s['roster'] if sid}
@@ -167,91 +166,6 @@ def record_episodes(env_fn, policies: dict, seeds, split: str = '') -> list[dict
         env = env_fn()
         out += [record_episode(env, pol, int(s), split, name=name) for s in seeds]
     return out
-
-# %% ../nbs/11_replay.ipynb #4660cdd7
-NODE_COLOURS = {'orchestrator': '#1f4e79', 'new': '#f28e2b', 'called': '#4e9a8f', 'failed': '#d62728', 'helper': '#b5b5b5'}
-TERM_COLOURS = {'positive': '#2ca02c', 'negative': '#d62728'}
-
-def node_labels(ep: dict) -> dict:
-    "Display label of every DAG node of an episode (0 orchestrator, 1..M slots, M+1 aggregator, M+2 fallback, M+3 resolver)."
-    M = len(ep['roster'])
-    out = {0: 'orchestrator', M + 1: 'aggregator', M + 2: 'fallback', M + 3: 'resolver'}
-    for s, sid in enumerate(ep['roster']): out[s + 1] = (sid or f'slot {s} (empty)').replace('$', r'\$')   # no mathtext from ids
-    return out
-
-def _fig_png(fig, dpi: int = 90) -> str:
-    "Render a matplotlib Figure to a base64 PNG string."
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=dpi)
-    return base64.b64encode(buf.getvalue()).decode('ascii')
-
-# %% ../nbs/11_replay.ipynb #77fdc974
-def dag_png(ep: dict, t: int) -> str:
-    "The delegation DAG after step `t` (1-based) as a base64 PNG: layered left to right, this step's calls highlighted."
-    import networkx as nx
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    steps = ep['steps']; st = steps[t - 1]; M = len(ep['roster']); labels = node_labels(ep)
-    G = nx.DiGraph(); G.add_node(0); G.add_edges_from(tuple(e) for e in st['edges'])
-    state, fb_edges = {}, []
-    for s in steps[:t]:
-        for c in s.get('calls') or []:
-            n = c['slot'] + 1; G.add_node(n)
-            failed = c.get('status', 'ok') != 'ok' and not c.get('recovered')
-            state[n] = 'failed' if failed else ('new' if s is st else 'called')
-            if c.get('fallback_id'):
-                G.add_edge(n, M + 2); fb_edges.append((n, M + 2))
-                labels[M + 2] = f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
-    layers = list(nx.topological_generations(G))
-    for layer, nodes in enumerate(layers):
-        for n in nodes: G.nodes[n]['layer'] = layer
-    pos = nx.multipartite_layout(G, subset_key='layer')
-    if len(G) == 1: pos = {0: np.array([0.0, 0.0])}
-    crowd = max(len(l) for l in layers)                      # nodes in the fullest layer: more than 3, smaller nodes
-    ns, fs = (700, 6.5) if crowd <= 3 else (int(700*9/crowd**2), 5.5)
-    colour = {n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper'] for n in G}
-    fig = Figure(figsize=(5.6, 3.5)); ax = fig.add_subplot()
-    plain = [e for e in G.edges if e not in fb_edges]
-    nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2)
-    if fb_edges: nx.draw_networkx_edges(G, pos, edgelist=fb_edges, ax=ax, node_size=ns, arrowsize=12, edge_color='#d62728', style='dashed', width=1.2)
-    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8)
-    ys = np.array([p[1] for p in pos.values()]); xs = np.array([p[0] for p in pos.values()])
-    gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)   # closest rows
-    for n, (x, y) in pos.items():
-        ax.text(x, y - min(0.13, 0.32*gap), labels.get(n, str(n)).replace('_', ' '), ha='center', va='top', fontsize=fs, wrap=True,
-                bbox=dict(boxstyle='round,pad=0.1', fc='white', ec='none', alpha=0.8))       # readable over the edges
-        ax.text(x, y, str(n), ha='center', va='center', fontsize=fs + 0.5, color='white', fontweight='bold')
-    ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35); ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25); ax.axis('off')
-    handles = [Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7) for k, l in
-               (('orchestrator', 'orchestrator'), ('new', 'called this step'), ('called', 'called before'), ('failed', 'failed'), ('helper', 'aggregator / fallback / resolver'))]
-    ax.legend(handles=handles, loc='lower center', bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=6.5, frameon=False)
-    ax.set_title(f"Delegation DAG after step {t}", fontsize=9)
-    fig.subplots_adjust(left=0.02, right=0.98, top=0.92, bottom=0.12)
-    return _fig_png(fig)
-
-# %% ../nbs/11_replay.ipynb #8b077e1b
-def reward_png(ep: dict, t: int) -> str:
-    "The reward terms of step `t` and of the episode so far as a horizontal bar chart (base64 PNG)."
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-    steps = ep['steps']; st = steps[t - 1]
-    terms = list(REWARD_TERMS) + [k for k in st['reward_terms'] if k not in REWARD_TERMS]
-    now = np.array([st['reward_terms'].get(k, 0.0) for k in terms], float)
-    sofar = np.array([sum(s['reward_terms'].get(k, 0.0) for s in steps[:t]) for k in terms], float)
-    col = lambda v: [TERM_COLOURS['positive'] if x >= 0 else TERM_COLOURS['negative'] for x in v]
-    y = np.arange(len(terms))
-    fig = Figure(figsize=(4.6, 3.5)); ax = fig.add_subplot()
-    ax.barh(y - 0.2, now, 0.4, color=col(now), label='this step')
-    ax.barh(y + 0.2, sofar, 0.4, color=col(sofar), alpha=0.35, label='episode so far')
-    ax.axvline(0, color='black', lw=0.8)
-    ax.set_yticks(y); ax.set_yticklabels([k.replace('_', ' ') for k in terms], fontsize=7); ax.invert_yaxis()
-    lim = max(0.1, float(np.abs(np.r_[now, sofar]).max())*1.15); ax.set_xlim(-lim, lim)
-    ax.tick_params(axis='x', labelsize=7); ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
-    ax.set_title(f"Reward: step {sum(now):+.3f}, return so far {sum(sofar):+.3f}", fontsize=9)
-    ax.legend(fontsize=6.5, loc='lower right')
-    fig.subplots_adjust(left=0.34, right=0.97, top=0.91, bottom=0.08)
-    return _fig_png(fig)
 
 # %% ../nbs/11_replay.ipynb #22e8f57a
 _CSS = """<style>
@@ -537,6 +451,4 @@ def export_html(episodes, path, title: str = 'SpindleFlow RL: episode replay', i
     if not eps: raise ConfigError("export_html: no episodes to export. Record some with record_episodes(...) or read_episodes(path).")
     if not 0 <= initial < len(eps): raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")         # atomic: a reader never sees half a page
-    tmp.write_text(_page_html(eps, title, initial, interval_ms), encoding='utf-8'); os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, _page_html(eps, title, initial, interval_ms))   # a reader never sees half a page

@@ -428,7 +428,7 @@ def logged_markdown(logged: dict) -> str:
 # %% ../nbs/18_routers.ipynb #4aa2f4e8
 def play_policy(env, policy, tasks, seed: int = 0) -> list:
     "Play every task once (reset with the task's id): calls from the trace, quality of the returned answer, spend."
-    from spindleflow_rl.baselines import run_episode
+    from spindleflow_rl.policies import run_episode
     out = []
     for i, t in enumerate(tasks):
         s = run_episode(env, policy, seed=10_000*(seed + 1) + i, options={'task': t.id}, record=True)
@@ -519,8 +519,7 @@ def parse_sweep(spec: str) -> tuple[str, list]:
     return 'cost_coef', xs
 
 def _sweep_setup(checkpoint):
-    from spindleflow_rl.evaluate import load_model
-    from spindleflow_rl.train import SECTIONS, TrainConfig, make_backend, build_world
+    from spindleflow_rl.runs import SECTIONS, TrainConfig, load_model, make_backend, build_world
     model, cfg, z = load_model(checkpoint)
     run_dir = Path(cfg.pop('_run_dir'))
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
@@ -536,7 +535,8 @@ def _sweep_setup(checkpoint):
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
     """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
     `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
-    from spindleflow_rl.evaluate import ModelPolicy, split_env_fn
+    from spindleflow_rl.policies import ModelPolicy
+    from spindleflow_rl.runs import split_env_fn
     model, sec, be, run_dir, z = _sweep_setup(checkpoint)
     lo, hi = sec['env'].cost_coef_range
     out_of = [c for c in coefs if not lo <= c <= hi]

@@ -150,6 +150,9 @@ class SandboxedOpenAIBackend(OpenAIBackend):
             raise ConfigError("SandboxedOpenAIBackend has no scratchpad for this episode; call attach_scratchpad(env) after "
                               "env.reset() (or wrap the env in SandboxWrapper).")
         return self.scratchpad
+    def on_reset(self, env) -> None:
+        "A fresh scratchpad for every episode, on the environment's new DAG and roster."
+        attach_scratchpad(env)
     def _attempt(self, run, sid, user, timeout):
         status, text = super()._attempt(run, sid, user, timeout)
         if status != 'ok': return status, text
@@ -178,7 +181,7 @@ def attach_scratchpad(env, max_chars: int = 4000, secrets=None) -> Scratchpad:
         secrets = [k for k in (key, os.environ.get('OPENAI_API_KEY')) if k]
     pad = Scratchpad(env.dag, env.roster, env.world.catalog, max_chars, secrets)
     env.scratchpad = pad
-    if hasattr(env.backend, 'scratchpad') or isinstance(env.backend, SandboxedOpenAIBackend): env.backend.scratchpad = pad
+    if isinstance(env.backend, SandboxedOpenAIBackend): env.backend.scratchpad = pad
     return pad
 
 # %% ../nbs/16_security.ipynb #42159709

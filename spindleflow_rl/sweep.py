@@ -63,7 +63,7 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
                 eval_episodes: int = 20) -> list[dict]:
     """One spec per grid point: its name, the config file, the overrides (fixed ones, then the point's, then its run
     folder), `eval_episodes`. Every trial's config is validated here, before anything runs."""
-    from spindleflow_rl.train import load_run_config
+    from spindleflow_rl.runs import load_run_config
     out = Path(out).resolve(); specs = []
     for i, point in enumerate(grid(axes)):
         name = trial_name(i, point)
@@ -77,7 +77,8 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
 
 def run_trial(spec: dict) -> dict:
     "Train one trial (one `spindleflow-train` config) and evaluate it on the held-out tasks; return its numbers."
-    from spindleflow_rl.train import load_run_config, train, spend_from
+    from spindleflow_rl.runs import load_run_config, spend_from
+    from spindleflow_rl.train import train
     cfg = load_run_config(spec['config'], spec['overrides'])
     t0 = time.time()
     run = train(cfg, quiet=True)
@@ -238,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        from spindleflow_rl.openai_backend import load_env_file
+        from spindleflow_rl.llm import load_env_file
         load_env_file(a.env_file)
         if a.eval_episodes < 0: raise ConfigError(f"--eval-episodes must be >= 0, got {a.eval_episodes}.")
         run_sweep(parse_assignments(a.sweep), parse_assignments(a.set, many=False), a.config, a.out, a.eval_episodes,

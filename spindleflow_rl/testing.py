@@ -4,15 +4,16 @@
 
 # %% ../nbs/98_testing.ipynb #0a756cd2
 from __future__ import annotations
-import json, re, threading, time
+import json, re, tempfile, threading, time
+from pathlib import Path
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Sequence
 from fastcore.basics import patch
-from .openai_backend import estimate_tokens
+from .llm import OpenAIConfig, estimate_tokens
 
 # %% auto #0
-__all__ = ['ScriptedReply', 'ScriptedOpenAIServer']
+__all__ = ['TEST_KEY', 'TEST_KEY_ENV', 'TEST_PRICES', 'ScriptedReply', 'ScriptedOpenAIServer', 'scripted_config']
 
 # %% ../nbs/98_testing.ipynb #25479ea3
 @dataclass
@@ -197,3 +198,23 @@ def default_content(self: ScriptedOpenAIServer, body: dict) -> str:
     cap = body.get('max_tokens') or body.get('max_completion_tokens') or 10**6
     return self.answer(role, task, self.answer_words, max_chars=4*int(cap), tag=self.tag)
 
+
+# %% ../nbs/98_testing.ipynb #c6d9303e
+TEST_KEY = 'sk-test-SECRET-1234'              # distinctive: tests look for it in logs, files, pickles and errors
+TEST_KEY_ENV = 'SPINDLEFLOW_TEST_OPENAI_KEY'
+TEST_PRICES = ("default: {input: 5, output: 20}\nmodels:\n  spec-model: {input: 1.0, output: 2.0}\n"
+               "  judge-model: {input: 0.5, output: 1.5}\n  strong-model: {input: 3, output: 12}\n")
+
+def scripted_config(server, folder, **overrides) -> OpenAIConfig:
+    """An `OpenAIConfig` for `server`: its URL, the key in `TEST_KEY_ENV` (set to `TEST_KEY` when unset), the test models
+    and prices (written to `folder/prices.yaml`), a fresh cache under `folder`, fast retries; `overrides` win."""
+    import os
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault(TEST_KEY_ENV, TEST_KEY)
+    prices = folder/'prices.yaml'
+    if not prices.exists(): prices.write_text(TEST_PRICES)
+    base = dict(base_url=server.base_url, api_key_env=TEST_KEY_ENV, specialist_model='spec-model', generalist_model='spec-model',
+                judge_model='judge-model', strong_judge_model='strong-model', planner_model='spec-model',
+                cache_dir=str(Path(tempfile.mkdtemp(dir=folder))/'llm'), prices_path=str(prices), max_retries=2,
+                backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=2.0)
+    return OpenAIConfig(**{**base, **overrides})

@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from .config import PACKAGE_DIR, ConfigError, EnvConfig
-from .train import load_run_config, build_world, init_source, train
-from .evaluate import ModelPolicy, split_env_fn, evaluate_split, make_baselines, paired_difference
+from .runs import load_run_config, build_world, init_source, split_env_fn
+from .train import train
+from .policies import ModelPolicy, make_baselines
+from .evaluate import evaluate_split, paired_difference
 
 # %% auto #0
 __all__ = ['TRANSFER_CATALOG', 'TRANSFER_RESULT', 'ARMS', 'transfer_config', 'evaluate_on', 'zero_shot', 'fmt_zero_shot',

@@ -3,10 +3,11 @@ plans and fails for a useless call, an early stop and a step-limit cut; `spindle
 import json
 import numpy as np
 import pytest
-from spindleflow_rl.env import SpindleFlowEnv, default_world, encode_action
-from spindleflow_rl.baselines import run_episode, GreedyTopKPolicy, CallAllPolicy, RandomPolicy, OraclePolicy
-from spindleflow_rl.audit import (AuditContext, explain, verify, explanation_verified, audit_episode, record_audited,
-                                  main, DEFAULT_FIT_THRESHOLD)
+from spindleflow_rl.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.world import default_world
+from spindleflow_rl.policies import run_episode, GreedyTopKPolicy, CallAllPolicy, RandomPolicy, OraclePolicy
+from spindleflow_rl.explain import AuditContext, explain, verify, explanation_verified, audit_episode, DEFAULT_FIT_THRESHOLD
+from spindleflow_rl.audit import record_audited, main
 
 
 @pytest.fixture(scope='module')
@@ -93,7 +94,7 @@ def test_verify_rejects_false_claims(world):
 
 
 def test_audit_cli_on_recorded_run(world, tmp_path):
-    from spindleflow_rl.evaluate import split_env_fn
+    from spindleflow_rl.runs import split_env_fn
     from spindleflow_rl.replay import write_episodes
     fn = split_env_fn('heldout'); recs = []
     for name, pol in {'greedy-topk-seq': GreedyTopKPolicy(None, 'sequential'), 'call-all-parallel': CallAllPolicy('parallel')}.items():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from spindleflow_rl.config import ConfigError, RewardConfig, EnvConfig
-from spindleflow_rl.train import (main, build_parser, args_to_overrides, load_run_config, build_world, train, file_sha256,
-                                  resolve_checkpoint)
+from spindleflow_rl.train import main, build_parser, args_to_overrides, train
+from spindleflow_rl.runs import load_run_config, build_world, file_sha256, resolve_checkpoint
 
 TINY = """
 train:
@@ -143,7 +143,7 @@ def test_custom_tasks_with_one_phase_train_through_the_cli(roster, capsys):
     assert 'bad_tasks.yaml' in capsys.readouterr().err
 
 def test_evaluation_helpers_use_the_runs_pinned_roster(roster):
-    from spindleflow_rl.train import with_roster, add_roster_args
+    from spindleflow_rl.runs import with_roster, add_roster_args
     import argparse
     d = roster
     saved = load_run_config(None, {'train': {'catalog': str(d/'acme.csv')}})['train'].to_dict()    # as in config.json

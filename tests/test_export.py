@@ -8,7 +8,8 @@ import yaml
 
 from spindleflow_rl.export import (validate_workflow, plan_to_workflow, episode_plan, write_workflow, export_workflow,
                                    AGGREGATOR_ID, MODERATOR_ID)
-from spindleflow_rl.env import SpindleFlowEnv, encode_action, default_world
+from spindleflow_rl.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.world import default_world
 from spindleflow_rl.config import ConfigError
 
 SHAPES = {

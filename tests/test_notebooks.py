@@ -27,6 +27,31 @@ def test_timing_mask_and_tolerance():
     assert not chapters.same('5 specialists', '6 specialists')
     assert not chapters.same('held-out', 'training')
 
+def test_last_printed_digit_may_flip_integers_and_text_may_not():
+    "A value on a rounding boundary prints either way: one unit in the last decimal place is tolerated, no more."
+    assert chapters.same('loss 0.025', 'loss 0.026') and chapters.same('return -0.5', 'return -0.4')
+    assert not chapters.same('loss 0.025', 'loss 0.027')
+    assert not chapters.same('27 steps', '28 steps')            # integers are counts: exact
+    assert chapters.last_place('0.025') == 0.001 and chapters.last_place('12') == 0.0 and chapters.last_place('1e-3') == 0.0
+
+def _nb(*cells):
+    nb = nbformat.v4.new_notebook()
+    for src, text in cells:
+        c = nbformat.v4.new_code_cell(src); c.outputs = [nbformat.v4.new_output('stream', name='stdout', text=text)]
+        nb.cells.append(c)
+    return nb
+
+def test_machine_dependent_cells_compare_text_with_numbers_masked():
+    "Training numbers differ across CPUs: a flagged cell is checked for its text, every number masked; others are not."
+    flagged = '#| machine-dependent\nprint(loss)'
+    saved = _nb((flagged, 'loss 0.653 -> 0.025; agreement 98%\n'), ('print(n)', 'n 5\n'))
+    other_cpu = _nb((flagged, 'loss 0.653 -> 0.019; agreement 97%\n'), ('print(n)', 'n 5\n'))
+    assert chapters.differences(saved, other_cpu) == []
+    worded = _nb((flagged, 'loss 0.653 => 0.019; agreement 97%\n'), ('print(n)', 'n 5\n'))
+    assert len(chapters.differences(saved, worded)) == 1                       # the text still has to match
+    unflagged = _nb(('print(loss)', 'loss 0.653 -> 0.025\n'))
+    assert len(chapters.differences(unflagged, _nb(('print(loss)', 'loss 0.653 -> 0.019\n')))) == 1
+
 def test_progress_bars_are_dropped_other_widgets_kept():
     "A tqdm bar shows on a cold cache and not on a warm one, so it is dropped; any other widget still counts."
     bar = {'output_type': 'display_data', 'data': {'application/vnd.jupyter.widget-view+json': {'model_id': 'a'},

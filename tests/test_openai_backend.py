@@ -6,10 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from spindleflow_rl.config import ConfigError
-from spindleflow_rl.env import SpindleFlowEnv, default_world, encode_action
-from spindleflow_rl.baselines import run_episode
-from spindleflow_rl.openai_backend import (OpenAIConfig, OpenAIBackend, LLMClient, LLMPlannerPolicy, ResponseCache,
-                                           make_judge_scorers)
+from spindleflow_rl.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.world import default_world
+from spindleflow_rl.policies import run_episode
+from spindleflow_rl.llm import OpenAIConfig, LLMClient, ResponseCache
+from spindleflow_rl.openai_backend import OpenAIBackend, make_judge_scorers
+from spindleflow_rl.policies import LLMPlannerPolicy
 from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
 
 FAKE_KEY = 'sk-test-SECRET-1234'

@@ -8,7 +8,7 @@ from spindleflow_rl.catalog import Catalog
 from spindleflow_rl.config import ConfigError, EnvConfig
 from spindleflow_rl.embeddings import get_embedder
 from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.evaluate import split_env_fn
+from spindleflow_rl.runs import split_env_fn
 from spindleflow_rl.routers import TWO_MODEL_CATALOG, write_csv
 
 TASKS = ['What is 17 × 23?', 'What is the capital of Australia?', 'Solve for x: 3x + 4 = 19.']

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import gymnasium as gym
 import spindleflow_rl  # registers SpindleFlow-v0
-from spindleflow_rl.env import SpindleFlowEnv, encode_action, default_world
+from spindleflow_rl.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.world import default_world
 from spindleflow_rl.render import FRAME_SHAPE, render_frame, render_ansi
 
 PLAN = [dict(slots=[0, 1], mode='parallel'), dict(slots=[2], mode='sequential'), dict(stop=True)]

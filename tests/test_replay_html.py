@@ -39,7 +39,8 @@ def colour_share(img: np.ndarray, hexc: str, tol: float = 0.03) -> float:
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
     "A replay of real episodes (baselines on the simulated backend, no training) and the episode to look at."
-    from spindleflow_rl.evaluate import split_env_fn, make_baselines
+    from spindleflow_rl.runs import split_env_fn
+    from spindleflow_rl.policies import make_baselines
     from spindleflow_rl.replay import record_episodes, export_html
     eps = record_episodes(split_env_fn('heldout'), make_baselines(0, ('greedy-topk-par', 'oracle')), seeds=[10_000, 10_001],
                           split='heldout')
@@ -52,7 +53,7 @@ def exported(tmp_path_factory):
 
 def test_replay_html_in_headless_chromium(exported, tmp_path):
     from matplotlib.image import imread
-    from spindleflow_rl.replay import NODE_COLOURS, TERM_COLOURS
+    from spindleflow_rl.render import NODE_COLOURS, TERM_COLOURS
     exe = find_chromium()
     page, eps, i = exported
     ep = eps[i]; T = len(ep['steps'])

@@ -1,9 +1,17 @@
-"""A training run killed with SIGKILL mid-way and resumed with --checkpoint ends at the same total timesteps and
-curriculum phase as an uninterrupted run, with bit-identical weights: every checkpoint carries the envs' states and
-every RNG at a rollout boundary (small scale, real `spindleflow-train` processes)."""
+"""Checkpoints and resume. In process, with real SB3 training (tiny: 2 envs, 16-step rollouts): a crash or a NaN writes
+crash_<step>.zip with the error and leaves latest.json on the last good checkpoint; a run stopped mid-rollout and
+resumed gives bit-identical weights and episode returns to an uninterrupted run; resuming a finished run says so.
+As real `spindleflow-train` processes: a run killed with SIGKILL mid-way and resumed with --checkpoint ends at the
+same total timesteps and curriculum phase as an uninterrupted run, with bit-identical weights (every checkpoint
+carries the envs' states and every RNG at a rollout boundary)."""
 import json, os, shutil, signal, subprocess, sys, time, zipfile
 from pathlib import Path
-import pytest
+import pytest, torch
+from spindleflow_rl.config import ConfigError
+from spindleflow_rl.policy import SpindleFlowPPO
+from spindleflow_rl.runs import load_run_config, resolve_checkpoint
+from spindleflow_rl.train import train, NonFiniteError
+from stable_baselines3.common.callbacks import BaseCallback
 
 CONFIG = """
 train:
@@ -65,3 +73,77 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
     wa, wb = (SpindleFlowPPO.load(r/'final.zip', device='cpu').policy.state_dict() for r in (tmp_path/'full', run))
     assert all(__import__('torch').equal(wa[k], wb[k]) for k in wa), 'resumed weights differ from the uninterrupted run'
     assert 'exact resume' in out
+
+def cfg(tmp, name, ts=192, **kw):
+    return load_run_config(overrides={'train': {'timesteps': ts, 'n_envs': 2, 'checkpoint_every': 64, 'out': str(tmp), 'run_name': name,
+                                                'eval_episodes': 0, 'progress': False, 'phase_budget': [0.2, 0.3], 'torch_threads': 1, **kw},
+                                      'ppo': {'n_steps': 16, 'batch_size': 32, 'n_epochs': 1}})
+
+class At(BaseCallback):
+    "Runs `fn(model)` once, at the first step at or after timestep `t` (on_step) or the first rollout end after it."
+    def __init__(self, t, fn, where='step'): super().__init__(); self.t, self.fn, self.where, self.done = t, fn, where, False
+    def _fire(self):
+        if not self.done and self.num_timesteps >= self.t: self.done = True; self.fn(self.model)
+    def _on_step(self):
+        if self.where == 'step': self._fire()
+        return True
+    def _on_rollout_end(self):
+        if self.where == 'rollout_end': self._fire()
+
+class Returns(BaseCallback):
+    "Every finished episode's (timestep, env index, return)."
+    def __init__(self): super().__init__(); self.eps = []
+    def _on_step(self):
+        for i, info in enumerate(self.locals['infos']):
+            if 'summary' in info: self.eps.append((self.num_timesteps, i, info['summary']['return']))
+        return True
+
+def weights(z): return SpindleFlowPPO.load(z, device='cpu').policy.state_dict()
+def same(a, b): return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+def test_crash_keeps_latest_on_last_good_checkpoint(tmp_path):
+    def boom(model): raise RuntimeError('backend exploded')
+    with pytest.raises(RuntimeError, match='backend exploded'):
+        train(cfg(tmp_path, 'crash'), quiet=True, callbacks=[At(150, boom)])
+    run = tmp_path/'crash'; st = json.loads((run/'latest.json').read_text())
+    assert st['num_timesteps'] == 128 and st['checkpoint'].endswith('step_0000000128.zip')     # the last periodic one
+    crash = json.loads((run/'checkpoints'/'crash_0000000150.json').read_text())
+    assert 'backend exploded' in crash['error'] and crash['latest_good'] == st['checkpoint']
+    assert (run/'checkpoints'/'crash_0000000150.zip').exists() and not (run/'final.zip').exists()
+
+def test_nan_guard_stops_and_latest_stays_good(tmp_path):
+    def poison(model):
+        with torch.no_grad(): next(model.policy.parameters()).fill_(float('nan'))
+    with pytest.raises(NonFiniteError, match='training diverged'):
+        train(cfg(tmp_path, 'nan'), quiet=True, callbacks=[At(100, poison, 'rollout_end')])
+    run = tmp_path/'nan'; st = json.loads((run/'latest.json').read_text())
+    assert st['num_timesteps'] == 64
+    w = weights(run/st['checkpoint'])
+    assert all(torch.isfinite(v).all() for v in w.values())                                # latest: finite weights
+    crash = next((run/'checkpoints').glob('crash_*.json'))
+    assert 'NaN' in json.loads(crash.read_text())['error']
+    assert any(not torch.isfinite(v).all() for v in weights(crash.with_suffix('.zip')).values())
+    _, s2 = resolve_checkpoint(run); assert s2['num_timesteps'] == 64                        # --checkpoint run resumes the good one
+
+def test_stop_and_resume_is_bit_identical(tmp_path):
+    full_eps = Returns()
+    full = train(cfg(tmp_path, 'full'), quiet=True, callbacks=[full_eps])
+    def stop(model): raise KeyboardInterrupt
+    part_eps = Returns()
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg(tmp_path, 'part'), quiet=True, callbacks=[part_eps, At(100, stop)])      # mid-rollout (rollouts: 32 steps)
+    st = json.loads((tmp_path/'part'/'latest.json').read_text())
+    assert st['num_timesteps'] == 96 and st['resume_state']                                  # the rollout boundary
+    rest_eps = Returns()
+    part = train(cfg(tmp_path, 'part'), checkpoint=tmp_path/'part', quiet=True, callbacks=[rest_eps])
+    assert same(weights(full/'final.zip'), weights(part/'final.zip'))
+    resumed = [e for e in part_eps.eps if e[0] <= 96] + rest_eps.eps
+    assert len(full_eps.eps) > 10 and resumed == full_eps.eps                                # every episode's return, exactly
+    assert json.loads((part/'latest.json').read_text())['curriculum'] == json.loads((full/'latest.json').read_text())['curriculum']
+
+def test_resuming_a_finished_run_says_so(tmp_path, capsys):
+    run = train(cfg(tmp_path, 'done', ts=64), quiet=True)
+    before = sorted(p.name for p in (run/'checkpoints').iterdir())
+    train(cfg(tmp_path, 'done', ts=64), checkpoint=run)
+    assert 'already trained to 64 timesteps' in capsys.readouterr().out
+    assert sorted(p.name for p in (run/'checkpoints').iterdir()) == before

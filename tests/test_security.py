@@ -3,8 +3,9 @@ in a specialist's output changes nothing outside its own slot and leaks nothing;
 never hold the API key nor the output of a specialist the DAG does not let the caller see."""
 import re
 import pytest
-from spindleflow_rl.env import SpindleFlowEnv, default_world, encode_action
-from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient
+from spindleflow_rl.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.world import default_world
+from spindleflow_rl.llm import OpenAIConfig, LLMClient
 from spindleflow_rl.security import SandboxedOpenAIBackend, SandboxWrapper, Scratchpad, SandboxViolation, QUOTE_PREFIX
 try: from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
 except ImportError: from spindleflow_rl.openai_backend import ScriptedOpenAIServer, ScriptedReply

@@ -1,4 +1,4 @@
-"""Issue 15, sweeps: a two-trial sweep (each trial one `spindleflow-train` config, then a held-out evaluation) runs
+"""Sweeps: a two-trial sweep (each trial one `spindleflow-train` config, then a held-out evaluation) runs
 through Ray Tune on a local Ray instance started by the sweep, and the same sweep runs in this process without Ray;
 both give the same numbers, gathered into one sweep.json and sweep.png."""
 import json, os, subprocess, sys

@@ -4,11 +4,12 @@ source policy (small scale, in-process)."""
 import json
 import pytest
 import torch
-from spindleflow_rl.train import main, load_run_config, make_vec_env, init_from_checkpoint, DEMO_POLICY_ZIP, file_sha256
+from spindleflow_rl.train import main, init_from_checkpoint
+from spindleflow_rl.runs import load_run_config, make_vec_env, DEMO_POLICY, file_sha256
 from spindleflow_rl.policy import make_model, SpindleFlowPPO
-from spindleflow_rl.evaluate import ModelPolicy
+from spindleflow_rl.policies import ModelPolicy
 from spindleflow_rl.transfer import TRANSFER_CATALOG, transfer_config, transfer_curve, evaluate_on
-from spindleflow_rl.train import build_world
+from spindleflow_rl.runs import build_world
 
 TINY = {'n_envs': 2, 'vec_env': 'dummy', 'eval_episodes': 0, 'progress': False, 'torch_threads': 1, 'imitation_teacher': ''}
 PPO = {'n_steps': 16, 'batch_size': 32, 'n_epochs': 1}
@@ -24,13 +25,13 @@ def test_init_from_copies_the_demo_policy_weights():
     venv = make_vec_env(cfg, 1, 0, 1, vec_env='dummy')
     try:
         model = make_model(venv, cfg['policy'], seed=0, device='cpu', **cfg['ppo'])
-        ref = SpindleFlowPPO.load(DEMO_POLICY_ZIP, device='cpu').policy.state_dict()
+        ref = SpindleFlowPPO.load(DEMO_POLICY, device='cpu').policy.state_dict()
         mine = model.policy.state_dict()
         assert not all(torch.equal(mine[k], ref[k]) for k in ref)           # a fresh model is not the demo policy ...
         info = init_from_checkpoint(model, 'demo', quiet=True)
         mine = model.policy.state_dict()
         assert set(mine) == set(ref) and all(torch.equal(mine[k], ref[k]) for k in ref)   # ... and then it is
-        assert info['sha256'] == file_sha256(DEMO_POLICY_ZIP) and info['source_timesteps'] > 0
+        assert info['sha256'] == file_sha256(DEMO_POLICY) and info['source_timesteps'] > 0
     finally: venv.close()
 
 def test_init_from_on_the_command_line(tmp_path):
@@ -39,7 +40,7 @@ def test_init_from_on_the_command_line(tmp_path):
     assert main([*args, '--run-name', 'ft', '--init-from', 'demo']) == 0
     run = tmp_path/'ft'
     init = json.loads((run/'init_from.json').read_text())
-    assert init['init_from'].endswith('demo_policy.zip') and init['sha256'] == file_sha256(DEMO_POLICY_ZIP)
+    assert init['init_from'].endswith('demo_policy.zip') and init['sha256'] == file_sha256(DEMO_POLICY)
     assert not (run/'imitation.json').exists()
     assert json.loads((run/'config.json').read_text())['train']['init_from'] == 'demo'
     # a run folder works as a source too
@@ -73,5 +74,5 @@ def test_fine_tuning_curve_starts_at_the_source_policy(tmp_path):
     assert set(res['arms']) == {'init-from-demo', 'scratch'} and set(res['baselines']) == {'adaptive-planner', 'random'}
     for cells in res['arms'].values(): assert sorted(cells) == ['0', '32'] and cells['32']['timesteps'] >= 32
     cfg = transfer_config()
-    tab, _ = evaluate_on(build_world(cfg), {'policy': ModelPolicy(SpindleFlowPPO.load(DEMO_POLICY_ZIP, device='cpu'))}, cfg['env'], 4, 0)
+    tab, _ = evaluate_on(build_world(cfg), {'policy': ModelPolicy(SpindleFlowPPO.load(DEMO_POLICY, device='cpu'))}, cfg['env'], 4, 0)
     assert res['arms']['init-from-demo']['0']['return'] == pytest.approx(tab['policy']['return'], abs=1e-9)

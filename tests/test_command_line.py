@@ -1,11 +1,12 @@
-"""Newcomer findings of issue 13, each from the real CLI or its in-process `main`: validation before a run folder
+"""The training and evaluation commands, each from the real CLI or its in-process `main`: validation before a run folder
 exists, same seed -> same weights across processes, simulated spend labelled, plain-text progress with one
 throughput figure, --torch-threads, .env loading, reports that never overwrite another report, a finished run."""
 import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from spindleflow_rl.config import ConfigError
-from spindleflow_rl.train import load_run_config, main as train_main, eval_plan, spend_from
+from spindleflow_rl.runs import load_run_config, spend_from
+from spindleflow_rl.train import main as train_main, eval_plan
 from spindleflow_rl.evaluate import main as eval_main
 
 TINY = """
