@@ -51,7 +51,8 @@ def colab_venv(tmp_path_factory):
     py = d/'venv'/'bin'/'python'
     sh(py, '-m', 'pip', 'install', '-q', 'ipykernel')                      # Colab's kernel
     sh(py, '-m', 'pip', 'download', '-q', '--no-deps', '-d', d/'wheelhouse', 'setuptools>=64')   # for the git build, offline
-    # a bare clone of this commit, tagged like the release (the repository's own tag is made at release time)
+    # a bare clone of this commit, tagged like the release (the repository's own tag is made at release time);
+    # `git+file://localhost/...`: pip 23's URL check refuses `git+file:///` (an empty host), git takes both
     sha = sh('git', 'rev-parse', 'HEAD', cwd=ROOT).strip()
     sh('git', 'clone', '-q', '--bare', ROOT, d/'bare.git')
     sh('git', '-C', d/'bare.git', 'tag', f'v{VERSION}', sha)
@@ -60,7 +61,7 @@ def colab_venv(tmp_path_factory):
                                                 'display_name': KERNEL, 'language': 'python'}))
     print(f'venv ready in {time.time() - t0:.0f} s')
     return {'dir': d, 'py': py, 'wheel': d/'dist'/f'spindleflow_rl-{VERSION}-py3-none-any.whl',
-            'tag_url': f"git+file://{d/'bare.git'}@v{VERSION}", 'jupyter': d/'jupyter', 'wheelhouse': d/'wheelhouse'}
+            'tag_url': f"git+file://localhost{d/'bare.git'}@v{VERSION}", 'jupyter': d/'jupyter', 'wheelhouse': d/'wheelhouse'}
 
 
 @pytest.fixture

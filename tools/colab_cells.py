@@ -52,7 +52,10 @@ def _src(c) -> str: return ''.join(c['source'])
 
 def fix(path: Path, check: bool = False) -> list[str]:
     nb = json.loads(path.read_text()); cells = nb['cells']; todo = []
-    if not any(c['cell_type'] == 'markdown' and BADGE_MARK in _src(c) for c in cells):
+    badges = [c for c in cells if c['cell_type'] == 'markdown' and BADGE_MARK in _src(c)]
+    if badges and _src(badges[0]) != badge_src(path.name):        # e.g. a renamed chapter: the badge opens the new name
+        todo.append('badge'); badges[0]['source'] = _lines(badge_src(path.name))
+    if not badges:
         todo.append('badge')
         cells.insert(1, {'cell_type': 'markdown', 'id': 'b' + hashlib.md5(path.name.encode()).hexdigest()[:7], 'metadata': {},
                          'source': _lines(badge_src(path.name))})
