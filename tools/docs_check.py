@@ -23,7 +23,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # chapters whose docs processing fails today, owned by other work; each entry says why. Empty this as they are fixed.
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    '01_embeddings.ipynb': 'cell 52: NameError emb: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '02_catalog.ipynb': 'cell 66: NameError train_ids: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '03_dag.ipynb': 'cell 54: NameError dag: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '04_tasks.ipynb': 'cell 46: NameError bank: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '05_backends.ipynb': 'cell 62: NameError world: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '05a_openai.ipynb': 'cell 83: NameError events: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '06_rewards.ipynb': 'cell 45: NameError sub: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '07_env.ipynb': 'cell 97: AssertionError: close: (a test that needs the demo cells before it, which nbdev does not run)',
+    '07a_baselines.ipynb': 'cell 28: NameError p: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '07b_render.ipynb': 'cell 20: NameError frames: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '08_policy.ipynb': 'cell 61: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '08a_imitation.ipynb': 'cell 27: NameError d1: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '09_train.ipynb': 'cell 58: NameError _cfg_my: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '11_replay.ipynb': 'cell 35: NameError ep5: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '12_demo.ipynb': 'cell 22: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '13_openenv.ipynb': 'cell 41: NameError PLAN: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '14_export.ipynb': 'cell 27: NameError flows: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '15_audit.ipynb': 'cell 41: NameError claims: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '16_security.ipynb': 'cell 20: NameError evil: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18_routers.ipynb': 'cell 54: NameError held: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '19_transfer.ipynb': 'cell 29 and on: a cell holding an import also trains, so nbdev runs minutes of training (timed out)',
+    '92_fast_dag.ipynb': 'cell 24: NameError plain_or_into: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '93_fast_sim.ipynb': 'cell 9: NameError EpisodeParams: an annotation show_doc needs is not imported (EpisodeParams, SimState, ModeParams, SimConfig)',
+}
 
 STUB = "#!/bin/sh\necho 'quarto stub (tools/docs_check.py): the Quarto render is not part of this check' >&2\nexit 0\n"
 
@@ -64,27 +88,49 @@ def why(out: str) -> str:
     return '; '.join(dict.fromkeys(parts))
 
 
-def process(nb: Path, out: Path, env: dict) -> tuple[str, bool, str, float]:
+def process(nb: Path, out: Path, env: dict, timeout: float = 600) -> tuple[str, bool, str, float]:
     t0 = time.time()
-    r = subprocess.run([sys.executable, '-c', DRIVER, str(nb), str(out/nb.name)], cwd=ROOT, env=env,
-                       capture_output=True, text=True)
+    try: r = subprocess.run([sys.executable, '-c', DRIVER, str(nb), str(out/nb.name)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return nb.name, False, f'timed out after {timeout:.0f} s (a cell holding an import also runs something long?)', time.time() - t0
     return nb.name, r.returncode == 0, why(r.stdout + r.stderr) if r.returncode else '', time.time() - t0
+
+
+def sidebar_problems() -> list[str]:
+    "nbs/sidebar.yml (custom_sidebar = True) must list every chapter once, and only chapters that exist."
+    import yaml
+    side = yaml.safe_load((ROOT/'nbs'/'sidebar.yml').read_text(encoding='utf-8'))
+    def walk(xs):
+        for x in xs:
+            if isinstance(x, str): yield x
+            else: yield from walk(x.get('contents', []))
+    listed = list(walk(side['website']['sidebar']['contents']))
+    have = {p.name for p in chapters()}
+    return ([f"nbs/sidebar.yml lacks {n}" for n in sorted(have - set(listed))] +
+            [f"nbs/sidebar.yml lists {n}, which is not a chapter" for n in sorted(set(listed) - have)] +
+            [f"nbs/sidebar.yml lists {n} twice" for n in sorted({n for n in listed if listed.count(n) > 1})])
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('notebooks', nargs='*', help='default: every chapter in nbs/')
     ap.add_argument('--workers', type=int, default=2)
+    ap.add_argument('--timeout', type=float, default=600, help='seconds per chapter (default 600)')
+    ap.add_argument('--skip-known', action='store_true', help="don't process the chapters in KNOWN (saves minutes)")
     a = ap.parse_args(argv)
     nbs = [Path(p).resolve() for p in a.notebooks] or chapters()
+    if a.skip_known: nbs = [p for p in nbs if p.name not in KNOWN]
     missing = [str(p) for p in nbs if not p.exists()]
     if missing: sys.exit(f"no such notebook: {', '.join(missing)}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp); env = stub_path(tmp)
         prepare(env)
         with ThreadPoolExecutor(max(1, a.workers)) as ex:
-            res = list(ex.map(lambda p: process(p, tmp, env), nbs))
-    bad = 0
+            res = list(ex.map(lambda p: process(p, tmp, env, a.timeout), nbs))
+    side = sidebar_problems()
+    for m in side: print(f"FAIL     {m}")
+    bad = len(side)
     for name, ok, msg, dt in res:
         known = KNOWN.get(name)
         if ok and known: bad += 1; print(f"PASS but listed in KNOWN  {name}: remove it from KNOWN in tools/docs_check.py")
@@ -92,6 +138,7 @@ def main(argv=None) -> int:
         elif known: print(f"known    {name}: {msg}  [{known}]")
         else: bad += 1; print(f"FAIL     {name}: {msg}")
     print(f"{sum(ok for _, ok, _, _ in res)} of {len(res)} chapters pass nbdev's docs processing"
+          + (f" ({len(KNOWN)} known failures not processed)" if a.skip_known else '')
           + (f"; {bad} unexpected" if bad else ''))
     return 1 if bad else 0
 
