@@ -118,6 +118,7 @@ def record_colab(v, tmp: Path):
     for new, old in zip(nb.cells, orig.cells):
         new.source = old.source; new.metadata = old.metadata
         if new.cell_type == 'code': new.execution_count = None
+        if "run_line_magic('tensorboard'" in new.source: new.outputs = []   # a frame on a server gone with the run
     nb.metadata = orig.metadata
     nbformat.write(nb, NB)
 
@@ -154,7 +155,7 @@ def test_colab_notebook_installs_from_the_tag_and_the_wheel_and_runs(kernel_env,
     for f in ('eval.md', 'learning_curve.png', 'pareto.png', 'phases.png', 'episodes.jsonl'): assert (run_dir/f).exists(), f
     page = (run_dir/'replay.html').read_text()
     assert page.count('<template id="sf-p-') >= 4 and 'policy' in page
-    assert 'Google Drive not mounted' in log and 'new run: 256 timesteps' in log and 'estimate: about' in log
+    assert 'Google Drive not mounted' in log and 'new run: 256 timesteps' in log and 'estimate: well under a minute' in log
     assert 'TensorBoard inline skipped' not in log                                    # it ran
     assert '3 episodes; specialists and baseline cost $' in log and n_llm > 0, (n_llm, log[-2000:])
     assert any('application/vnd.jupyter.widget-view+json' in o.get('data', {}) for c in nb.cells for o in c.get('outputs', []))
