@@ -235,13 +235,13 @@ def land(self, futures):
             self.stop = True; self.error = self.error or e; continue
         row = self.rows[t]
         row['rewards'][i], row['dones'][i], row['infos'][i] = rew, done, info; row['landed'] += 1
+        b.rewards[t, i] = rew
         if done and info.get('terminal_observation') is not None and info.get('TimeLimit.truncated', False):
             vf = (self.states.vf[0][:, i:i+1].contiguous(), self.states.vf[1][:, i:i+1].contiguous())
             with th.no_grad():
                 v = m.policy.predict_values(m.policy.obs_to_tensor(info['terminal_observation'])[0], vf,
                                             th.tensor([False], dtype=th.float32, device=m.device))[0]
-            r = np.array([rew], np.float32); r += m.gamma*v; rew = r[0]     # in float32, as sb3-contrib adds it
-        b.rewards[t, i] = rew
+            b.rewards[t, i] += m.gamma*v                                 # float32 + tensor, as sb3-contrib adds it
         self.obs[i], self.starts[i] = obs, done
         if done: self.venv.reset_infos[i] = reset_info
         self.steps[i] += 1; self.ready.add(i)

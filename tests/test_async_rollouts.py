@@ -69,7 +69,7 @@ def _cfg(srv, tmp_path, name, cache, max_concurrency=16):
         'train': {'backend': 'openai', 'tier': 0, 'curriculum': False, 'phase': 1, 'timesteps': 4*8*8, 'n_envs': 8,
                   'vec_env': 'async', 'eval_episodes': 0, 'progress': False, 'checkpoint_every': 64, 'imitation_teacher': '',
                   'out': str(tmp_path/'runs'), 'run_name': name, 'seed': 3, 'torch_threads': 1},
-        'ppo': {'n_steps': 8, 'batch_size': 32, 'n_epochs': 2},
+        'ppo': {'n_steps': 8, 'batch_size': 32, 'n_epochs': 2}, 'env': {'max_steps': 3},     # time limits: bootstrapped rewards
         'openai': {'base_url': srv.base_url, 'cache_dir': str(cache), 'max_concurrency': max_concurrency}})
 
 
@@ -99,12 +99,13 @@ def test_resume_mid_rollout_is_exact_and_the_cache_replays_the_cold_run(tmp_path
 
 
 def _llm_model(srv, cap: int, cache: Path, n=16, tier=2):
-    "`n` environments (tier 2: judges included) whose clients have a stopped clock: latency is part of the observation."
+    """`n` environments (tier 2: judges included; at most 3 steps, so time limits cut episodes and their last reward is
+    bootstrapped) whose clients have a stopped clock: latency is part of the observation."""
     world = default_world()
     cfg = OpenAIConfig(base_url=srv.base_url, cache_dir=str(cache), max_concurrency=cap, max_retries=0, timeout_s=20.0)
     def make(i):
         client = LLMClient(cfg, clock=lambda: 0.0)
-        env = SpindleFlowEnv(EnvConfig(phase=2, tier=tier), backend=OpenAIBackend(world, cfg, client=client),
+        env = SpindleFlowEnv(EnvConfig(phase=2, tier=tier, max_steps=3), backend=OpenAIBackend(world, cfg, client=client),
                              scorers=make_judge_scorers(cfg, client), world=world)
         return Monitor(env)
     venv = AsyncVecEnv([(lambda i=i: make(i)) for i in range(n)])
