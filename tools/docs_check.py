@@ -32,7 +32,7 @@ KNOWN: dict[str, str] = {
     '05a_openai.ipynb': 'cell 83: NameError events: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '06_rewards.ipynb': 'cell 45: NameError sub: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '07_env.ipynb': 'cell 97: AssertionError: close: (a test that needs the demo cells before it, which nbdev does not run)',
-    '07a_baselines.ipynb': 'cell 28: NameError p: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '07a_policies.ipynb': 'cell 28: NameError p: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '07b_render.ipynb': 'cell 20: NameError frames: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '08_policy.ipynb': 'cell 61: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '08a_imitation.ipynb': 'cell 27: NameError d1: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
