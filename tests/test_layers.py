@@ -33,7 +33,9 @@ LAYERS = [   # top first: a module may import modules of the layers listed after
     ('problem', 'tasks, rewards, the delegation DAG; stepping environments in threads (chapter 09a)',
      {'tasks', 'rewards', 'dag', 'concurrency'}),
     ('catalog', 'the specialists', {'catalog'}),
-    ('embeddings', 'the MiniLM embedder and its disk cache', {'embeddings'}),
+    ('embeddings', 'the MiniLM embedder', {'embeddings'}),
+    ('embedding cache', 'appendix 95a: the encoder found offline, and the disk cache of embedding vectors',
+     {'embedding_cache'}),
     ('foundation', 'configuration, atomic file writes, and the speed appendices 90-92 that import nothing of ours',
      {'config', 'files', 'fast_sampling', 'fast_dag', 'fast_lstm'}),
 ]
