@@ -645,7 +645,8 @@ def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost
     for k, v in ppo.items():
         if k == 'learning_rate': model.learning_rate = v; model._setup_lr_schedule()
         else: setattr(model, k, v)
-    model.set_env(DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range)]*n_envs))
+    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range)]*n_envs); venv.seed(seed)
+    model.set_env(venv); model.set_random_seed(seed)                  # seeded: the same fine-tune on every run
     model.learn(timesteps, reset_num_timesteps=False)
     after = validation_area(tab, fit_be, ModelPolicy(model), prices, seed)
     kept = 'fine-tuned' if after >= before else 'warm start'
