@@ -33,7 +33,7 @@ def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dag
     from spindleflow_rl.backends import RecordedOutcomesBackend
     from spindleflow_rl.catalog import Catalog
     from spindleflow_rl.config import ConfigError
-    from spindleflow_rl.evaluate import ModelPolicy
+    from spindleflow_rl.policies import ModelPolicy
     import spindleflow_rl.logs_learning as ll
     T = {}; t = time.time()
     log, cat = write_log(name, n, seed, out)

@@ -638,7 +638,7 @@ def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost
     `n_envs` log environments; `ppo`: attributes of it to override for this run (e.g. `learning_rate`). Returns a summary."""
     import copy
     from stable_baselines3.common.vec_env import DummyVecEnv
-    from spindleflow_rl.evaluate import ModelPolicy
+    from spindleflow_rl.policies import ModelPolicy
     fit_be = carve_validation(backend, fraction, seed)
     before = validation_area(tab, fit_be, ModelPolicy(model), prices, seed)
     warm = copy.deepcopy(model.policy.state_dict())

@@ -12,10 +12,10 @@ PKG = Path(__file__).resolve().parent.parent/'spindleflow_rl'
 LAYERS = [   # top first: a module may import modules of the layers listed after its own, never its own or earlier ones
     ('workflows', 'commands that train a policy and then evaluate it: they compose the two layers below',
      {'demo', 'sweep', 'transfer'}),
-    ('training', '`spindleflow-train`: the curriculum, callbacks and loop; after a run it evaluates it (chapter 10)',
-     {'train'}),
+    ('training', '`spindleflow-train`: the curriculum, callbacks and loop, and learning from every logged outcome (18b); after a run it evaluates it',
+     {'train', 'logs_learning'}),
     ('commands', 'what reads or serves a trained policy, and the warm start of training; siblings, none imports another',
-     {'evaluate', 'audit', 'export', 'openenv', 'imitation'}),
+     {'evaluate', 'audit', 'export', 'openenv', 'imitation', 'multi_model_log'}),
     ('logs', 'learning from logs: routers, the log-fitted teacher and the cost sweep, used by evaluation and the warm start',
      {'routers'}),
     ('runs', 'what every command builds a run from: config, world, backend, environments, checkpoints', {'runs'}),

@@ -30,6 +30,8 @@ KNOWN: dict[str, str] = {
     '14_export.ipynb': 'cell 27: NameError flows: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '15_audit.ipynb': 'cell 41: NameError claims: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '18_routers.ipynb': 'cell 54: NameError held: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18a_multi_model_log.ipynb': 'cell 21: NameError ids: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18b_learning_from_logs.ipynb': 'cell 59: ValueError: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '19_transfer.ipynb': 'cell 29 and on: a cell holding an import also trains, so nbdev runs minutes of training (timed out)',
 }
 
