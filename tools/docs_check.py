@@ -24,29 +24,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # chapters whose docs processing fails today, owned by other work; each entry says why. Empty this as they are fixed.
 KNOWN: dict[str, str] = {
-    '01_embeddings.ipynb': 'cell 52: NameError emb: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '02_catalog.ipynb': 'cell 66: NameError train_ids: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '03_dag.ipynb': 'cell 54: NameError dag: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '04_tasks.ipynb': 'cell 46: NameError bank: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '05_backends.ipynb': 'cell 62: NameError world: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '05a_openai.ipynb': 'cell 83: NameError events: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '06_rewards.ipynb': 'cell 45: NameError sub: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '07_env.ipynb': 'cell 97: AssertionError: close: (a test that needs the demo cells before it, which nbdev does not run)',
-    '07a_baselines.ipynb': 'cell 28: NameError p: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '07b_render.ipynb': 'cell 20: NameError frames: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '08_policy.ipynb': 'cell 61: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '08a_imitation.ipynb': 'cell 27: NameError d1: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '09_train.ipynb': 'cell 58: NameError _cfg_my: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '11_replay.ipynb': 'cell 35: NameError ep5: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '12_demo.ipynb': 'cell 22: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '13_openenv.ipynb': 'cell 41: NameError PLAN: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '14_export.ipynb': 'cell 27: NameError flows: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '15_audit.ipynb': 'cell 41: NameError claims: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '16_security.ipynb': 'cell 20: NameError evil: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '18_routers.ipynb': 'cell 54: NameError held: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18a_multi_model_log.ipynb': 'cell 21: NameError ids: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18b_learning_from_logs.ipynb': 'cell 59: ValueError: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
     '19_transfer.ipynb': 'cell 29 and on: a cell holding an import also trains, so nbdev runs minutes of training (timed out)',
-    '92_fast_dag.ipynb': 'cell 24: NameError plain_or_into: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '93_fast_sim.ipynb': 'cell 9: NameError EpisodeParams: an annotation show_doc needs is not imported (EpisodeParams, SimState, ModeParams, SimConfig)',
 }
 
 STUB = "#!/bin/sh\necho 'quarto stub (tools/docs_check.py): the Quarto render is not part of this check' >&2\nexit 0\n"
