@@ -5,8 +5,8 @@ that answers every request after `--latency` seconds, for 1, 8, 16, 32 and 64 en
 with the speed-up over the first row and the share of the machine's CPU the run used. `requests/s` and its speed-up
 are a cross-check that does not depend on how many calls each configuration's episodes happened to make.
 
-Each configuration trains a fresh run (tier 0, phase 1, no evaluation, PPO `n_steps` 16, `--steps-per-env` timesteps
-per environment) on a fresh reply cache, so every reply is really requested; `timesteps/s` is the run's own figure
+Each configuration trains a fresh run (tier 0, phase 1, no evaluation, PPO `n_steps` 64 as in the project's training
+config, `--steps-per-env` timesteps per environment: one rollout and its update) on a fresh reply cache, so every reply is really requested; `timesteps/s` is the run's own figure
 from `train_summary.json` (rollouts and PPO updates together, model construction not included). A warm-up run first
 (the largest `n_envs`, the same seeds, no latency) fills the embedding cache with the server's answers, so the
 reference row does not pay for embedding them alone. `CPU share` is the process's CPU time (user + system, every
@@ -16,7 +16,8 @@ environments cannot help. `batch` is the mean number of environments per policy 
 
     python bench/bench_llm_concurrency.py                                  # async, 0.5 s per call, 1 8 16 32 64 envs
     python bench/bench_llm_concurrency.py --vec-envs async,threads         # and the lockstep threads, side by side
-    python bench/bench_llm_concurrency.py --latency 0.2 --n-envs 1,8 --steps-per-env 16
+    python bench/bench_llm_concurrency.py --n-steps 16 --steps-per-env 32  # short rollouts: the rollout's tail weighs more
+    python bench/bench_llm_concurrency.py --latency 0.2 --n-envs 1,8 --n-steps 16 --steps-per-env 16
 """
 import argparse, json, os, resource, shutil, sys, tempfile, time
 from pathlib import Path
@@ -66,13 +67,13 @@ def main(argv=None):
     ap.add_argument('--latency', type=float, default=0.5, help='seconds the server takes to answer each request')
     ap.add_argument('--n-envs', default='1,8,16,32,64', help='comma-separated n_envs values; the first is the reference')
     ap.add_argument('--vec-envs', default='async', help='comma-separated: async, threads, dummy (each runs every n_envs)')
-    ap.add_argument('--steps-per-env', type=int, default=32, help='timesteps per env (two rollouts of --n-steps 16)')
+    ap.add_argument('--steps-per-env', type=int, default=64, help='timesteps per env (one rollout of --n-steps 64)')
     ap.add_argument('--min-timesteps', type=int, default=64, help='at least this many timesteps per configuration')
     ap.add_argument('--ref-timesteps', type=int, default=256, help='timesteps of the one-environment rows (the reference): '
                     'its episodes vary a lot (a STOP makes no call, a sequential step makes three), so it needs more steps')
     ap.add_argument('--max-concurrency', type=int, default=256, help='requests in flight at most (the limiter): an API that allows hundreds')
     ap.add_argument('--torch-threads', type=int, default=1, help='torch CPU threads (1: no OpenMP spinning against the env threads)')
-    ap.add_argument('--n-steps', type=int, default=16, help="PPO rollout length per environment (the project's default is 64)")
+    ap.add_argument('--n-steps', type=int, default=64, help="PPO rollout length per environment (the project's default, 64)")
     ap.add_argument('--learning-rate', type=float, help="PPO learning rate (default: the project's); 0 keeps the policy as "
                     'initialised, so every configuration samples the same mix of steps (measured: it moves the results little)')
     ap.add_argument('--json', help='write the table here as JSON too')
