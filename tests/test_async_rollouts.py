@@ -35,7 +35,7 @@ def test_budget_never_passed_with_32_envs_in_flight(tmp_path, key, monkeypatch, 
     cfg = tmp_path/'c.yaml'
     cfg.write_text(f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 0\n  imitation_teacher: ''\n"
                    f"ppo:\n  n_steps: 16\n  batch_size: 512\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path/'llm'}\n")
-    with ScriptedOpenAIServer(usage=USAGE, latency_s=0.2) as srv:
+    with ScriptedOpenAIServer(usage=USAGE, latency_s=0.5) as srv:     # long enough for all 32 to be sent on a loaded machine
         monkeypatch.setenv('OPENAI_BASE_URL', srv.base_url)
         rc = main(['--config', str(cfg), '--backend', 'openai', '--tier', '0', '--phase', '1', '--timesteps', '4096',
                    '--n-envs', '32', '--vec-env', 'async', '--max-concurrency', '64', '--max-cost-usd', str(budget),
@@ -163,7 +163,7 @@ def test_ctrl_c_mid_rollout_saves_the_boundary_and_resumes(tmp_path):
     cfg = tmp_path/'c.yaml'
     cfg.write_text(f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 64\n  imitation_teacher: ''\n  torch_threads: 1\n"
                    f"ppo:\n  n_steps: 8\n  batch_size: 64\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path/'llm'}\n")
-    args = ['--config', str(cfg), '--backend', 'openai', '--tier', '0', '--phase', '1', '--timesteps', '384', '--n-envs', '8',
+    args = ['--config', str(cfg), '--backend', 'openai', '--tier', '0', '--phase', '1', '--timesteps', '640', '--n-envs', '8',
             '--vec-env', 'async', '--out', str(tmp_path/'runs'), '--run-name', 'ctrl-c', '--env-file', str(tmp_path/'none.env')]
     with ScriptedOpenAIServer(usage=USAGE, latency_s=0.1) as srv:
         env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url}
@@ -177,8 +177,8 @@ def test_ctrl_c_mid_rollout_saves_the_boundary_and_resumes(tmp_path):
         assert p.returncode == 130 and 'interrupted: writing a checkpoint' in out, out[-2000:]
         assert srv._in_flight == 0
         st = json.loads(latest.read_text())
-        assert st['num_timesteps'] % 64 == 0 and 128 <= st['num_timesteps'] < 384, st['num_timesteps']
+        assert st['num_timesteps'] % 64 == 0 and 128 <= st['num_timesteps'] < 640, st['num_timesteps']
         r = subprocess.run([exe, '--checkpoint', str(tmp_path/'runs'/'ctrl-c'), '--eval-episodes', '0', '--env-file', str(tmp_path/'none.env')], env=env,
                            capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and 'exact resume' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
-    assert json.loads(latest.read_text())['num_timesteps'] == 384 and (tmp_path/'runs'/'ctrl-c'/'final.zip').exists()
+    assert json.loads(latest.read_text())['num_timesteps'] == 640 and (tmp_path/'runs'/'ctrl-c'/'final.zip').exists()
