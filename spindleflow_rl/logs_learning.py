@@ -452,8 +452,9 @@ def ends(tab: LogTable, rows) -> tuple:
     rows = np.asarray(rows); f = lambda m: np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
     return f(tab.cheapest), f(tab.strongest)
 
-def curve_area(xs, ys, grid=RATE_GRID) -> float:
-    "Mean of the curve `ys(xs)` (linearly interpolated, sorted by x) over `grid`: the area under it per unit of x."
+def curve_area(xs, ys, grid=None) -> float:
+    "Mean of the curve `ys(xs)` (linearly interpolated, sorted by x) over `grid` (default `RATE_GRID`): the area under it per unit of x."
+    grid = RATE_GRID if grid is None else grid
     o = np.argsort(xs, kind='stable'); return float(np.mean(np.interp(grid, np.asarray(xs)[o], np.asarray(ys)[o])))
 
 # %% ../nbs/18b_learning_from_logs.ipynb #76fec904

@@ -14,7 +14,7 @@ from .backends import Backend, ModeParams, CallResult, Conflict, StepResult, Epi
 from .rewards import JudgeScorer, JudgeUnavailable
 from .llm import (OpenAIConfig, LLMClient, LLMReply, LLMCallFailed, UsageMeter, load_prompts, fill,
                                 extract_json_objects, parse_judge_reply)
-# also importable from here: resume snapshots written before the client had its own module name these classes here
+# re-exported: resume snapshots that pickled them as `spindleflow_rl.openai_backend.PriceTable` (etc.) still load
 from .llm import PriceTable, ResponseCache, shared_limiter
 
 _log = logging.getLogger(__name__)

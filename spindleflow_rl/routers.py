@@ -569,10 +569,10 @@ def fmt_point(p: dict) -> str:
     return s
 
 # %% ../nbs/18_routers.ipynb #ec54f4d6
-def plot_sweep(res: dict, path=None, dpi: int = 72):
+def plot_sweep(res: dict, path=None, dpi: int = 100):
     "Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."
     import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=72)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=dpi)
     e = res['ends']
     for n, c in res['curves'].items():
         a.plot([1e3*p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
