@@ -167,7 +167,10 @@ def test_ctrl_c_mid_rollout_saves_the_boundary_and_resumes(tmp_path):
             '--vec-env', 'async', '--out', str(tmp_path/'runs'), '--run-name', 'ctrl-c', '--env-file', str(tmp_path/'none.env')]
     with ScriptedOpenAIServer(usage=USAGE, latency_s=0.1) as srv:
         env = {**os.environ, 'OPENAI_API_KEY': KEY, 'OPENAI_BASE_URL': srv.base_url}
-        p = subprocess.Popen([exe, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # a job started in the background (`cmd &`, an xdist worker) inherits SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt: give the child the default handler, as a terminal's Ctrl-C would find it
+        p = subprocess.Popen([exe, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         latest, t0 = tmp_path/'runs'/'ctrl-c'/'latest.json', time.time()
         while not (latest.exists() and json.loads(latest.read_text())['num_timesteps'] >= 128):
             assert p.poll() is None and time.time() - t0 < 300, p.stdout.read() if p.poll() is not None else 'no checkpoint'
