@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-COMMANDS = {'train': 'spindleflow_rl.train', 'eval': 'spindleflow_rl.evaluate', 'demo': 'spindleflow_rl.demo',
-            'export': 'spindleflow_rl.export', 'audit': 'spindleflow_rl.audit', 'sweep': 'spindleflow_rl.sweep',
-            'serve': 'spindleflow_rl.openenv'}
+COMMANDS = {c: f'{c}_main' for c in ('train', 'eval', 'demo', 'export', 'audit', 'sweep', 'serve')}   # in spindleflow_rl.cli
 MEMORY_LIMIT = 6 << 30          # address space of a subprocess case: a command that allocates without bound fails, not the machine
 
 TINY = """train:
@@ -114,6 +112,7 @@ def run_proc(cmd: str, argv: list, cwd, env: dict | None = None, timeout: float 
     import tempfile
     exe = shutil.which(f'spindleflow-{cmd}')
     assert exe, f'spindleflow-{cmd} is not on PATH: pip install -e .'
+    _check_entry_point(exe, cmd)
     t0, timed_out, sent = time.time(), False, False
     with tempfile.TemporaryFile('w+') as fo, tempfile.TemporaryFile('w+') as fe:
         p = subprocess.Popen([exe, *argv], cwd=cwd, env=base_env(env), stdin=subprocess.DEVNULL, stdout=fo, stderr=fe,
@@ -130,11 +129,19 @@ def run_proc(cmd: str, argv: list, cwd, env: dict | None = None, timeout: float 
     if signal_on and not sent and not timed_out: err += f"\n[harness] '{signal_on[0]}' never appeared: no signal sent"
     return Result(None if timed_out else p.returncode, out, err, time.time() - t0, timed_out)
 
+def _check_entry_point(exe: str, cmd: str):
+    "The console script must run `spindleflow_rl.cli:<cmd>_main` (an install older than the command layer runs stale code)."
+    import sysconfig
+    real = Path(sysconfig.get_path('scripts'))/f'spindleflow-{cmd}' if 'shims' in exe else Path(exe)
+    text = real.read_text(errors='replace') if real.exists() else ''
+    assert 'spindleflow_rl.cli' in text, (f'{real} does not run spindleflow_rl.cli:{cmd}_main (an install from before the command '
+                                          'layer): reinstall with `pip install -e .` so the console scripts follow settings.ini')
+
 def run_inproc(cmd: str, argv: list, cwd, env: dict | None = None) -> Result:
     """`main(argv)` of the command's module in this process, stdout/stderr captured, the environment and working
     directory restored afterwards. An exception escaping `main` is what the console script shows as a traceback
     (exit code 1)."""
-    mod = importlib.import_module(COMMANDS[cmd])
+    main = getattr(importlib.import_module('spindleflow_rl.cli'), COMMANDS[cmd])
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     new = base_env(env); os.environ.clear(); os.environ.update(new)
@@ -142,7 +149,7 @@ def run_inproc(cmd: str, argv: list, cwd, env: dict | None = None) -> Result:
     t0, exc, rc = time.time(), '', None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try: rc = mod.main(list(argv))
+            try: rc = main(list(argv))
             except SystemExit as e:
                 if isinstance(e.code, str): print(e.code, file=sys.stderr); rc = 1
                 else: rc = 0 if e.code is None else int(e.code)
