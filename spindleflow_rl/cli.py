@@ -11,8 +11,8 @@ from .config import ConfigError, EnvConfig, RewardConfig, allowed, check_value, 
 
 # %% auto #0
 __all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'add_fields', 'overrides', 'run_command', 'read_env_files', 'parser',
-           'TrainOptions', 'train_parser', 'evaluate_after_training', 'train_main', 'eval_main', 'demo_main',
-           'export_main', 'audit_main', 'sweep_main', 'serve_main']
+           'TrainOptions', 'train_parser', 'train_overrides', 'eval_plan', 'evaluate_after_training', 'train_main',
+           'eval_main', 'demo_main', 'export_main', 'audit_main', 'sweep_main', 'serve_main']
 
 # %% ../nbs/97_cli.ipynb #7cce706d
 def _show(v) -> str:
@@ -91,6 +91,7 @@ def run_command(prog: str, body, *args) -> int:
     "Run `body(*args)` and map how it ended to an exit code: 0, 2 (usage), 1 (runtime failure), 130 (interrupted)."
     from spindleflow_rl.runs import CallsFailedError, Interrupted
     try: return body(*args) or 0
+    except SystemExit as e: return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)   # argparse: usage, --help
     except ConfigError as e: print(f"{prog}: error: {e}", file=sys.stderr); return 2
     except CallsFailedError as e: print(f"{prog}: failed: {e}", file=sys.stderr); return 1
     except Interrupted as e: print(f"\n{prog}: {e.message}", file=sys.stderr, flush=True); return 130
@@ -134,7 +135,7 @@ def train_parser() -> argparse.ArgumentParser:
     return ap
 
 # %% ../nbs/97_cli.ipynb #41b8be67
-def _train_overrides(a) -> dict:
+def train_overrides(a) -> dict:
     "The flags as config sections, after the checks between flags (an ineffective or contradictory combination is refused)."
     ov = overrides(a); t = ov.setdefault('train', {})
     if 'phase' in t:
@@ -159,40 +160,51 @@ def _train_config(a, ov: dict) -> dict:
 # %% ../nbs/97_cli.ipynb #8ae2715e
 PAID_EVAL_MIN_EPISODES = 10
 
-def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
-    """The evaluation `spindleflow-train` ends with. Simulated and recorded backends: `eval_episodes` per policy and split,
-    every baseline. A paid backend: sized to the training (the policy against the best deployable baselines on the
-    held-out split, as many episodes as training played, at least 10, at most `paid_eval_episodes`, or
+def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
+    """What the evaluation `spindleflow-train` ends with plays (`evaluate_run`'s arguments), or why there is none (a
+    line to print; '' to say nothing). Simulated and recorded backends: `eval_episodes` per policy and split, every
+    baseline. A paid backend: sized to the training (the policy against the best deployable baselines on the held-out
+    split; as many episodes in all as training played: at least 10 per policy, at most `paid_eval_episodes`, or
     `--eval-episodes` when given) inside a budget printed before it starts (`paid_eval_budget_usd`, or what
     `--max-cost-usd` left if less)."""
-    from spindleflow_rl.runs import spend_from, SPEND_KIND
-    from spindleflow_rl.evaluate import evaluate_run, PAID_BASELINES
-    t = cfg['train']; st = json.loads((run/'latest.json').read_text())
-    summ = json.loads((run/'train_summary.json').read_text())
+    from spindleflow_rl.runs import spend_from
+    from spindleflow_rl.evaluate import PAID_BASELINES
+    t = cfg['train']
+    st = json.loads((run/'latest.json').read_text()) if (run/'latest.json').exists() else {}
+    summ = json.loads((run/'train_summary.json').read_text()) if (run/'train_summary.json').exists() else {}
     if summ.get('stopped_for_cost'):
-        print("evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate with "
-              f"spindleflow-eval --checkpoint {run} --max-cost-usd USD."); return None
-    if t.backend != 'openai':
-        return evaluate_run(run, episodes=t.eval_episodes, seed=t.seed, overwrite=True, quiet=quiet) if t.eval_episodes else None
-    spent = spend_from(st) if SPEND_KIND[t.backend] == 'real' else 0.0
-    played = int(st.get('episodes') or 0)
-    episodes = t.eval_episodes if explicit else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played))
-    if not episodes: return None
+        return ("evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate with "
+                f"spindleflow-eval --checkpoint {run} --max-cost-usd USD.")
+    if t.backend != 'openai': return {'episodes': t.eval_episodes} if t.eval_episodes else ''
+    spent, played = spend_from(st), int(st.get('episodes') or 0)
+    n_pol = len(PAID_BASELINES) + 2                         # the policy, the scripted baselines and the LLM planner
+    episodes = t.eval_episodes if explicit else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played//n_pol))
+    if not episodes: return ''
     budget, why = t.paid_eval_budget_usd, 'train.paid_eval_budget_usd, the default of the evaluation after paid training'
     if t.max_cost_usd > 0 and t.max_cost_usd - spent < budget:
         budget, why = t.max_cost_usd - spent, 'what --max-cost-usd left after training'
-        if budget <= 0: print(f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with spindleflow-eval --checkpoint {run}."); return None
-    print(f"evaluating the paid run as its training was sized: the policy against {', '.join(PAID_BASELINES)} and the LLM planner "
-          f"on held-out tasks (a full comparison: spindleflow-eval --checkpoint {run}).", flush=True)
-    return evaluate_run(run, episodes=episodes, splits=('heldout',), baselines=PAID_BASELINES, seed=t.seed, max_cost_usd=budget,
-                        cost_per_episode=spent/played if played else None, overwrite=True, budget_why=why, quiet=quiet)
+        if budget <= 0: return f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with spindleflow-eval --checkpoint {run}."
+    return {'episodes': episodes, 'splits': ('heldout',), 'baselines': PAID_BASELINES, 'max_cost_usd': budget, 'budget_why': why,
+            'cost_per_episode': spent/played if played else None}
+
+def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
+    "Evaluate a run just trained as `eval_plan` says (with its seed); the report is the run's own `eval.json`."
+    from spindleflow_rl.evaluate import evaluate_run
+    plan = eval_plan(cfg, explicit, run)
+    if isinstance(plan, str):
+        if plan: print(plan)
+        return None
+    if 'splits' in plan and not quiet:
+        print(f"evaluating the paid run as its training was sized: the policy against {', '.join(plan['baselines'])} and the LLM "
+              f"planner on held-out tasks (a full comparison: spindleflow-eval --checkpoint {run}).", flush=True)
+    return evaluate_run(run, seed=cfg['train'].seed, overwrite=True, quiet=quiet, **plan)
 
 # %% ../nbs/97_cli.ipynb #ba10c9af
 def _train(argv) -> int:
     from spindleflow_rl.train import train
     a = train_parser().parse_args(argv)
     read_env_files(a.env_file)
-    ov = _train_overrides(a)
+    ov = train_overrides(a)
     cfg = _train_config(a, ov)
     t = cfg['train']
     if a.checkpoint:

@@ -79,13 +79,16 @@ def read_csv(path, what: str = 'input', field_limit: int = CSV_FIELD_LIMIT) -> t
     "`(header, [(line, row dict)])` of the user's CSV file; `ConfigError` naming the file and line of a field over `field_limit`."
     import csv, io
     p = Path(path); text = read_user_text(p, what)
+    seen = [0]                                           # lines handed to the reader: the line an error is on
+    def lines():
+        for ln in io.StringIO(text, newline=''): seen[0] += 1; yield ln
     old = csv.field_size_limit(max(field_limit, 1))
     try:
-        rd = csv.DictReader(io.StringIO(text, newline=''))
+        rd = csv.DictReader(lines())
         try: return list(rd.fieldnames or []), [(rd.line_num, r) for r in rd]
         except csv.Error as e:
             why = (f"a field is longer than {field_limit:,} characters" if 'field larger' in str(e) else str(e))
-            raise ConfigError(f"{p}: line {rd.line_num}: {why}. Fix that row (quote cells that hold commas or line breaks).") from None
+            raise ConfigError(f"{p}: line {seen[0]}: {why}. Fix that row (quote cells that hold commas or line breaks).") from None
     finally: csv.field_size_limit(old)
 
 # %% ../nbs/00_config.ipynb #83ec90c2
@@ -240,7 +243,8 @@ class EnvConfig(ConfigBase):
     rehearsal: float = param(0.0, 'share of episodes drawn from earlier phases (curriculum rehearsal)', lo=0, hi=1)
     score_lo: float = param(0.70, 'run-time output scorer: a subtask cosine at or below this scores 0 ...', lo=-1, hi=1)
     score_hi: float = param(0.97, '... and at or above this scores 1 (linear between; calibrated in chapter 07)', lo=-1, hi=1)
-    cost_coef_range: tuple = param((), "(lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off")
+    cost_coef_range: tuple = param((), "(lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off",
+                                   ok=lambda r: _range_ok(r), rule='() (off) or LO,HI with 0 <= LO <= HI, e.g. 0,2 (LO == HI fixes it)')
 
     def check_fields(self, where: str = 'EnvConfig'):
         "`score_lo < score_hi`, and `cost_coef_range` () or (lo, hi) with 0 <= lo <= hi."
@@ -260,6 +264,10 @@ def check_cost_coef_range(r) -> tuple:
     lo, hi = float(r[0]), float(r[1])
     if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi): raise ConfigError(bad)
     return (lo, hi)
+
+def _range_ok(r) -> bool:
+    try: check_cost_coef_range(r); return True
+    except ConfigError: return False
 
 # %% ../nbs/00_config.ipynb #562d5db4
 def patch_into(cls, cls_method: bool = False):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_evaluate.ipynb #30276f95
 from __future__ import annotations
-import os, sys, time
+import copy, os, sys, threading, time
 from dataclasses import dataclass
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -16,10 +16,10 @@ from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make
                                  calls_failed, CallsFailedError, Interrupted)
 
 # %% auto #0
-__all__ = ['NON_DEPLOYABLE', 'PAID_BASELINES', 'EVAL_EPISODES', 'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised',
-           'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split',
-           'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths',
-           'evaluate_run', 'EvalOptions']
+__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'EVAL_EPISODES', 'plan_consistency', 'metrics', 'normalised_ci',
+           'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget',
+           'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table',
+           'report_paths', 'evaluate_run', 'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -81,6 +81,7 @@ def add_normalised(table: dict, returns: dict | None = None) -> dict:
 
 # %% ../nbs/10_evaluate.ipynb #4e352347
 NON_DEPLOYABLE = ('random', 'oracle')     # random is a floor, and the oracle reads the simulator's hidden parameters
+PAID_WORKERS = 8                          # a paid backend's episodes played at once (each waits on the network, not the CPU)
 PAID_BASELINES = ('adaptive-planner',)   # the best deployable scripted baseline (README); with the LLM planner a paid backend adds,
                                          # the two an evaluation sized to a paid training run plays against the policy
 
@@ -132,54 +133,88 @@ def fmt_comparison(c: dict) -> str:
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
 class EvalBudget:
     """What an evaluation may spend (`limit_usd` None: no limit) and what it spent; the real calls it made and how many
-    failed (`calls_failed` with `max_failed`); why it stopped early, if it did."""
+    failed (`calls_failed` with `max_failed`); why it stopped early, if it did. Thread-safe (parallel episodes)."""
     def __init__(self, limit_usd: float | None = None, max_failed: float = 0.2):
         self.limit, self.spent, self.most, self.stopped = limit_usd, 0.0, 0.0, None
         self.max_failed, self._calls, self.failure = max_failed, {}, None
-    def charge(self, usd: float): self.spent += usd; self.most = max(self.most, usd)
+        self._lock = threading.Lock()
+    def charge(self, usd: float):
+        with self._lock: self.spent += usd; self.most = max(self.most, usd)
     def count(self, *sources):
         "Take the `call_stats()` of backends and clients that made real calls (held, so each is counted once)."
-        for s in sources:
-            st = s.call_stats() if s is not None and hasattr(s, 'call_stats') else None
-            if st: self._calls[id(s)] = (s, st)
-        self.failure = calls_failed([st for _, st in self._calls.values()], self.max_failed)
-    def calls(self) -> list: return [st for _, st in self._calls.values()]
+        with self._lock:
+            for s in sources:
+                st = s.call_stats() if s is not None and hasattr(s, 'call_stats') else None
+                if st: self._calls[id(s)] = (s, st)
+            self.failure = calls_failed([st for _, st in self._calls.values()], self.max_failed)
+    def calls(self) -> list:
+        with self._lock: return [st for _, st in self._calls.values()]
     def allows_next(self) -> bool:
-        if self.failure: self.stopped = 'calls failed'; return False
-        return self.limit is None or self.spent + 1.5*self.most <= self.limit
+        if self.failure: self.stopped = self.stopped or 'calls failed'; return False
+        with self._lock: return self.limit is None or self.spent + 1.5*self.most <= self.limit
 
 def _spent(env, pol) -> float:
     f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
 
+def _play(env_fn, pol, idx, seed, record, tasks, budget) -> dict:
+    "Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`; stops when the budget says so."
+    env, out = env_fn(), {}
+    try:
+        for i in idx:
+            if budget.stopped or not budget.allows_next(): budget.stopped = budget.stopped or 'budget'; break
+            sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
+            s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
+            budget.charge(_spent(env, pol) - before)
+            budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
+            out[i] = (s, {**s, 'seed': sd, 'task': env.task} if i < record else None)
+    except KeyboardInterrupt: budget.stopped = 'interrupted'        # Ctrl-C (this thread): the finished episodes are kept
+    return out
+
+# %% ../nbs/10_evaluate.ipynb #fd75f459
+def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
+    "Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) spread over threads, each with its own env and policy copy."
+    if workers <= 1 or n < 2: return _play(env_fn, pol, range(n), seed, record, tasks, budget)
+    from concurrent.futures import ThreadPoolExecutor
+    w = min(workers, n); out = {}
+    pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]      # copies made before any of them plays
+    with ThreadPoolExecutor(w) as ex:
+        futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget) for k in range(w)]
+        try:
+            for f in futs: out.update(f.result())
+        except KeyboardInterrupt:
+            budget.stopped = 'interrupted'                   # the workers stop at their next episode; what finished is kept
+            for f in futs:
+                try: out.update(f.result())
+                except BaseException: pass
+            raise
+    return out
+
 def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False,
-                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None) -> tuple[dict, dict]:
-    """Run every policy on the same `episodes` seeds (a fresh env per policy). Returns (metrics table, recorded
-    traces: the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit, or once
-    too many real calls failed; Ctrl-C also stops; either way the finished episodes are kept (`budget.stopped` says
-    why). `returns_out`: filled with each policy's per-episode returns. `tasks`: play episode i on `tasks[i]`."""
+                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None, workers: int = 1) -> tuple[dict, dict]:
+    """Run every policy on the same `episodes` seeds (fresh envs per policy). Returns (metrics table, recorded traces:
+    the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit, or once too many
+    real calls failed; Ctrl-C also stops; either way the finished episodes are kept (`budget.stopped` says why).
+    `returns_out`: filled with each policy's per-episode returns. `tasks`: play episode i on `tasks[i]`. `workers`:
+    threads playing a policy's episodes at once (a paid backend waits on the network; the simulator keeps 1)."""
     table, traces, returns = {}, {}, {} if returns_out is None else returns_out
     budget = budget or EvalBudget()
+    n = episodes if tasks is None else len(tasks)
     for name, pol in policies.items():
         if budget.stopped: break
-        env = env_fn(); sums = []
-        try:
-            for i in range(episodes if tasks is None else len(tasks)):
-                if not budget.allows_next(): budget.stopped = budget.stopped or 'budget'; break
-                sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
-                s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
-                budget.charge(_spent(env, pol) - before)
-                budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
-                if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
-                sums.append(s)
-        except KeyboardInterrupt: budget.stopped = 'interrupted'
+        try: done = _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers)
+        except KeyboardInterrupt: budget.stopped, done = 'interrupted', {}
+        k = 0
+        while k in done: k += 1                          # the finished prefix: episode i of every policy stays the same task
+        sums = [done[i][0] for i in range(k)]
+        traces.update({name: [done[i][1] for i in range(k) if done[i][1] is not None]} if any(done[i][1] for i in range(k)) else {})
         if not sums: continue
         table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
-        if len(sums) < (episodes if tasks is None else len(tasks)): table[name]['partial'] = True
+        if len(sums) < n: table[name]['partial'] = True
         if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
     if 'random' in table and 'oracle' in table:
-        n = min(len(v) for v in returns.values())
-        add_normalised(table, {k: v[:n] for k, v in returns.items()} if n >= 2 else None)
+        k = min(len(v) for v in returns.values())
+        add_normalised(table, {p: v[:k] for p, v in returns.items()} if k >= 2 else None)
     return table, traces
 
 # %% ../nbs/10_evaluate.ipynb #67997ca5
@@ -385,7 +420,7 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
 
 # %% ../nbs/10_evaluate.ipynb #91007f07
 def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet):
+                     budget, quiet, workers: int = 1):
     """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
     baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
@@ -404,7 +439,7 @@ def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, base
             if not quiet: print(f"evaluating on {split} ({len(pool) if rec else episodes} episodes per policy"
                                 + (": every task once" if rec else '') + ")...", flush=True)
             rets = {}
-            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets,
+            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets, workers=workers,
                                      tasks=pool if rec else None)
             if rec and tab: report.setdefault('logged', {})[split] = _logged(fn, model, split, seed)
             if tab: report['splits'][split] = tab; traces[split] = tr
@@ -428,7 +463,7 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     is ignored) and add `logged` (the routers of chapter 18). `episodes` None: 1000, or the run's
     `paid_eval_episodes` on a paid backend. A paid backend evaluates on the server the run recorded (`base_url`: another
     one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and
-    stays inside it; more than `max_failed_calls` of its calls failing makes it a failure (`CallsFailedError`, the
+    stays inside it, playing `PAID_WORKERS` episodes at once (each waits on the network); more than `max_failed_calls` of its calls failing makes it a failure (`CallsFailedError`, the
     report marked `failed`, no comparison). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part. Existing output is
     replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank."""
     model, cfg, z = load_model(checkpoint, device)
@@ -458,7 +493,7 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
               **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {})}
     traces, t0 = {}, time.time()
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet)
+                     budget, quiet, workers=PAID_WORKERS if paid else 1)
     failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
     if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
     if not report['splits']:

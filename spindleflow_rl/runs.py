@@ -131,7 +131,8 @@ def pin_file(path, sha: str, what: str) -> tuple[str, str]:
     '' for a new run) must match the file as it is now: a resume or an evaluation never silently changes the roster."""
     p = Path(path).expanduser().resolve()
     if not p.is_file(): raise ConfigError(f"--{what} {path}: file not found. Pass the path of your {what} file.")
-    now = file_sha256(p)
+    try: now = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as e: raise ConfigError(f"--{what} {path}: cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
     if sha and sha != now:
         raise ConfigError(f"{p}: this run was trained on a different version of this {what} file (sha256 {sha[:12]}..., the "
                           f"file now has {now[:12]}...). Put the file back as it was, or start a new run for the new {what}.")

@@ -70,7 +70,7 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
         name = trial_name(i, point)
         flat = {**(fixed or {}), **point, 'train.out': str(out/'trials'), 'train.run_name': name}
         overrides = nest(flat)
-        try: load_run_config(config, overrides)
+        try: load_run_config(config, overrides, '--sweep/--set')
         except ConfigError as e: raise ConfigError(f"trial {name}: {e}") from None
         specs.append({'index': i, 'name': name, 'point': point, 'config': str(Path(config).resolve()) if config else None,
                       'overrides': overrides, 'eval_episodes': int(eval_episodes)})

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest, torch
 from spindleflow_rl.config import ConfigError
 from spindleflow_rl.runs import load_run_config, spend_from
-from spindleflow_rl.train import main as train_main, eval_plan
-from spindleflow_rl.evaluate import main as eval_main
+from spindleflow_rl.cli import train_main, eval_main, eval_plan
 
 TINY = """
 train:
@@ -88,10 +87,18 @@ def test_reports_never_overwrite_and_finished_run_stops(tmp_path, capsys):
     assert (run/'eval.json').read_bytes() == before              # no evaluation rerun
 
 def test_paid_backend_defaults_to_a_small_evaluation(tmp_path):
+    "A paid run's evaluation is sized to its training: 30 episodes played -> 10 per policy (3 policies), one split, the
+    best deployable baselines, inside the default budget or what --max-cost-usd left (less)."
     (tmp_path/'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 30}))
     cfg = load_run_config(overrides={'train': {'backend': 'openai', 'max_cost_usd': 1.0}})
-    assert eval_plan(cfg, False, tmp_path) == (50, pytest.approx(0.7), pytest.approx(0.01))
-    assert eval_plan(cfg, True, tmp_path)[0] == cfg['train'].eval_episodes   # --eval-episodes given: as asked (500 shipped)
+    plan = eval_plan(cfg, False, tmp_path)
+    assert (plan['episodes'], plan['splits'], plan['baselines']) == (10, ('heldout',), ('adaptive-planner',))
+    assert plan['max_cost_usd'] == pytest.approx(0.7) and plan['cost_per_episode'] == pytest.approx(0.01)
+    assert eval_plan(cfg, True, tmp_path)['episodes'] == cfg['train'].eval_episodes   # --eval-episodes given: as asked (500 shipped)
+    big = load_run_config(overrides={'train': {'backend': 'openai'}})
+    (tmp_path/'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 3000}))
+    assert eval_plan(big, False, tmp_path)['episodes'] == big['train'].paid_eval_episodes   # at most paid_eval_episodes (50)
+    assert eval_plan(big, False, tmp_path)['max_cost_usd'] == big['train'].paid_eval_budget_usd   # the default budget
     sim = load_run_config(overrides={'train': {'max_cost_usd': 1.0}})
-    assert eval_plan(sim, False, tmp_path)[:2] == (sim['train'].eval_episodes, None)   # simulated spend is not money
+    assert eval_plan(sim, False, tmp_path) == {'episodes': sim['train'].eval_episodes}   # simulated spend is not money
     assert spend_from({'cost_kind': 'simulated', 'cost_usd': 0.0, 'simulated_cost_usd': 12.5}) == 12.5

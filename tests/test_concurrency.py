@@ -11,7 +11,8 @@ from spindleflow_rl.config import EnvConfig
 from spindleflow_rl.env import SpindleFlowEnv, default_world
 from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
 from spindleflow_rl.testing import ScriptedOpenAIServer
-from spindleflow_rl.train import ResumableEnv, main
+from spindleflow_rl.train import ResumableEnv
+from spindleflow_rl.cli import train_main as main
 
 KEY = 'sk-test-SECRET-concurrency-8642'
 N_ENVS, STEPS = 8, 10

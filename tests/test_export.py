@@ -27,7 +27,7 @@ def all_ids(wf):
 
 def run_cli(*args):
     exe = shutil.which('spindleflow-export')
-    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.export import main; sys.exit(main())']
+    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import export_main; sys.exit(export_main())']
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300)
 
 

@@ -4,7 +4,8 @@ source policy (small scale, in-process)."""
 import json
 import pytest
 import torch
-from spindleflow_rl.train import main, init_from_checkpoint
+from spindleflow_rl.train import init_from_checkpoint
+from spindleflow_rl.cli import train_main as main
 from spindleflow_rl.runs import load_run_config, make_vec_env, DEMO_POLICY, file_sha256
 from spindleflow_rl.policy import make_model, SpindleFlowPPO
 from spindleflow_rl.policies import ModelPolicy
