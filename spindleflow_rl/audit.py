@@ -350,9 +350,9 @@ class AuditOptions:
     "The options of `spindleflow-audit`; its command line is generated from these fields (appendix 97)."
     source: str = param('', 'a run folder (its episodes.jsonl, eval.json), a checkpoint zip, or an episodes .jsonl file', positional=True,
                         metavar='RUN_OR_EPISODES')
-    out: str = param('', 'output folder (default: <run>/audit, or <file stem>_audit next to a .jsonl)')
+    out: str = param('', 'output folder', show='<run>/audit, or <file stem>_audit next to a .jsonl')
     overwrite: bool = param(False, 'replace an earlier audit in the output folder', aliases=('--force',))
-    policy: str = param('', "policy to audit (default: 'policy', the trained one, when recorded)")
+    policy: str = param('', 'policy to audit', show="'policy', the trained one, when recorded")
     record: int = param(0, 'record N new episodes per split with the checkpoint, in the run\'s own world (0: audit the recorded ones)', lo=0)
     split: list = param(['heldout'], 'split(s) for --record (repeatable)', choices=('train', 'heldout', 'unseen-roster'), many=True)
     baselines: str = param('random,call-all-parallel,greedy-topk-seq,greedy-topk-par', 'baselines for --record')

@@ -11,8 +11,8 @@ from .config import ConfigError, PACKAGE_DIR, default_cache_dir, read_user_text
 
 # %% auto #0
 __all__ = ['OUR_POLICY', 'RESUME_MAGIC', 'DEMO_POLICY', 'CheckpointError', 'inspect_checkpoint', 'safe_objects', 'load_policy',
-           'resume_key', 'sign_resume_state', 'read_resume_state', 'read_latest', 'previous_good', 'resolve_checkpoint',
-           'load_model', 'init_source']
+           'resume_key_path', 'resume_key', 'sign_resume_state', 'read_resume_state', 'read_latest', 'previous_good',
+           'resolve_checkpoint', 'load_model', 'init_source']
 
 # %% ../nbs/94a_checkpoints.ipynb #2814aa06
 class CheckpointError(ConfigError):
@@ -122,9 +122,13 @@ def load_policy(z, device: str = 'cpu', env=None, trusted: bool = False, **kw):
 # %% ../nbs/94a_checkpoints.ipynb #2cbeacf6
 RESUME_MAGIC = b'SPINDLEFLOW-RESUME/1\n'
 
+def resume_key_path() -> Path:
+    "Where this user's signing key is: `$SPINDLEFLOW_RESUME_KEY`, else `<cache>/keys/resume.key`."
+    return Path(os.environ.get('SPINDLEFLOW_RESUME_KEY') or default_cache_dir()/'keys'/'resume.key').expanduser()
+
 def resume_key() -> bytes:
-    "This user's secret for signing resume states: 32 random bytes in `<cache>/keys/resume.key` (0600), made once, atomically."
-    p = default_cache_dir()/'keys'/'resume.key'
+    "This user's secret for signing resume states: 32 random bytes in `resume_key_path()` (0600), made once, atomically."
+    p = resume_key_path()
     if not p.exists():
         p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = p.with_name(f'.resume.key.{os.getpid()}.{secrets.token_hex(4)}')
@@ -158,7 +162,7 @@ def read_resume_state(path, zip_path, trust: bool = False) -> tuple[dict | None,
     else: payload, ok = blob, False
     if not ok and not trust:
         why = ('is signed with another key: it was written by another user or machine (or this machine\'s key '
-               f'{default_cache_dir()/"keys"/"resume.key"} was replaced), or it does not belong to {Path(zip_path).name}') if signed \
+               f'{resume_key_path()} was replaced), or it does not belong to {Path(zip_path).name}') if signed \
               else 'is not signed (written by someone else, or by a version before signing)'
         raise CheckpointError(p, f"{why}. Resuming unpickles it, which can run code: pass --trust-resume-state if you trust "
                                  f"this run folder's author, or start a new run from its weights with --init-from {Path(zip_path)}.")

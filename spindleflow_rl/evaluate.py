@@ -137,9 +137,10 @@ class EvalBudget:
     def __init__(self, limit_usd: float | None = None, max_failed: float = 0.2):
         self.limit, self.spent, self.most, self.stopped = limit_usd, 0.0, 0.0, None
         self.max_failed, self._calls, self.failure = max_failed, {}, None
-        self._lock = threading.Lock()
+        self._lock, self.inflight = threading.Lock(), 0
     def charge(self, usd: float):
-        with self._lock: self.spent += usd; self.most = max(self.most, usd)
+        "An episode ended having spent `usd` (its reservation is released)."
+        with self._lock: self.spent += usd; self.most = max(self.most, usd); self.inflight = max(0, self.inflight - 1)
     def count(self, *sources):
         "Take the `call_stats()` of backends and clients that made real calls (held, so each is counted once)."
         with self._lock:
@@ -150,19 +151,46 @@ class EvalBudget:
     def calls(self) -> list:
         with self._lock: return [st for _, st in self._calls.values()]
     def allows_next(self) -> bool:
+        """May one more episode start? It reserves a share of the budget: with `k` episodes already running, the spend so far
+        plus `(k + 1) x 1.5 x` the most one episode cost must fit; before any episode has finished, one at a time."""
         if self.failure: self.stopped = self.stopped or 'calls failed'; return False
-        with self._lock: return self.limit is None or self.spent + 1.5*self.most <= self.limit
+        with self._lock:
+            ok = self.limit is None or (self.spent + (self.inflight + 1)*1.5*self.most <= self.limit and (self.most > 0 or self.inflight == 0))
+            if ok: self.inflight += 1
+            return ok
 
 def _spent(env, pol) -> float:
     f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
 
-def _play(env_fn, pol, idx, seed, record, tasks, budget) -> dict:
-    "Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`; stops when the budget says so."
+def _wait_for_budget(budget) -> bool:
+    "Whether another episode may start: asked again while episodes of other threads are running (they may free room)."
+    while not budget.allows_next():
+        if budget.failure or budget.stopped or budget.inflight == 0: return False
+        time.sleep(0.05)
+    return True
+
+class _Turns:
+    "Episodes start in index order across threads: `wait(i)` until episode i may start, `next()` once it has."
+    def __init__(self): self.i, self.cv = 0, threading.Condition()
+    def wait(self, i: int, budget) -> bool:
+        with self.cv:
+            while self.i != i and not budget.stopped: self.cv.wait(0.1)
+            return not budget.stopped
+    def next(self):
+        with self.cv: self.i += 1; self.cv.notify_all()
+
+def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = None) -> dict:
+    """Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`. With `turns` (threads of a parallel
+    evaluation) each starts in index order, so what finished before a stop is a prefix, and each thread's env sees the
+    same episodes on every run."""
     env, out = env_fn(), {}
     try:
         for i in idx:
-            if budget.stopped or not budget.allows_next(): budget.stopped = budget.stopped or 'budget'; break
+            if turns is not None and not turns.wait(i, budget): break
+            ok = not budget.stopped and _wait_for_budget(budget)
+            if turns is not None: turns.next()
+            if not ok: budget.stopped = budget.stopped or 'budget'; break
             sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
             s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
             budget.charge(_spent(env, pol) - before)
@@ -173,13 +201,14 @@ def _play(env_fn, pol, idx, seed, record, tasks, budget) -> dict:
 
 # %% ../nbs/10_evaluate.ipynb #fd75f459
 def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
-    "Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) spread over threads, each with its own env and policy copy."
+    """Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) over `workers` threads, thread k
+    playing episodes k, k + workers, ... on its own env with its own copy of the policy (deterministic for a given `workers`)."""
     if workers <= 1 or n < 2: return _play(env_fn, pol, range(n), seed, record, tasks, budget)
     from concurrent.futures import ThreadPoolExecutor
-    w = min(workers, n); out = {}
+    w = min(workers, n); out = {}; turns = _Turns()
     pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]      # copies made before any of them plays
     with ThreadPoolExecutor(w) as ex:
-        futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget) for k in range(w)]
+        futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget, turns) for k in range(w)]
         try:
             for f in futs: out.update(f.result())
         except KeyboardInterrupt:
@@ -333,8 +362,8 @@ def report_paths(run_dir: Path, json_out=None, overwrite: bool = False) -> tuple
     named after it (`X/`), so it never lands on the run's own files."""
     if json_out is None or Path(json_out).resolve() == (Path(run_dir)/'eval.json').resolve():
         j, md, side = run_dir/'eval.json', run_dir/'eval.md', run_dir
-        for f in (j, md, side/'episodes.jsonl'): check_output(f, '--json', 'file', overwrite)
         if not overwrite and j.exists(): raise ConfigError(f"{j} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
+        for f in (j, md, side/'episodes.jsonl'): check_output(f, '--json', 'file', overwrite)
         return j, md, side
     j = Path(json_out)
     if j.suffix != '.json': raise ConfigError(f"--json names the report file and must end in .json, got {j}.")
@@ -391,7 +420,7 @@ def _announce(tc, episodes, n_pol, splits, budget_usd, per_episode, why_budget, 
     est = (f"about ${n_runs*per_episode:.4f} at training's ${per_episode:.5f} per episode (call-all baselines cost more)"
            if per_episode else "unknown (no paid training episodes to measure from)")
     print(f"evaluation on {tc.backend}: {episodes} episodes x {n_pol} policies x {len(splits)} split(s) = {n_runs} episodes; "
-          f"estimated cost {est}.\nevaluation budget: ${budget_usd:.4f} ({why_budget}); it stops before passing it.", flush=True)
+          f"estimated cost {est}.\nevaluation budget: ${budget_usd:.4f} ({why_budget}): it stops before passing ${budget_usd:.4f}.", flush=True)
 
 # %% ../nbs/10_evaluate.ipynb #5234df0d
 def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
@@ -538,22 +567,22 @@ class EvalOptions:
     episodes: int = param(EVAL_EPISODES, "episodes per policy and split (a paid backend: the run's train.paid_eval_episodes unless given)",
                           ok=_ok2, rule='at least 2 (a confidence interval needs two episodes)')
     split: list = param(list(SPLITS), 'split(s) to evaluate (repeat the flag for several)', choices=tuple(SPLITS), many=True)
-    json: str = param('', "report file (default: the run's own <run>/eval.json); its .md goes next to it, episodes.jsonl and "
-                      'plots into a folder named after it')
+    json: str = param('', 'report file; its .md goes next to it, episodes.jsonl and plots into a folder named after it',
+                      show="the run's own <run>/eval.json")
     overwrite: bool = param(False, 'replace an existing report (its .md and folder too)')
     seed: int = param(0, 'seed of the evaluation episodes', lo=0, hi=2**32 - 1)
     record: int = param(5, 'episodes per policy recorded for the replay', lo=0)
     baselines: str = param(','.join(BASELINES), 'comma-separated baseline names')
-    backend: str = param('', "execution backend (default: the run's own)", choices=('sim', 'recorded', 'openai'))
-    tier: int = param(0, "reward tier (default: the run's own)", choices=(0, 1, 2, 3))
+    backend: str = param('', 'execution backend', choices=('sim', 'recorded', 'openai'), show="the run's own")
+    tier: int = param(0, 'reward tier', choices=(0, 1, 2, 3), show="the run's own")
     recorded: str = param('', 'outcome table (CSV/JSONL) for --backend recorded')
-    base_url: str = param('', "OpenAI-compatible server (default: the one the run recorded)", ok=lambda v: v.startswith(('http://', 'https://')),
+    base_url: str = param('', 'OpenAI-compatible server', show='the one the run recorded', ok=lambda v: v.startswith(('http://', 'https://')),
                           rule='an http(s) URL, e.g. http://localhost:8000/v1')
-    max_cost_usd: float = param(0.0, "with a paid backend: stop before the spend passes this (default: the run's train.paid_eval_budget_usd)",
+    max_cost_usd: float = param(0.0, 'with a paid backend: stop before the spend passes this', show="the run's train.paid_eval_budget_usd",
                                 lo=0, lo_open=True)
     demo_mode: bool = param(False, 'simulated backend, no network')
     env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
     sweep: str = param('', 'recorded runs: play a cost-conditioned policy at each cost_coef on every held-out task (chapter 18); '
                        'cost_coef=V1,V2,...; writes sweep.json + sweep.png')
-    catalog: str = param('', "specialists to play with: a .csv/.yaml catalog (default: the run's own, else the shipped one)")
-    tasks: str = param('', "task bank: a .yaml file (default: the run's own, else the shipped one)")
+    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")

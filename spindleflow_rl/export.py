@@ -291,12 +291,12 @@ def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0
 class ExportOptions:
     "The options of `spindleflow-export`; its command line is generated from these fields (appendix 97)."
     task: str = param('', 'a task id from the bank, or the task in words (decomposed into subtasks)', required=True)
-    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip (default: the shipped demo policy)')
-    catalog: str = param('', 'specialist catalog file, .csv or .yaml, in any format train accepts (default: the shipped one)')
+    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', show='the shipped demo policy')
+    catalog: str = param('', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one')
     out: str = param('workflow.yml', 'where to write the workflow (an existing file is replaced only with --overwrite)')
     overwrite: bool = param(False, 'replace an existing workflow file')
     seed: int = param(0, 'seed of the episode (roster draw and simulated outcomes)', lo=0, hi=2**32 - 1)
-    roster: str = param('', 'comma-separated specialist ids to use as the roster (default: drawn for the task)')
+    roster: str = param('', 'comma-separated specialist ids to use as the roster', show='drawn for the task')
     model: str = param('gpt-4o-mini', 'model name written into the workflow')
     provider: str = param('openai', 'model provider written into the workflow', choices=PROVIDERS)
     max_tokens: int = param(2048, 'max_tokens of that model', lo=1)

@@ -33,7 +33,7 @@ class OpenAIConfig(ConfigBase):
     judge_model: str = param('gpt-4o-mini', 'tier 2 judge')
     strong_judge_model: str = param('gpt-4o', 'tier 3 judge (rubric + comparison with the baseline)')
     planner_model: str = param('gpt-4o-mini', 'LLMPlannerPolicy baseline')
-    base_url: str | None = param(None, 'OpenAI-compatible server; a run records the one it used (default: $OPENAI_BASE_URL, else api.openai.com)',
+    base_url: str | None = param(None, 'OpenAI-compatible server; a run records the one it used', show='$OPENAI_BASE_URL, else api.openai.com',
                                  kind=str, ok=_is_url, rule=_URL)
     api_key_env: str = param('OPENAI_API_KEY', 'environment variable that holds the key (the key is never stored)')
     timeout_s: float = param(60.0, "per request; specialists: times the action's timeout multiplier / 2", lo=0, lo_open=True)
@@ -59,9 +59,9 @@ class OpenAIConfig(ConfigBase):
     conflict_quality: float = param(0.85, 'quality multiplier per unresolved conflict (SimConfig has its own)', lo=-1, hi=1)
     cache: bool = param(True, 'cache every reply on disk (re-runs cost nothing, replay identically)')
     cache_samples: int = param(5, 'with temperature > 0: distinct replies kept per prompt (later calls cycle through them)', lo=1)
-    cache_dir: str | None = param(None, "reply cache folder (default: the cache folder's llm/)", kind=str)
-    prices_path: str | None = param(None, 'price table (default: the shipped configs/prices.yaml)', kind=str)
-    prompts_path: str | None = param(None, 'prompts (default: the shipped configs/prompts.yaml)', kind=str)
+    cache_dir: str | None = param(None, 'reply cache folder', show="the cache folder's llm/", kind=str)
+    prices_path: str | None = param(None, 'price table', show='the shipped configs/prices.yaml', kind=str)
+    prompts_path: str | None = param(None, 'prompts', show='the shipped configs/prompts.yaml', kind=str)
 
     def __post_init__(self): self.validate('OpenAIConfig')      # every field in its range, however the config was made
 

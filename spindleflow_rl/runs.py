@@ -38,7 +38,7 @@ class TrainConfig(ConfigBase):
     phase: int = param(1, 'the single phase to train when the curriculum is off', choices=(1, 2, 3))
     phase_budget: list = param([0.25, 0.3], 'most share of the timesteps spent in phases 1 and 2 before moving on',
                                ok=_ok_budget, rule='two positive shares summing to less than 1')
-    success_threshold: float = param(0.6, 'advance early once this share of the recent episodes succeeded', lo=0, hi=1)
+    success_threshold: float = param(0.6, 'advance early once this share of the recent episodes succeeded (above 1: never early)', lo=0)
     success_window: int = param(500, 'number of recent episodes the success rate is measured over', lo=1)
     min_phase_fraction: float = param(0.1, 'least share of the timesteps spent in a phase before an early advance', lo=0, hi=1, hi_open=True)
     n_envs: int = param(16, 'parallel environments', lo=1, hi=1024)
@@ -47,7 +47,7 @@ class TrainConfig(ConfigBase):
                          choices=VEC_ENVS)
     seed: int = param(0, 'seed of everything: envs, policy, sampling', lo=0, hi=2**32 - 1)
     out: str = param('runs', 'output folder; the run folder is created inside it')
-    run_name: str = param('', 'run folder name (default: SpindleFlow-v0__<exp>__<seed>__<time>)', empty_ok=True)
+    run_name: str = param('', 'run folder name', show='SpindleFlow-v0__<exp>__<seed>__<time>', empty_ok=True)
     checkpoint_every: int = param(50_000, 'timesteps between checkpoints, written atomically (0: only at the end)', lo=0)
     keep_checkpoints: int = param(3, 'how many periodic checkpoints to keep (0: all; the final one is always kept)', lo=0)
     eval_episodes: int = param(500, 'episodes per policy and split for the evaluation after training (0: skip)', ok=_ok_eval, rule=_EVAL_RULE)

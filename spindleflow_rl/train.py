@@ -189,9 +189,8 @@ def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
 # %% ../nbs/09_train.ipynb #daa12e8a
 def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
     "Copy the weights of the policy at `path` into `model`; refuse (with the two layouts) when they do not fit."
-    from spindleflow_rl.policy import SpindleFlowPPO
     z, _ = init_source(path)
-    src = SpindleFlowPPO.load(z, device=model.device)
+    src = load_policy(z, device=model.device)              # nothing in the file is unpickled (appendix 94a)
     so, mo = src.observation_space.shape, model.observation_space.shape
     sa, ma = src.action_space.shape, model.action_space.shape
     if so != mo or sa != ma:

@@ -33,6 +33,7 @@ ROSTER = ("id,capability,domain,cost,latency,reliability,fallbacks\n"
 def roster(tmp_path):
     (tmp_path/'tiny.yaml').write_text(TINY)
     (tmp_path/'acme.csv').write_text(ROSTER)
+    (tmp_path/'no.env').write_text('')                  # an empty env file: no .env of the working folder is read
     return tmp_path
 
 def _args(d, *extra):
@@ -144,15 +145,13 @@ def test_custom_tasks_with_one_phase_train_through_the_cli(roster, capsys):
     assert 'bad_tasks.yaml' in capsys.readouterr().err
 
 def test_evaluation_helpers_use_the_runs_pinned_roster(roster):
-    from spindleflow_rl.runs import with_roster, add_roster_args
-    import argparse
+    from spindleflow_rl.runs import with_roster
     d = roster
     saved = load_run_config(None, {'train': {'catalog': str(d/'acme.csv')}})['train'].to_dict()    # as in config.json
     assert build_world(with_roster(saved)).catalog.ids == ['acme-fast', 'acme-deep']
     (d/'acme.csv').write_text(ROSTER.replace('acme-deep', 'acme-deeper'))
     with pytest.raises(ConfigError, match='trained on a different version of this catalog file'): with_roster(saved)
-    a = add_roster_args(argparse.ArgumentParser()).parse_args(['--catalog', str(d/'acme.csv')])
-    assert build_world(with_roster(saved, a.catalog, a.tasks)).catalog.ids == ['acme-fast', 'acme-deeper']   # on purpose: pinned afresh
+    assert build_world(with_roster(saved, str(d/'acme.csv'))).catalog.ids == ['acme-fast', 'acme-deeper']   # on purpose: pinned afresh
 
 def test_demo_plays_the_shipped_policy_on_your_roster(roster, capsys):
     "`spindleflow-demo --catalog FILE`: every recorded roster holds only your specialists, the report is written."

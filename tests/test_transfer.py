@@ -17,6 +17,7 @@ PPO = {'n_steps': 16, 'batch_size': 32, 'n_epochs': 1}
 
 def _yaml(tmp_path, extra=''):
     p = tmp_path/'tiny.yaml'
+    (tmp_path/'no.env').write_text('')            # an empty env file: no .env of the working folder is read
     p.write_text('train:\n' + ''.join(f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
                                       for k, v in TINY.items()) + 'ppo:\n' + ''.join(f"  {k}: {v}\n" for k, v in PPO.items()) + extra)
     return p
