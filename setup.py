@@ -25,8 +25,8 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 # optional extras; [dev] installs every one of them so CI tests everything
-extras = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('openenv', 'app', 'video', 'ray')}
-dev_requirements += [r for k in extras for r in extras[k]]
+extras = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('colab', 'openenv', 'app', 'video', 'ray')}
+dev_requirements += [r for k in extras for r in extras[k] if r not in dev_requirements]
 
 setuptools.setup(
     name = cfg['lib_name'],

@@ -38,7 +38,7 @@ def parse_roster(name: str, data: bytes, known, max_n: int) -> list[str]:
 
 def baseline_policies() -> dict:
     "The strongest scripted baselines this version has (the planners when present, else greedy top-k)."
-    import spindleflow_rl.baselines as b
+    import spindleflow_rl.policies as b
     out = {}
     if hasattr(b, 'SubtaskPlannerPolicy'): out['subtask-planner'] = b.SubtaskPlannerPolicy()
     if hasattr(b, 'AdaptivePlannerPolicy'): out['adaptive-planner'] = b.AdaptivePlannerPolicy()

@@ -30,7 +30,7 @@ def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
     """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
     reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
     (zero without a fallback); the has-fallback mask (N,); the fallback's catalog index (0 without one)."""
-    tables = self.__dict__.setdefault('_param_tables', {})     # (also for a World unpickled from an older version)
+    tables = self.__dict__.setdefault('_param_tables', {})     # setdefault: a World unpickled without the tables gets them here
     t = tables.get((fail_factor, train_only))
     if t is None:
         fbi = self.fallback_index(train_only); has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)

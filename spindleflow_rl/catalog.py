@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, asdict, MISSING
 from pathlib import Path
 from typing import Sequence
 import numpy as np
-from .config import ConfigError, config_path, load_yaml, read_csv
+from .config import ConfigError, config_path, load_yaml, patch_into, read_csv
 from .fast_sampling import _lemire_below, _shuffled_range, _floyd_choice, _fast_draws   # speed only (chapter 90)
 
 # %% auto #0
@@ -39,8 +39,6 @@ def _check_number(name, v, lo=None, hi=None, lo_open=False):
         rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{']' if hi is not None else ')'}"
         raise ConfigError(f"field {name!r} must be in {rng}, got {v}.")
     return v
-
-from spindleflow_rl.config import patch_into   # chapter 00; imported here too for older `from .catalog import patch_into`
 
 def _validate_specialist(s):
     "Check and normalise every field of a `Specialist` (called by `__post_init__`)."

@@ -8,7 +8,7 @@ from numbers import Integral
 from typing import Iterable, Sequence
 import numpy as np
 from .catalog import patch_into
-from .fast_dag import iter_bits, or_into, SlotBits
+from .fast_dag import iter_bits, or_into, SlotBits, restore_dag_state
 
 # %% auto #0
 __all__ = ['MODES', 'DelegationDAG']
@@ -63,6 +63,8 @@ class DelegationDAG:
     def __repr__(self):
         return (f"DelegationDAG(max_specialists={self.max_specialists}, max_depth={self.max_depth}, called={self._called}, "
                 f"edges={self.edges}, last_node={self.last_node})")
+
+DelegationDAG.__setstate__ = restore_dag_state       # unpickling a snapshot (appendix 92)
 
 # %% ../nbs/03_dag.ipynb #3e967e5d
 @patch_into(DelegationDAG)
@@ -260,16 +262,6 @@ def copy(self) -> 'DelegationDAG':
     new._adj = self._adj.copy()
     for k in ('_succ', '_desc', '_anc', '_depth', '_called', 'edges', 'refused_edges'): setattr(new, k, list(getattr(self, k)))
     return new
-
-# %% ../nbs/03_dag.ipynb #a3fc525e
-_OLD_DAG_FIELDS = ('_slot_bits', '_bits_table', '_free_table', '_slot_mask')
-
-@patch_into(DelegationDAG)
-def __setstate__(self, state: dict):
-    "Restore a pickled graph; snapshots from older versions get their slot tables rebuilt."
-    state = {k: v for k, v in state.items() if k not in _OLD_DAG_FIELDS}
-    self.__dict__.update(state)
-    if '_slots' not in state: self._slots = SlotBits(self.max_specialists)
 
 # %% ../nbs/03_dag.ipynb #b1785835
 _NODE_COLORS = {'orchestrator': '#8fb3e0', 'slot': '#9fd4a3', 'aggregator': '#f2b880', 'fallback': '#f08c8c',

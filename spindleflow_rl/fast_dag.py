@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 # %% auto #0
-__all__ = ['iter_bits', 'or_into', 'slot_tables', 'SlotBits']
+__all__ = ['iter_bits', 'or_into', 'slot_tables', 'SlotBits', 'restore_dag_state']
 
 # %% ../nbs/92_fast_dag.ipynb #936b60dd
 def iter_bits(x: int):
@@ -55,3 +55,12 @@ class SlotBits:
         return 'table' if self.table is not None else 'shift' if self.shifts is not None else 'loop'
     def __reduce__(self): return (SlotBits, (self.M,))
     def __repr__(self): return f'SlotBits(M={self.M}, {self.method()})'
+
+# %% ../nbs/92_fast_dag.ipynb #fb607db6
+_OLD_DAG_FIELDS = ('_slot_bits', '_bits_table', '_free_table', '_slot_mask')
+
+def restore_dag_state(self, state: dict):
+    "`DelegationDAG.__setstate__`: restore a pickled graph; one pickled with per-slot tables instead of `_slots` gets a `SlotBits`."
+    state = {k: v for k, v in state.items() if k not in _OLD_DAG_FIELDS}
+    self.__dict__.update(state)
+    if '_slots' not in state: self._slots = SlotBits(self.max_specialists)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 import numpy as np
+from .config import SimConfig
 from .dag import MODES
 
 # %% auto #0

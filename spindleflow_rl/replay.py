@@ -111,7 +111,7 @@ def validate_episode(ep, where: str = 'episode') -> dict:
     return ep
 
 def to_record(obj: dict, where: str = 'episode') -> dict:
-    "A validated `spindleflow-episode/1` record from a record or from an older spindleflow-eval line (summary + trace)."
+    "A validated `spindleflow-episode/1` record from a record or from a bare episode summary with its trace."
     if isinstance(obj, dict) and 'format' not in obj and 'trace' in obj and 'task_id' in obj:
         try: obj = episode_record(obj, obj.get('policy', 'unknown'), obj.get('split', ''), obj.get('seed'))
         except Exception as e: raise EpisodeFormatError(f"{where}: cannot convert the spindleflow-eval line ({e}).") from None

@@ -284,7 +284,7 @@ def draw(self, ax=None, width: int = 26):
     "Draw the dependency graph left to right by level; critical-path edges red, edges labelled with the earliest start."
     import textwrap, networkx as nx, matplotlib.pyplot as plt
     G, crit = self.dependency_graph(), set(self.critical_edges())
-    if ax is None: _, ax = plt.subplots(figsize=(7.5, 3.8), dpi=72)
+    if ax is None: _, ax = plt.subplots(figsize=(7.5, 3.8), dpi=100)
     pos = nx.multipartite_layout(G, subset_key='level')
     def short(text, lines=2):                         # the first `lines` lines of the wrapped text
         w = textwrap.wrap(text, width)

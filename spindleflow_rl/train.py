@@ -133,7 +133,8 @@ class CheckpointCallback(BaseCallback):
 class ProgressCallback(BaseCallback):
     """Progress with one throughput figure, the one `train_summary.json` reports: timesteps trained in this session
     over the wall time since `learn` started (rollouts and updates together). On a terminal one line is rewritten
-    in place; otherwise (a log file, CI, a notebook) a plain line is printed every `every_s` seconds."""
+    in place; otherwise (a log file, CI, a notebook) a plain line is printed every `every_s` seconds,
+    and once more when training ends."""
     def __init__(self, total: int, every_s: float = 30.0, stream=None, tty: bool | None = None):
         super().__init__(0); self.total, self.every_s = int(total), float(every_s)
         self.stream = stream or sys.stdout
@@ -153,7 +154,7 @@ class ProgressCallback(BaseCallback):
             print(('\r' + self.line(now)) if self.tty else self.line(now), end='' if self.tty else '\n', file=self.stream, flush=True)
         return True
     def _on_training_end(self):
-        if self.tty: print('\r' + self.line(), file=self.stream, flush=True)
+        print(('\r' if self.tty else '') + self.line(), file=self.stream, flush=True)   # the last figure, always
 
 def _dur(s: float) -> str:
     if not np.isfinite(s): return '?'

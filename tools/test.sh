@@ -38,5 +38,6 @@ echo "== 3/3 notebook tests and integration tests"
 args=(-q -p no:cacheprovider)
 if [ "$SLOW" = 1 ]; then args+=(--slow); fi
 # the tests are safe to run side by side: free ports, a temp folder each, atomic cache writes
-if [ "$WORKERS" -gt 1 ]; then args+=(-n "$WORKERS"); fi
+# loadgroup: the tests of one xdist_group share a fixture (tests/test_install.py: one fresh venv) and one worker
+if [ "$WORKERS" -gt 1 ]; then args+=(-n "$WORKERS" --dist loadgroup); fi
 python -m pytest "${args[@]}" tests

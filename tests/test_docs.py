@@ -1,0 +1,21 @@
+"""nbdev's notebook processing for the docs (everything `nbdev_docs` does before the Quarto render) passes on every
+chapter, with a stub `quarto` first on PATH (tools/docs_check.py); chapters listed in its KNOWN fail for the reason
+given there and are fixed by later work. The sidebar lists every chapter."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT/'tools'))
+import docs_check
+
+
+def test_docs_processing_every_chapter(capsys):
+    rc = docs_check.main(['--workers', '1', '--skip-known'])    # KNOWN ones: `python tools/docs_check.py`
+    out = capsys.readouterr().out
+    assert rc == 0, out
+
+
+def test_stub_quarto_is_first_on_path(tmp_path):
+    import shutil
+    env = docs_check.stub_path(tmp_path)
+    assert shutil.which('quarto', path=env['PATH']) == str(tmp_path/'bin'/'quarto')

@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Run nbdev's notebook processing for the docs on every chapter: everything `nbdev_docs` does before `quarto render`.
+
+    python tools/docs_check.py                    every chapter (nbs/*.ipynb)
+    python tools/docs_check.py nbs/00a_config.ipynb ...
+    python tools/docs_check.py --workers 2        chapters processed side by side (default 2)
+
+For each notebook this is what `nbdev_proc_nbs` runs (nbdev 2.4.14, `nbdev.serve_drv.main`): the `FilterDefaults`
+processors, among them `exec_show_docs`, which executes every exported cell and every cell holding an import (all
+but `#| eval: false` ones) to render `show_doc`; a notebook whose cell raises fails, and the report names the chapter,
+the cell and the error. Before that, as `_pre_docs` does: `nbs/nbdev.yml` from settings.ini, the module index, the
+sidebar (unless `custom_sidebar`). The processed notebooks go to a temp folder, not `_proc/`.
+
+A stub `quarto` comes first on PATH: without any `quarto`, nbdev's docs commands start an installer that pip-installs
+the project into the first Python on PATH. The real render needs Quarto, which this machine cannot install.
+Exit status 1 when a chapter fails that is not in KNOWN (or a chapter in KNOWN passes: take it out of KNOWN).
+"""
+from __future__ import annotations
+import argparse, os, re, subprocess, sys, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# chapters whose docs processing fails today, owned by other work; each entry says why. Empty this as they are fixed.
+KNOWN: dict[str, str] = {
+    '05a_openai.ipynb': 'cell 83: NameError events: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '09_train.ipynb': 'cell 58: NameError _cfg_my: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '12_demo.ipynb': 'cell 22: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '14_export.ipynb': 'cell 27: NameError flows: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '15_audit.ipynb': 'cell 41: NameError claims: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18_routers.ipynb': 'cell 54: NameError held: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18a_multi_model_log.ipynb': 'cell 21: NameError ids: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '18b_learning_from_logs.ipynb': 'cell 59: ValueError: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
+    '19_transfer.ipynb': 'cell 29 and on: a cell holding an import also trains, so nbdev runs minutes of training (timed out)',
+}
+
+STUB = "#!/bin/sh\necho 'quarto stub (tools/docs_check.py): the Quarto render is not part of this check' >&2\nexit 0\n"
+
+DRIVER = """
+import sys
+from pathlib import Path
+from nbdev.processors import FilterDefaults
+import nbdev.serve_drv
+src, dst = Path(sys.argv[1]), Path(sys.argv[2])
+nbdev.serve_drv.main((src, dst, FilterDefaults))     # what nbdev's proc_nbs runs for each notebook
+"""
+
+
+def chapters() -> list[Path]: return sorted(p for p in (ROOT/'nbs').glob('*.ipynb') if not p.name.startswith('_'))
+
+
+def stub_path(tmp: Path) -> dict:
+    "The environment with a stub `quarto` first on PATH."
+    b = tmp/'bin'; b.mkdir(exist_ok=True)
+    (b/'quarto').write_text(STUB); (b/'quarto').chmod(0o755)
+    return {**os.environ, 'PATH': f"{b}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def prepare(env: dict):
+    "nbdev's `_pre_docs` minus `_ensure_quarto` (the stub is on PATH) and minus `proc_nbs` (below, per chapter)."
+    code = ("import shutil; assert shutil.which('quarto'), 'no quarto stub on PATH'\n"
+            "from nbdev.quarto import refresh_quarto_yml, nbdev_sidebar\nimport nbdev.doclinks\n"
+            "refresh_quarto_yml(); nbdev.doclinks._build_modidx(); nbdev_sidebar.__wrapped__()")
+    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env, capture_output=True, text=True)
+    if r.returncode: sys.exit(f"docs preparation failed:\n{r.stdout}{r.stderr}")
+
+
+def why(out: str) -> str:
+    "The useful part of a failure: nbdev's 'Error in cell N' line and the exception at the end of the traceback."
+    cell = re.search(r'Error(?: in notebook: [^\n]*)? in cell (\d+)', out)
+    last = [l for l in out.strip().splitlines() if re.match(r'^[A-Za-z_.]*(Error|Exception)\b', l)]
+    parts = ([f"cell {cell.group(1)}"] if cell else []) + (last[-2:] if last else [out.strip().splitlines()[-1] if out.strip() else '?'])
+    return '; '.join(dict.fromkeys(parts))
+
+
+def process(nb: Path, out: Path, env: dict, timeout: float = 600) -> tuple[str, bool, str, float]:
+    t0 = time.time()
+    try: r = subprocess.run([sys.executable, '-c', DRIVER, str(nb), str(out/nb.name)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return nb.name, False, f'timed out after {timeout:.0f} s (a cell holding an import also runs something long?)', time.time() - t0
+    return nb.name, r.returncode == 0, why(r.stdout + r.stderr) if r.returncode else '', time.time() - t0
+
+
+def sidebar_problems() -> list[str]:
+    "nbs/sidebar.yml (custom_sidebar = True) must list every chapter once, and only chapters that exist."
+    import yaml
+    side = yaml.safe_load((ROOT/'nbs'/'sidebar.yml').read_text(encoding='utf-8'))
+    def walk(xs):
+        for x in xs:
+            if isinstance(x, str): yield x
+            else: yield from walk(x.get('contents', []))
+    listed = list(walk(side['website']['sidebar']['contents']))
+    have = {p.name for p in chapters()}
+    return ([f"nbs/sidebar.yml lacks {n}" for n in sorted(have - set(listed))] +
+            [f"nbs/sidebar.yml lists {n}, which is not a chapter" for n in sorted(set(listed) - have)] +
+            [f"nbs/sidebar.yml lists {n} twice" for n in sorted({n for n in listed if listed.count(n) > 1})])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('notebooks', nargs='*', help='default: every chapter in nbs/')
+    ap.add_argument('--workers', type=int, default=2)
+    ap.add_argument('--timeout', type=float, default=600, help='seconds per chapter (default 600)')
+    ap.add_argument('--skip-known', action='store_true', help="don't process the chapters in KNOWN (saves minutes)")
+    a = ap.parse_args(argv)
+    nbs = [Path(p).resolve() for p in a.notebooks] or chapters()
+    if a.skip_known: nbs = [p for p in nbs if p.name not in KNOWN]
+    missing = [str(p) for p in nbs if not p.exists()]
+    if missing: sys.exit(f"no such notebook: {', '.join(missing)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp); env = stub_path(tmp)
+        prepare(env)
+        with ThreadPoolExecutor(max(1, a.workers)) as ex:
+            res = list(ex.map(lambda p: process(p, tmp, env, a.timeout), nbs))
+    side = sidebar_problems()
+    for m in side: print(f"FAIL     {m}")
+    bad = len(side)
+    for name, ok, msg, dt in res:
+        known = KNOWN.get(name)
+        if ok and known: bad += 1; print(f"PASS but listed in KNOWN  {name}: remove it from KNOWN in tools/docs_check.py")
+        elif ok: print(f"ok       {name}")
+        elif known: print(f"known    {name}: {msg}  [{known}]")
+        else: bad += 1; print(f"FAIL     {name}: {msg}")
+    print(f"{sum(ok for _, ok, _, _ in res)} of {len(res)} chapters pass nbdev's docs processing"
+          + (f" ({len(KNOWN)} known failures not processed)" if a.skip_known else '')
+          + (f"; {bad} unexpected" if bad else ''))
+    return 1 if bad else 0
+
+
+if __name__ == '__main__': sys.exit(main())
