@@ -14,8 +14,8 @@ import yaml
 # %% auto #0
 __all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'MAX_USER_FILE_BYTES', 'CSV_FIELD_LIMIT', 'INT64', 'SCALAR_FEATURES', 'COST_COEF_SCALAR',
            'SLOT_FEATURES', 'ConfigError', 'config_path', 'default_cache_dir', 'seed_everything', 'read_user_text',
-           'read_csv', 'load_yaml', 'param', 'allowed', 'check_value', 'ConfigBase', 'RewardConfig', 'SimConfig',
-           'EnvConfig', 'check_cost_coef_range', 'patch_into', 'ObsLayout']
+           'read_csv', 'load_yaml', 'param', 'allowed', 'check_value', 'ConfigBase', 'check_cost_coef_range',
+           'RewardConfig', 'SimConfig', 'EnvConfig', 'patch_into', 'ObsLayout']
 
 # %% ../nbs/00a_config.ipynb #dee9f7ba
 def _package_dir() -> Path:
@@ -152,11 +152,10 @@ def check_value(md: dict, value, label: str):
     if kind in (int, float):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ConfigError(f"{label}: expected a number, got {v!r}.")
-        if not np.isfinite(v): raise ConfigError(f"{label} must be a finite number, got {v!r}.")
+        if not isinstance(v, (int, np.integer)) and not np.isfinite(v): raise ConfigError(f"{label} must be a finite number, got {v!r}.")
         if kind is int:
             if float(v) != int(v): raise ConfigError(f"{label}: expected a whole number, got {v!r}.")
             v = int(v)
-            if abs(v) > INT64: raise ConfigError(f"{label} must fit in 64 bits (at most {INT64:,}), got {v:,}.")
         else: v = float(v)
     elif kind is str:
         if not isinstance(v, str): raise ConfigError(f"{label}: expected text, got {v!r}.")
@@ -169,6 +168,7 @@ def check_value(md: dict, value, label: str):
            or (lo is not None and (v <= lo if md.get('lo_open') else v < lo))
            or (hi is not None and (v >= hi if md.get('hi_open') else v > hi)))
     if bad: raise ConfigError(f"{label} must be {allowed(md)}, got {v!r}.")
+    if kind is int and abs(v) > INT64: raise ConfigError(f"{label} must fit in 64 bits (at most {INT64:,}), got {v:,}.")
     return v
 
 # %% ../nbs/00a_config.ipynb #d37d445b
@@ -200,6 +200,22 @@ class ConfigBase:
         return self
     def to_dict(self) -> dict: return asdict(self)
     def replace(self, **kw): return dataclasses.replace(self, **kw)
+
+# %% ../nbs/00a_config.ipynb #5e98743b
+def check_cost_coef_range(r) -> tuple:
+    "Validate `EnvConfig.cost_coef_range`: `()` (off) or `(lo, hi)` with `0 <= lo <= hi`, both finite; returns floats."
+    if r is None or (isinstance(r, (tuple, list)) and len(r) == 0): return ()
+    bad = (f"cost_coef_range must be () (off) or (lo, hi) with 0 <= lo <= hi, got {r!r}. "
+           "Example: --cost-coef-range 0,2 (or `cost_coef_range: [0, 2]` in the env section); lo == hi fixes the price.")
+    if not isinstance(r, (tuple, list)) or len(r) != 2: raise ConfigError(bad)
+    if any(isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) for x in r): raise ConfigError(bad)
+    lo, hi = float(r[0]), float(r[1])
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi): raise ConfigError(bad)
+    return (lo, hi)
+
+def _range_ok(r) -> bool:
+    try: check_cost_coef_range(r); return True
+    except ConfigError: return False
 
 # %% ../nbs/00a_config.ipynb #edad7632
 @dataclass
@@ -262,22 +278,6 @@ class EnvConfig(ConfigBase):
             raise ConfigError(f"{where}.score_lo ({self.score_lo}) must be below score_hi ({self.score_hi}).")
         try: check_cost_coef_range(self.cost_coef_range)
         except ConfigError as e: raise ConfigError(f"{where}.{e}") from None
-
-# %% ../nbs/00a_config.ipynb #5e98743b
-def check_cost_coef_range(r) -> tuple:
-    "Validate `EnvConfig.cost_coef_range`: `()` (off) or `(lo, hi)` with `0 <= lo <= hi`, both finite; returns floats."
-    if r is None or (isinstance(r, (tuple, list)) and len(r) == 0): return ()
-    bad = (f"cost_coef_range must be () (off) or (lo, hi) with 0 <= lo <= hi, got {r!r}. "
-           "Example: --cost-coef-range 0,2 (or `cost_coef_range: [0, 2]` in the env section); lo == hi fixes the price.")
-    if not isinstance(r, (tuple, list)) or len(r) != 2: raise ConfigError(bad)
-    if any(isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) for x in r): raise ConfigError(bad)
-    lo, hi = float(r[0]), float(r[1])
-    if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi): raise ConfigError(bad)
-    return (lo, hi)
-
-def _range_ok(r) -> bool:
-    try: check_cost_coef_range(r); return True
-    except ConfigError: return False
 
 # %% ../nbs/00a_config.ipynb #562d5db4
 def patch_into(cls, cls_method: bool = False):

@@ -65,7 +65,8 @@ def check_output(path, flag: str, kind: str = 'file', overwrite: bool = False) -
     else:
         if p.exists() and not p.is_dir(): raise ConfigError(f"{flag} {p} is a file; it names a folder to write into.")
         if p.is_dir() and any(p.iterdir()) and not overwrite:
-            raise ConfigError(f"{p} already holds files ({', '.join(sorted(x.name for x in p.iterdir())[:4])}...). "
+            names = sorted(x.name for x in p.iterdir())
+            raise ConfigError(f"{p} already holds files ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}). "
                               f"Pass --overwrite to write over them, or give another {flag}.")
         _probe(a, flag, p)
     return p

@@ -267,7 +267,7 @@ def spend_from(st: dict) -> float:
 # %% ../nbs/94_runs.ipynb #c4df0e5b
 class RunState:
     "What a checkpoint carries besides the weights: timesteps, curriculum, spend (labelled by kind), config."
-    def __init__(self, run_dir: Path, config: dict, curriculum: Curriculum, spend_kind: str = 'real'):
+    def __init__(self, run_dir: Path, config: dict, curriculum: 'Curriculum', spend_kind: str = 'real'):
         self.run_dir, self.config, self.curriculum, self.spend_kind = Path(run_dir), config, curriculum, spend_kind
         self.cost_usd = 0.0; self.episodes = 0
         self.cost_base = 0.0        # spend of earlier sessions of a resumed run
