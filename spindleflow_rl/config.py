@@ -253,6 +253,7 @@ class SimConfig(ConfigBase):
     conflict_width: float = param(0.25, 'conflict probability rises from 0 to 1 over this much more cosine', lo=0, lo_open=True)
     self_refine_share: float = param(0.5, "a 'debate' of one specialist is self-refinement: this share of a debate's gain", lo=0, hi=1)
 
+# %% ../nbs/00a_config.ipynb #6351a0ed
 @dataclass
 class EnvConfig(ConfigBase):
     "Shape and rules of the environment."
@@ -270,7 +271,7 @@ class EnvConfig(ConfigBase):
     score_lo: float = param(0.70, 'run-time output scorer: a subtask cosine at or below this scores 0 ...', lo=-1, hi=1)
     score_hi: float = param(0.97, '... and at or above this scores 1 (linear between; calibrated in chapter 07)', lo=-1, hi=1)
     cost_coef_range: tuple = param((), "(lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off",
-                                   ok=lambda r: _range_ok(r), rule='() (off) or LO,HI with 0 <= LO <= HI, e.g. 0,2 (LO == HI fixes it)')
+                                   ok=lambda r: _range_ok(r), rule='() (off) or (lo, hi) with 0 <= lo <= hi; on the command line LO,HI, e.g. 0,2 (equal values fix it)')
 
     def check_fields(self, where: str = 'EnvConfig'):
         "`score_lo < score_hi`, and `cost_coef_range` () or (lo, hi) with 0 <= lo <= hi."

@@ -159,6 +159,7 @@ class EvalBudget:
             if ok: self.inflight += 1
             return ok
 
+# %% ../nbs/10_evaluate.ipynb #4526f97e
 def _spent(env, pol) -> float:
     f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
@@ -197,6 +198,7 @@ def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = 
             budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
             out[i] = (s, {**s, 'seed': sd, 'task': env.task} if i < record else None)
     except KeyboardInterrupt: budget.stopped = 'interrupted'        # Ctrl-C (this thread): the finished episodes are kept
+    except BaseException: budget.stopped = budget.stopped or 'failed'; raise   # the other threads stop waiting for their turn
     return out
 
 # %% ../nbs/10_evaluate.ipynb #fd75f459
