@@ -46,7 +46,8 @@ def clone_teacher(out: Path, rng: str, episodes: int, epochs: int, dagger: int, 
     """A run folder (as `spindleflow-train` writes it) whose policy is the Bayes cascade teacher cloned by behaviour
     cloning + `dagger` DAgger rounds on training questions, with no PPO update."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from spindleflow_rl.train import build_parser, args_to_overrides, train
+    from spindleflow_rl.train import train
+    from spindleflow_rl.cli import train_parser as build_parser, train_overrides as args_to_overrides
     from spindleflow_rl.runs import load_run_config, build_world, make_backend
     from spindleflow_rl.env import SpindleFlowEnv
     from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher

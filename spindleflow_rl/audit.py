@@ -4,16 +4,18 @@
 
 # %% ../nbs/15_audit.ipynb #6c99da6c
 from __future__ import annotations
-import argparse, html, json, math, sys
+import html, json, math, sys
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .config import ConfigError, SCALAR_FEATURES
+from .config import ConfigError, SCALAR_FEATURES, param
 from .explain import DEFAULT_FIT_THRESHOLD, JUSTIFIED, AuditContext, audit_episode
-from .files import atomic_write_text
+from .files import atomic_write_text, check_output
 
 # %% auto #0
 __all__ = ['gaussian_alternatives', 'model_distribution', 'decode_choice', 'AuditedPolicy', 'record_audited', 'audit_episodes',
-           'audit_report', 'md_escape', 'md_code', 'render_markdown', 'render_html', 'write_audit', 'main']
+           'audit_report', 'md_escape', 'md_code', 'render_markdown', 'render_html', 'write_audit', 'AuditOptions',
+           'audit_run']
 
 # %% ../nbs/15_audit.ipynb #d9959f57
 def _phi(x: float) -> float: return 0.5*(1.0 + math.erf(x/math.sqrt(2.0)))
@@ -308,51 +310,68 @@ def write_audit(rep: dict, out_dir, title: str = 'SpindleFlow RL: audit', force:
     return files
 
 # %% ../nbs/15_audit.ipynb #4f9469c8
-def _record_run(checkpoint, n: int, splits, seed: int, baselines) -> tuple[list, dict]:
-    "Record `n` episodes per split of the run's policy (audited) and the scripted `baselines`, on the simulated backend."
+def _run_cfg(src: Path) -> dict:
+    "The config of the run `src` belongs to (a run folder, one of its checkpoints, or an episodes file in it); {} if none."
+    from spindleflow_rl.runs import resolve_checkpoint
+    from spindleflow_rl.config import read_user_text
+    for d in ((src,) if src.is_dir() else (src.parent, src.parent.parent)):
+        if (d/'config.json').exists(): return json.loads(read_user_text(d/'config.json', 'run config'))
+    return resolve_checkpoint(src)[1].get('config') or {} if src.suffix == '.zip' else {}
+
+def _run_world(cfg: dict):
+    """`(world, backend_fn)` the run's episodes are played in: its own catalog and task bank; on recorded logs the
+    world of its log, with one backend shared by every env. Other runs record on the simulator (no paid calls)."""
+    from spindleflow_rl.runs import build_world, make_backend, TrainConfig
+    from spindleflow_rl.config import SimConfig
+    world = build_world(cfg)
+    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
+    if tc.backend != 'recorded': return world, None
+    be, _ = make_backend(tc, world, SimConfig.from_dict(cfg.get('sim') or {}), cfg.get('openai'))
+    return be.world, (lambda: (be, None))
+
+def _record_run(checkpoint, n: int, splits, seed: int, baselines) -> tuple[list, object]:
+    "Record `n` episodes per split of the run's policy (audited) and the scripted `baselines`, in the run's own world."
     from spindleflow_rl.runs import load_model, split_env_fn
     from spindleflow_rl.policies import ModelPolicy, make_baselines
     from spindleflow_rl.config import EnvConfig, RewardConfig, SimConfig
     model, cfg, _ = load_model(checkpoint)
+    world, backend_fn = _run_world(cfg)
     ec = EnvConfig.from_dict(cfg.get('env') or {}); rc = RewardConfig.from_dict(cfg.get('reward') or {}); sc = SimConfig.from_dict(cfg.get('sim') or {})
     recs = []
     for split in splits:
-        fn = split_env_fn(split, ec, rc, sc)
+        fn = split_env_fn(split, ec, rc, sc, None if backend_fn else world, backend_fn)
         for name, pol in {'policy': ModelPolicy(model), **make_baselines(seed, baselines)}.items():
             env = fn(); recs += [record_audited(env, pol, 10_000*(seed + 1) + i, split, name) for i in range(n)]
-    return recs, {}
+    return recs, world
 
 # %% ../nbs/15_audit.ipynb #50720515
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog='spindleflow-audit', description="Explain, verify and report a run's decisions (markdown + HTML).")
-    ap.add_argument('source', metavar='RUN_OR_EPISODES', help='a run folder (its episodes.jsonl, eval.json), a checkpoint zip, or an episodes .jsonl file')
-    ap.add_argument('--out', help='output folder (default: <run>/audit, or <file stem>_audit next to a .jsonl)')
-    ap.add_argument('--policy', help="policy to audit (default: 'policy', the trained one, when recorded)")
-    ap.add_argument('--record', type=int, default=0, help='record N new episodes per split with the checkpoint (policy alternatives included)')
-    ap.add_argument('--split', action='append', choices=('train', 'heldout', 'unseen-roster'), help='split(s) for --record (default heldout)')
-    ap.add_argument('--baselines', default='random,call-all-parallel,greedy-topk-seq,greedy-topk-par', help='baselines for --record')
-    ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--threshold', type=float, default=DEFAULT_FIT_THRESHOLD, help='fit at which a specialist counts as fitting a subtask')
-    ap.add_argument('--force', action='store_true', help='replace an earlier audit in the output folder')
-    a = ap.parse_args(argv)
-    src = Path(a.source)
-    try:
-        if not src.exists(): raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
-        if not 0 < a.threshold < 1: raise ConfigError(f"--threshold must be in (0, 1), got {a.threshold}.")
-        eval_report = None
-        if src.is_dir() and (src/'eval.json').exists(): eval_report = json.loads((src/'eval.json').read_text())
-        if a.record > 0 or (src.is_file() and src.suffix == '.zip') or (src.is_dir() and not (src/'episodes.jsonl').exists()):
-            n = a.record or 5
-            recs, _ = _record_run(src, n, tuple(a.split or ('heldout',)), a.seed, tuple(b for b in a.baselines.split(',') if b))
-        else:
-            from spindleflow_rl.replay import read_episodes
-            recs = read_episodes(src/'episodes.jsonl' if src.is_dir() else src)
-        out = Path(a.out) if a.out else (src/'audit' if src.is_dir() else src.parent/f'{src.stem}_audit')
-        rep = audit_report(audit_episodes(recs, threshold=a.threshold), a.policy, eval_report)
-        files = write_audit(rep, out, f"SpindleFlow RL: audit of {src.name}", a.force)
-    except ConfigError as e:
-        print(f"spindleflow-audit: error: {e}", file=sys.stderr); return 2
-    for n, v in rep['policies'].items():
-        print(f"{n:22s} episodes {v['episodes']:3d}  claims verified {v['verified']:.2f}  every decision justified {v['justified']:.2f}")
-    print(f"{len(rep['deviations'])} deviation(s) from the best baseline, {len(rep['failures'])} failure(s); report: " + ', '.join(str(f) for f in files))
-    return 0
+@dataclass
+class AuditOptions:
+    "The options of `spindleflow-audit`; its command line is generated from these fields (appendix 97)."
+    source: str = param('', 'a run folder (its episodes.jsonl, eval.json), a checkpoint zip, or an episodes .jsonl file', positional=True,
+                        metavar='RUN_OR_EPISODES')
+    out: str = param('', 'output folder', show='<run>/audit, or <file stem>_audit next to a .jsonl')
+    overwrite: bool = param(False, 'replace an earlier audit in the output folder', aliases=('--force',))
+    policy: str = param('', 'policy to audit', show="'policy', the trained one, when recorded")
+    record: int = param(0, 'record N new episodes per split with the checkpoint, in the run\'s own world (0: audit the recorded ones)', lo=0)
+    split: list = param(['heldout'], 'split(s) for --record (repeatable)', choices=('train', 'heldout', 'unseen-roster'), many=True)
+    baselines: str = param('random,call-all-parallel,greedy-topk-seq,greedy-topk-par', 'baselines for --record')
+    seed: int = param(0, 'seed of the recorded episodes', lo=0, hi=2**32 - 1)
+    threshold: float = param(DEFAULT_FIT_THRESHOLD, 'fit at which a specialist counts as fitting a subtask', lo=0, hi=1, lo_open=True, hi_open=True)
+
+def audit_run(source, out=None, policy=None, record: int = 0, splits=None, baselines=AuditOptions.baselines, seed: int = 0,
+              threshold: float = DEFAULT_FIT_THRESHOLD, overwrite: bool = False) -> tuple[dict, list]:
+    """Audit a run's episodes (recorded ones, or `record` new ones per split) in the run's own world, and write the report
+    into `out`; `(report, files)`. The output folder is checked before any work; `splits` without recording is refused."""
+    from spindleflow_rl.replay import read_episodes
+    src = Path(source)
+    if not str(source).strip() or not src.exists(): raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
+    records = record > 0 or (src.is_file() and src.suffix == '.zip') or (src.is_dir() and not (src/'episodes.jsonl').exists())
+    if splits and not records: raise ConfigError("--split chooses where --record plays new episodes; without --record it has no effect. "
+                                                 "Add --record N, or drop --split.")
+    out = check_output(Path(out) if out else (src/'audit' if src.is_dir() else src.parent/f'{src.stem}_audit'), '--out', 'dir', overwrite)
+    eval_report = json.loads((src/'eval.json').read_text()) if src.is_dir() and (src/'eval.json').exists() else None
+    if records: recs, world = _record_run(src, record or 5, tuple(splits or ('heldout',)), seed, tuple(b for b in baselines.split(',') if b))
+    else: recs, world = read_episodes(src/'episodes.jsonl' if src.is_dir() else src), _run_world(_run_cfg(src))[0]
+    rep = audit_report(audit_episodes(recs, world=world, threshold=threshold), policy, eval_report)
+    return rep, write_audit(rep, out, f"SpindleFlow RL: audit of {src.name}", force=True)

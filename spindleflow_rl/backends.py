@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
-from .config import ConfigError, SimConfig
+from .config import ConfigError, SimConfig, read_user_text, read_csv
 from .files import atomic_write_bytes
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
@@ -115,6 +115,7 @@ class ExecutionBackend(Protocol):
     def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None: ...
     def on_reset(self, env) -> None: ...
     def spent_usd(self) -> float | None: ...
+    def call_stats(self) -> dict | None: ...
 
 class Backend:
     "The hooks of `ExecutionBackend` with the answers of a backend that does not have the feature."
@@ -128,6 +129,9 @@ class Backend:
         "Called at the end of the environment's reset (the episode's DAG and roster exist): nothing to attach."
     def spent_usd(self) -> float | None:
         "Money spent so far, over all episodes, by this backend's own meter; `None`: the environment adds up the calls' costs."
+        return None
+    def call_stats(self) -> dict | None:
+        "Real calls made so far and how many failed after their retries (`{'calls', 'failed', 'server', 'last_error'}`); `None`: no real calls."
         return None
 
 # %% ../nbs/05_backends.ipynb #3adfcb11
@@ -421,16 +425,17 @@ def _read_table(path: Path) -> list:
     if not path.exists(): raise ConfigError(f"{path}: file not found. Pass a CSV or JSONL table of logged outcomes.")
     if path.suffix.lower() in ('.jsonl', '.ndjson'):
         rows = []
-        for n, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1):
+        for n, line in enumerate(read_user_text(path, 'log').splitlines(), 1):
             if not line.strip(): continue
-            try: rows.append((n, json.loads(line)))
+            try: obj = json.loads(line)
             except json.JSONDecodeError as e: raise ConfigError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
-    elif path.suffix.lower() == '.csv':
-        with path.open(newline='', encoding='utf-8') as f:
-            rd = csv.DictReader(f)
-            missing = [c for c in RECORDED_COLUMNS if c not in (rd.fieldnames or [])]
-            if missing: raise ConfigError(f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)}.")
-            rows = [(n, r) for n, r in enumerate(rd, 2)]
+            if not isinstance(obj, dict): raise ConfigError(f"{path}: line {n} is a JSON {type(obj).__name__}, not an object ({{\"task\": ..., ...}}).")
+            rows.append((n, obj))
+    elif path.suffix.lower() == '.csv':       # a logged response may be long: fields up to 64 MiB (the csv default is 128 KiB)
+        head, recs = read_csv(path, 'log', field_limit=64 << 20)
+        missing = [c for c in RECORDED_COLUMNS if c not in head]
+        if missing: raise ConfigError(f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)}.")
+        rows = recs
     else:
         raise ConfigError(f"{path}: unsupported file type {path.suffix!r}. Use .csv or .jsonl.")
     if not rows: raise ConfigError(f"{path}: the table is empty. Add at least one logged outcome row.")

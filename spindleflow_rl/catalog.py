@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, asdict, MISSING
 from pathlib import Path
 from typing import Sequence
 import numpy as np
-from .config import ConfigError, config_path, load_yaml, patch_into
+from .config import ConfigError, config_path, load_yaml, patch_into, read_csv
 from .fast_sampling import _lemire_below, _shuffled_range, _floyd_choice, _fast_draws   # speed only (chapter 90)
 
 # %% auto #0
@@ -291,12 +291,11 @@ def from_file(cls, path) -> Catalog:
     if not path.exists(): raise ConfigError(f"{path}: catalog file not found. Pass the path of a .csv or .yaml file.")
     suffix = path.suffix.lower()
     if suffix == '.csv':
-        with open(path, newline='', encoding='utf-8-sig') as f:
-            reader = csv.DictReader(f)
-            if not reader.fieldnames or 'id' not in [h.strip() for h in reader.fieldnames]:
-                raise ConfigError(f"{path}: the first line must be a header naming the columns, with at least `id` and "
-                                  f"`capability` (got {reader.fieldnames}).")
-            rows = [(f"row {reader.line_num}", r) for r in reader if any((v or '').strip() for v in r.values() if isinstance(v, str))]
+        head, recs = read_csv(path, 'catalog')          # encoding, size and CSV errors name the file and the line
+        if not head or 'id' not in [h.strip() for h in head]:
+            raise ConfigError(f"{path}: the first line must be a header naming the columns, with at least `id` and "
+                              f"`capability` (got {head or None}).")
+        rows = [(f"row {n}", r) for n, r in recs if any((v or '').strip() for v in r.values() if isinstance(v, str))]
         for lab, r in rows:
             if None in r: raise ConfigError(f"{path}: {lab}: more cells than header columns; quote cells that contain commas.")
     elif suffix in ('.yaml', '.yml'):

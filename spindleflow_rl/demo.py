@@ -4,10 +4,12 @@
 
 # %% ../nbs/12_demo.ipynb #61eb5ff1
 from __future__ import annotations
-import argparse, json, os, sys, time
+import json, os, sys, time
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig
+from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, param
+from .files import check_output
 from .rewards import REWARD_TERMS
 from .runs import DEMO_POLICY     # the shipped demo policy
 
@@ -15,7 +17,7 @@ from .runs import DEMO_POLICY     # the shipped demo policy
 # %% auto #0
 __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
            'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo', 'demo_figures',
-           'demo_headline', 'build_demo', 'print_demo', 'show_demo', 'main']
+           'demo_headline', 'build_demo', 'print_demo', 'show_demo', 'DemoOptions']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
 DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
@@ -78,19 +80,23 @@ def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, epi
                   quiet: bool = False) -> tuple[dict, dict]:
     "Evaluate every policy on the same held-out episodes; write `report.json` and the table of `report.md`. (report, returns)"
     from spindleflow_rl.evaluate import evaluate_split, markdown_table
-    from spindleflow_rl.files import atomic_write_json
-    model, untrained = models; out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    from spindleflow_rl.files import atomic_write_json, atomic_write_text
+    from spindleflow_rl.evaluate import EvalBudget
+    from spindleflow_rl.runs import Interrupted
+    model, untrained = models; out = Path(out)
     if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True)
-    returns = {}
+    returns, budget = {}, EvalBudget()
     table, _ = evaluate_split(_demo_env_fn(cfg), _demo_policies(model, untrained, seed, baselines), episodes, seed,
-                              progress=not quiet, returns_out=returns)
+                              progress=not quiet, returns_out=returns, budget=budget)
+    if budget.stopped == 'interrupted': raise Interrupted(f"interrupted during the evaluation: nothing was written to {out}.")
+    out.mkdir(parents=True, exist_ok=True)
     report = {'checkpoint': str(z), 'source': source, 'episodes': episodes, 'seed': seed, 'splits': {'heldout': table},
               'num_timesteps': int(model.num_timesteps), 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
     atomic_write_json(out/'report.json', report)
     head = (f"# SpindleFlow RL demo: before and after training\n\nHeld-out tasks, simulated backend (demo mode), {episodes} episodes "
             f"per policy on the same seeds. `policy` = trained ({source} checkpoint, {model.num_timesteps:,} timesteps); "
             "`untrained` = the same architecture with fresh weights. Normalised score: 0 = random, 1 = oracle.\n\n")
-    (out/'report.md').write_text(head + markdown_table(report))
+    atomic_write_text(out/'report.md', head + markdown_table(report))
     return report, returns
 
 # %% ../nbs/12_demo.ipynb #18d05495
@@ -194,21 +200,29 @@ def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
 
 def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int = 3, seed: int = 0,
                baselines=DEMO_BASELINES, train_timesteps: int = 16_384, n_envs: int = 8, ppo: dict | None = None,
-               device: str = 'cpu', quiet: bool = False, catalog=None, tasks=None) -> dict:
-    "Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers."
-    if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
-    if record < 1: raise ConfigError(f"record must be at least 1 (episodes per policy kept for the replay), got {record}.")
+               device: str = 'cpu', quiet: bool = False, catalog=None, tasks=None, overwrite: bool = False) -> dict:
+    """Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers.
+    `out` must not hold files unless `overwrite`; nothing is written before the checkpoint has loaded."""
+    from spindleflow_rl.runs import check_device, Interrupted
+    if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
+    if record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]
     if missing: raise ConfigError(f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle.")
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    if checkpoint is not None and not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
+    check_device(device, '--device')
+    out = check_output(out, '--out', 'dir', overwrite)
     t0 = time.time()
-    ck, source = demo_checkpoint(checkpoint, out, timesteps=train_timesteps, n_envs=n_envs, seed=seed, ppo=ppo, quiet=quiet)
-    model, untrained, cfg, z = load_demo_models(ck, seed, device, catalog, tasks)
-    report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, episodes, seed, baselines, quiet)
-    eps = record_demo(out, (model, untrained), cfg, seed, record, baselines)
-    res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
-           'figures': demo_figures(out, report, eps, z), 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html',
-           'headline': demo_headline(report['splits']['heldout'], returns, seed), 'seconds': time.time() - t0}
+    try:
+        ck, source = demo_checkpoint(checkpoint, out, timesteps=train_timesteps, n_envs=n_envs, seed=seed, ppo=ppo, quiet=quiet)
+        model, untrained, cfg, z = load_demo_models(ck, seed, device, catalog, tasks)
+        report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, episodes, seed, baselines, quiet)
+        eps = record_demo(out, (model, untrained), cfg, seed, record, baselines)
+        res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
+               'figures': demo_figures(out, report, eps, z), 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html',
+               'headline': demo_headline(report['splits']['heldout'], returns, seed), 'seconds': time.time() - t0}
+    except KeyboardInterrupt as e:
+        if isinstance(e, Interrupted): raise
+        raise Interrupted(f"interrupted: {out} holds only what was written before (run again with --overwrite to redo it).") from None
     if not quiet: print_demo(res)
     return res
 
@@ -240,29 +254,17 @@ def show_demo(res: dict, viewer: bool = True):
         display(v); return v
 
 # %% ../nbs/12_demo.ipynb #127dd66f
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog='spindleflow-demo', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Before/after demo in demo mode (simulated backend, no network): untrained vs trained policy vs baselines '
-                    'on held-out tasks; writes a table, plots, recorded episodes and a replay page.')
-    ap.add_argument('--out', default='demo_out', help='output folder')
-    ap.add_argument('--checkpoint', help='trained run folder, latest.json or checkpoint zip (default: the shipped demo policy, '
-                                         'else a short training run)')
-    ap.add_argument('--episodes', type=int, default=100, help='held-out episodes per policy')
-    ap.add_argument('--record', type=int, default=3, help='episodes per policy recorded for the replay')
-    ap.add_argument('--train-timesteps', type=int, default=16_384, help='length of the training run when there is no checkpoint')
-    ap.add_argument('--n-envs', type=int, default=8, help='parallel environments of that training run')
-    ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--device', default='cpu', help='cpu | cuda | auto (evaluation)')
-    from spindleflow_rl.runs import add_roster_args
-    add_roster_args(ap)                                     # --catalog / --tasks: play on your own roster and tasks
-    a = ap.parse_args(argv)
-    from spindleflow_rl.llm import load_env_file
-    load_env_file('.env')                                   # as every CLI: .env first, shell variables win
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    try:
-        if a.train_timesteps < 1: raise ConfigError(f"--train-timesteps must be positive, got {a.train_timesteps}.")
-        build_demo(a.out, a.checkpoint, a.episodes, a.record, a.seed, train_timesteps=a.train_timesteps, n_envs=a.n_envs,
-                   device=a.device, catalog=a.catalog, tasks=a.tasks)
-    except ConfigError as e:
-        print(f"spindleflow-demo: error: {e}", file=sys.stderr); return 2
-    return 0
+@dataclass
+class DemoOptions:
+    "The options of `spindleflow-demo`; its command line is generated from these fields (appendix 97)."
+    out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
+    overwrite: bool = param(False, 'write over the files of an earlier demo in --out (its trained run is reused)')
+    checkpoint: str = param('', 'trained run folder, latest.json or checkpoint zip', show='the shipped demo policy, else a short training run')
+    episodes: int = param(100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)')
+    record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
+    train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
+    n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
+    seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
+    device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
+    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")

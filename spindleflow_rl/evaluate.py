@@ -4,20 +4,22 @@
 
 # %% ../nbs/10_evaluate.ipynb #30276f95
 from __future__ import annotations
-import argparse, os, sys, time
+import copy, os, sys, threading, time
+from dataclasses import dataclass
 from collections import Counter, defaultdict
 from pathlib import Path
 import numpy as np
-from .config import ConfigError
-from .files import atomic_write_json, atomic_write_text
+from .config import ConfigError, param
+from .files import atomic_write_json, atomic_write_text, check_output
 from .policies import ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised
 from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make_backend, build_world, with_roster,
-                                 add_roster_args)
+                                 calls_failed, CallsFailedError, Interrupted)
 
 # %% auto #0
-__all__ = ['NON_DEPLOYABLE', 'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline',
-           'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve',
-           'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'main']
+__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'EVAL_EPISODES', 'plan_consistency', 'metrics', 'normalised_ci',
+           'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget',
+           'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table',
+           'report_paths', 'evaluate_run', 'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -79,6 +81,9 @@ def add_normalised(table: dict, returns: dict | None = None) -> dict:
 
 # %% ../nbs/10_evaluate.ipynb #4e352347
 NON_DEPLOYABLE = ('random', 'oracle')     # random is a floor, and the oracle reads the simulator's hidden parameters
+PAID_WORKERS = 8                          # a paid backend's episodes played at once (each waits on the network, not the CPU)
+PAID_BASELINES = ('adaptive-planner',)   # the best deployable scripted baseline (README); with the LLM planner a paid backend adds,
+                                         # the two an evaluation sized to a paid training run plays against the policy
 
 def best_baseline(table: dict, exclude=('policy', *NON_DEPLOYABLE)) -> str | None:
     "The non-learned baseline a deployment could run with the best mean return in a split's table (`None` if none)."
@@ -127,43 +132,120 @@ def fmt_comparison(c: dict) -> str:
 
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
 class EvalBudget:
-    "What an evaluation may spend (`limit_usd` None: no limit), what it spent, and why it stopped early (if it did)."
-    def __init__(self, limit_usd: float | None = None):
+    """What an evaluation may spend (`limit_usd` None: no limit) and what it spent; the real calls it made and how many
+    failed (`calls_failed` with `max_failed`); why it stopped early, if it did. Thread-safe (parallel episodes)."""
+    def __init__(self, limit_usd: float | None = None, max_failed: float = 0.2):
         self.limit, self.spent, self.most, self.stopped = limit_usd, 0.0, 0.0, None
-    def charge(self, usd: float): self.spent += usd; self.most = max(self.most, usd)
-    def allows_next(self) -> bool: return self.limit is None or self.spent + 1.5*self.most <= self.limit
+        self.max_failed, self._calls, self.failure = max_failed, {}, None
+        self._lock, self.inflight = threading.Lock(), 0
+    def charge(self, usd: float):
+        "An episode ended having spent `usd` (its reservation is released)."
+        with self._lock: self.spent += usd; self.most = max(self.most, usd); self.inflight = max(0, self.inflight - 1)
+    def count(self, *sources):
+        "Take the `call_stats()` of backends and clients that made real calls (held, so each is counted once)."
+        with self._lock:
+            for s in sources:
+                st = s.call_stats() if s is not None and hasattr(s, 'call_stats') else None
+                if st: self._calls[id(s)] = (s, st)
+            self.failure = calls_failed([st for _, st in self._calls.values()], self.max_failed)
+    def calls(self) -> list:
+        with self._lock: return [st for _, st in self._calls.values()]
+    def allows_next(self) -> bool:
+        """May one more episode start? It reserves a share of the budget: with `k` episodes already running, the spend so far
+        plus `(k + 1) x 1.5 x` the most one episode cost must fit; before any episode has finished, one at a time."""
+        if self.failure: self.stopped = self.stopped or 'calls failed'; return False
+        with self._lock:
+            ok = self.limit is None or (self.spent + (self.inflight + 1)*1.5*self.most <= self.limit and (self.most > 0 or self.inflight == 0))
+            if ok: self.inflight += 1
+            return ok
 
+# %% ../nbs/10_evaluate.ipynb #4526f97e
 def _spent(env, pol) -> float:
     f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
 
+def _wait_for_budget(budget) -> bool:
+    "Whether another episode may start: asked again while episodes of other threads are running (they may free room)."
+    while not budget.allows_next():
+        if budget.failure or budget.stopped or budget.inflight == 0: return False
+        time.sleep(0.05)
+    return True
+
+class _Turns:
+    "Episodes start in index order across threads: `wait(i)` until episode i may start, `next()` once it has."
+    def __init__(self): self.i, self.cv = 0, threading.Condition()
+    def wait(self, i: int, budget) -> bool:
+        with self.cv:
+            while self.i != i and not budget.stopped: self.cv.wait(0.1)
+            return not budget.stopped
+    def next(self):
+        with self.cv: self.i += 1; self.cv.notify_all()
+
+def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = None) -> dict:
+    """Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`. With `turns` (threads of a parallel
+    evaluation) each starts in index order, so what finished before a stop is a prefix, and each thread's env sees the
+    same episodes on every run."""
+    env, out = env_fn(), {}
+    try:
+        for i in idx:
+            if turns is not None and not turns.wait(i, budget): break
+            ok = not budget.stopped and _wait_for_budget(budget)
+            if turns is not None: turns.next()
+            if not ok: budget.stopped = budget.stopped or 'budget'; break
+            sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
+            s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
+            budget.charge(_spent(env, pol) - before)
+            budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
+            out[i] = (s, {**s, 'seed': sd, 'task': env.task} if i < record else None)
+    except KeyboardInterrupt: budget.stopped = 'interrupted'        # Ctrl-C (this thread): the finished episodes are kept
+    except BaseException: budget.stopped = budget.stopped or 'failed'; raise   # the other threads stop waiting for their turn
+    return out
+
+# %% ../nbs/10_evaluate.ipynb #fd75f459
+def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
+    """Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) over `workers` threads, thread k
+    playing episodes k, k + workers, ... on its own env with its own copy of the policy (deterministic for a given `workers`)."""
+    if workers <= 1 or n < 2: return _play(env_fn, pol, range(n), seed, record, tasks, budget)
+    from concurrent.futures import ThreadPoolExecutor
+    w = min(workers, n); out = {}; turns = _Turns()
+    pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]      # copies made before any of them plays
+    with ThreadPoolExecutor(w) as ex:
+        futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget, turns) for k in range(w)]
+        try:
+            for f in futs: out.update(f.result())
+        except KeyboardInterrupt:
+            budget.stopped = 'interrupted'                   # the workers stop at their next episode; what finished is kept
+            for f in futs:
+                try: out.update(f.result())
+                except BaseException: pass
+            raise
+    return out
+
 def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False,
-                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None) -> tuple[dict, dict]:
-    """Run every policy on the same `episodes` seeds (a fresh env per policy). Returns (metrics table, recorded
-    traces: the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit; Ctrl-C
-    also stops; either way the finished episodes are kept (`budget.stopped` says why). `returns_out`: filled with
-    each policy's per-episode returns. `tasks`: play episode i on `tasks[i]` (every task once: recorded logs)."""
+                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None, workers: int = 1) -> tuple[dict, dict]:
+    """Run every policy on the same `episodes` seeds (fresh envs per policy). Returns (metrics table, recorded traces:
+    the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit, or once too many
+    real calls failed; Ctrl-C also stops; either way the finished episodes are kept (`budget.stopped` says why).
+    `returns_out`: filled with each policy's per-episode returns. `tasks`: play episode i on `tasks[i]`. `workers`:
+    threads playing a policy's episodes at once (a paid backend waits on the network; the simulator keeps 1)."""
     table, traces, returns = {}, {}, {} if returns_out is None else returns_out
     budget = budget or EvalBudget()
+    n = episodes if tasks is None else len(tasks)
     for name, pol in policies.items():
         if budget.stopped: break
-        env = env_fn(); sums = []
-        try:
-            for i in range(episodes if tasks is None else len(tasks)):
-                if not budget.allows_next(): budget.stopped = 'budget'; break
-                sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
-                s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
-                budget.charge(_spent(env, pol) - before)
-                if i < record: traces.setdefault(name, []).append({**s, 'seed': sd, 'task': env.task})
-                sums.append(s)
-        except KeyboardInterrupt: budget.stopped = 'interrupted'
+        try: done = _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers)
+        except KeyboardInterrupt: budget.stopped, done = 'interrupted', {}
+        k = 0
+        while k in done: k += 1                          # the finished prefix: episode i of every policy stays the same task
+        sums = [done[i][0] for i in range(k)]
+        traces.update({name: [done[i][1] for i in range(k) if done[i][1] is not None]} if any(done[i][1] for i in range(k)) else {})
         if not sums: continue
         table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
-        if len(sums) < (episodes if tasks is None else len(tasks)): table[name]['partial'] = True
+        if len(sums) < n: table[name]['partial'] = True
         if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
     if 'random' in table and 'oracle' in table:
-        n = min(len(v) for v in returns.values())
-        add_normalised(table, {k: v[:n] for k, v in returns.items()} if n >= 2 else None)
+        k = min(len(v) for v in returns.values())
+        add_normalised(table, {p: v[:k] for p, v in returns.items()} if k >= 2 else None)
     return table, traces
 
 # %% ../nbs/10_evaluate.ipynb #67997ca5
@@ -275,14 +357,20 @@ def markdown_table(report: dict) -> str:
 
 
 # %% ../nbs/10_evaluate.ipynb #b459a213
-def report_paths(run_dir: Path, json_out=None) -> tuple[Path, Path, Path]:
-    """`(report json, its markdown, the folder for episodes.jsonl and plots)`. The run's own report lives in the run
-    folder; a report named with `json_out` keeps its companions next to it (`X.md`) and in a folder named after it
-    (`X/`), so it never lands on the run's own files."""
-    if json_out is None: return run_dir/'eval.json', run_dir/'eval.md', run_dir
+def report_paths(run_dir: Path, json_out=None, overwrite: bool = False) -> tuple[Path, Path, Path]:
+    """`(report json, its markdown, the folder for episodes.jsonl and plots)`, each checked with `check_output`: an
+    existing report, a markdown companion or a folder holding files is refused unless `overwrite`. The run's own report
+    lives in the run folder; a report named with `json_out` keeps its companions next to it (`X.md`) and in a folder
+    named after it (`X/`), so it never lands on the run's own files."""
+    if json_out is None or Path(json_out).resolve() == (Path(run_dir)/'eval.json').resolve():
+        j, md, side = run_dir/'eval.json', run_dir/'eval.md', run_dir
+        if not overwrite and j.exists(): raise ConfigError(f"{j} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
+        for f in (j, md, side/'episodes.jsonl'): check_output(f, '--json', 'file', overwrite)
+        return j, md, side
     j = Path(json_out)
     if j.suffix != '.json': raise ConfigError(f"--json names the report file and must end in .json, got {j}.")
-    if j.resolve() == (run_dir/'eval.json').resolve(): return report_paths(run_dir)
+    check_output(j, '--json', 'file', overwrite); check_output(j.with_suffix('.md'), '--json', 'file', overwrite)
+    check_output(j.with_suffix(''), '--json', 'dir', overwrite)
     return j, j.with_suffix('.md'), j.with_suffix('')
 
 def _headlines(report: dict) -> list:
@@ -303,6 +391,38 @@ def _logged(env_fn, model, split: str, seed: int) -> dict:
     try: return logged_report(LoggedTasks(env_fn().backend), env_fn, ModelPolicy(model), SPLITS[split]['split'], seed)
     except ConfigError as e: return {'error': str(e)}
 
+
+# %% ../nbs/10_evaluate.ipynb #647dd2b2
+def _run_server(tc, cfg: dict, base_url, quiet: bool) -> dict:
+    """The run's `openai` section with the server to evaluate on: the one the run recorded (never one that
+    `$OPENAI_BASE_URL` happens to name), or `base_url` when given on purpose (said when it differs)."""
+    from spindleflow_rl.llm import normalise_base_url
+    o = dict(cfg.get('openai') or {}); rec = o.get('base_url')
+    if base_url:
+        if rec and normalise_base_url(base_url) != normalise_base_url(rec) and not quiet:
+            print(f"note: evaluating on {base_url} (--base-url); the run was trained on {rec}.", flush=True)
+        o['base_url'] = base_url
+    elif not rec and not quiet:
+        print("note: this run does not record its server (it was trained before runs recorded one): evaluating on "
+              f"{os.environ.get('OPENAI_BASE_URL') or 'the OpenAI API'}; pass --base-url to choose.", flush=True)
+    return o
+
+def _check_flags(tc, backend, recorded, base_url):
+    "A flag that the run's backend would ignore is an error, not a silent no-op."
+    if base_url and tc.backend != 'openai':
+        raise ConfigError(f"--base-url has no effect: this evaluation runs the {tc.backend} backend. Add --backend openai to evaluate on a server.")
+    if recorded and tc.backend != 'recorded':
+        raise ConfigError(f"--recorded has no effect: this evaluation runs the {tc.backend} backend. Add --backend recorded to replay the log.")
+    if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+
+def _announce(tc, episodes, n_pol, splits, budget_usd, per_episode, why_budget, quiet):
+    "Before a paid evaluation starts: its size, the estimated cost and the budget it stays inside."
+    if quiet: return
+    n_runs = episodes*n_pol*len(splits)
+    est = (f"about ${n_runs*per_episode:.4f} at training's ${per_episode:.5f} per episode (call-all baselines cost more)"
+           if per_episode else "unknown (no paid training episodes to measure from)")
+    print(f"evaluation on {tc.backend}: {episodes} episodes x {n_pol} policies x {len(splits)} split(s) = {n_runs} episodes; "
+          f"estimated cost {est}.\nevaluation budget: ${budget_usd:.4f} ({why_budget}): it stops before passing ${budget_usd:.4f}.", flush=True)
 
 # %% ../nbs/10_evaluate.ipynb #5234df0d
 def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
@@ -331,7 +451,7 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
 
 # %% ../nbs/10_evaluate.ipynb #91007f07
 def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet):
+                     budget, quiet, workers: int = 1):
     """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
     baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
@@ -350,7 +470,7 @@ def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, base
             if not quiet: print(f"evaluating on {split} ({len(pool) if rec else episodes} episodes per policy"
                                 + (": every task once" if rec else '') + ")...", flush=True)
             rets = {}
-            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets,
+            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets, workers=workers,
                                      tasks=pool if rec else None)
             if rec and tab: report.setdefault('logged', {})[split] = _logged(fn, model, split, seed)
             if tab: report['splits'][split] = tab; traces[split] = tr
@@ -365,50 +485,51 @@ def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, base
 def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
                  json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
                  backend: str | None = None, tier: int | None = None, recorded: str | None = None,
-                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool | None = None,
-                 catalog=None, tasks=None) -> dict:
+                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool = False,
+                 catalog=None, tasks=None, base_url: str | None = None, budget_why: str = '') -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
     `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
     the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
-    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split exactly once
-    (`episodes` is ignored) and add `logged`: the policy against the routers of chapter 18 (quality of the returned
-    answer, cost, calls per specialist, strong-call rate, PGR). `episodes` None: 1000, or 50 on a paid backend. With a paid backend the estimated cost is
-    printed first, and `max_cost_usd` stops the evaluation before its spend could pass it; a stop (or Ctrl-C/SIGTERM)
-    keeps the finished part of the report. An existing report is replaced only with `overwrite` (None: only the
-    run's own default report). `catalog`/`tasks` (files) replace the run's own roster and task bank."""
+    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split once (`episodes`
+    is ignored) and add `logged` (the routers of chapter 18). `episodes` None: 1000, or the run's
+    `paid_eval_episodes` on a paid backend. A paid backend evaluates on the server the run recorded (`base_url`: another
+    one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and
+    stays inside it, playing `PAID_WORKERS` episodes at once (each waits on the network); more than `max_failed_calls` of its calls failing makes it a failure (`CallsFailedError`, the
+    report marked `failed`, no comparison). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part. Existing output is
+    replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank."""
     model, cfg, z = load_model(checkpoint, device)
-    if catalog or tasks: cfg['train'] = with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()
     run_dir = Path(cfg.pop('_run_dir'))
+    jpath, mdpath, side = report_paths(run_dir, json_out, overwrite)        # refused before any episode is played
+    if catalog or tasks: cfg['train'] = with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
     tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
     tc = tc.replace(**{k: v for k, v in dict(backend=backend, tier=tier, recorded=recorded).items() if v is not None})
-    if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+    _check_flags(tc, backend, recorded, base_url)
     paid = tc.backend == 'openai'
-    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else 1000)
-    if episodes < 2: raise ConfigError(f"episodes must be at least 2 (for a confidence interval), got {episodes}.")
-    jpath, mdpath, side = report_paths(run_dir, json_out)
-    if jpath.exists() and not (overwrite or (overwrite is None and json_out is None)):
-        raise ConfigError(f"{jpath} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
+    if paid: cfg['openai'] = _run_server(tc, cfg, base_url, quiet)
+    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
+    if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
     world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
     if 'unseen-roster' in splits and not world.heldout_ids and not rec:
         splits = tuple(s for s in splits if s != 'unseen-roster')
         if not quiet: print('no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)')
-    n_runs = episodes*(1 + len(baselines) + len(extra))*len(splits)
-    if paid and not quiet:
-        est = f"about ${n_runs*cost_per_episode:.4f} at training's ${cost_per_episode:.5f} per episode (call-all baselines cost more)" \
-              if cost_per_episode else "unknown (no paid training episodes to measure from)"
-        lim = f"; it stops before passing ${max_cost_usd:.4f} (what --max-cost-usd left)" if max_cost_usd is not None else '; no --max-cost-usd limit'
-        print(f"evaluation on {tc.backend}: {episodes} episodes x {1 + len(baselines) + len(extra)} policies x {len(splits)} splits "
-              f"= {n_runs} episodes; estimated cost {est}{lim}.", flush=True)
-    budget = EvalBudget(max_cost_usd if paid else None)
+    limit = (max_cost_usd if max_cost_usd is not None else tc.paid_eval_budget_usd) if paid else None
+    if paid: _announce(tc, episodes, 1 + len(baselines) + len(extra), splits, limit, cost_per_episode,
+                       budget_why or ('--max-cost-usd' if max_cost_usd is not None else
+                                      'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'), quiet)
+    budget = EvalBudget(limit, tc.max_failed_calls)
     report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
-              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+              **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {})}
     traces, t0 = {}, time.time()
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet)
+                     budget, quiet, workers=PAID_WORKERS if paid else 1)
+    failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
+    if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
     if not report['splits']:
-        if budget.stopped == 'interrupted': raise KeyboardInterrupt
+        if failed: raise CallsFailedError(failed)
+        if budget.stopped == 'interrupted': raise Interrupted('interrupted before any episode finished: no report written.')
         raise ConfigError("no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
                           "--split or --max-cost-usd.")
     report['seconds'] = time.time() - t0
@@ -417,65 +538,53 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
 def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
+    "Write the report, its markdown, plots and episodes; then say how it ended (a failure or an interrupt raises)."
     from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
     jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report)
-    md = markdown_table(report); atomic_write_text(mdpath, md)
+    md = (f"**FAILED: {report['failed']}**\n\n" if report.get('failed') else '') + markdown_table(report)
+    atomic_write_text(mdpath, md)
     figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, side)
     write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
                                            for split, tr in traces.items() for name, eps in tr.items() for s in eps])
     if not quiet:
         print('\n' + md); print(f"report: {jpath} (+ {mdpath.name}; {side/'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
-        for h in _headlines(report): print(h)
+        if not report.get('failed'):
+            for h in _headlines(report): print(h)
+    if report.get('failed'): raise CallsFailedError(f"{report['failed']} The report {jpath} holds what finished, marked failed; no comparison is made.")
+    if report.get('stopped') == 'interrupted':
+        raise Interrupted(f"interrupted: {jpath} holds the episodes that finished (marked 'partial' and stopped: interrupted).")
     if report.get('stopped'):
-        why = 'the --max-cost-usd budget' if report['stopped'] == 'budget' else 'an interrupt'
-        print(f"evaluation stopped early by {why}: the report holds the finished episodes (marked 'partial').", flush=True)
-        if report['stopped'] == 'interrupted': raise KeyboardInterrupt
+        print("evaluation stopped early by the budget: the report holds the finished episodes (marked 'partial').", flush=True)
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog='spindleflow-eval', description='Evaluate a trained policy against baselines on SpindleFlow-v0. '
-                                 'Reads .env from the current folder first (variables already set win).')
-    ap.add_argument('--checkpoint', required=True, help='run folder, latest.json or checkpoint zip')
-    ap.add_argument('--episodes', type=int, help='episodes per policy and split (default 1000; 50 with --backend openai)')
-    ap.add_argument('--split', action='append', choices=list(SPLITS), help='split(s) to evaluate (repeatable; default: all three)')
-    ap.add_argument('--json', help="report file (default: the run's own <run>/eval.json); its .md goes next to it, "
-                                   "episodes.jsonl and plots into a folder named after it")
-    ap.add_argument('--overwrite', action='store_true', help='replace an existing report at that path')
-    ap.add_argument('--seed', type=int, default=0); ap.add_argument('--record', type=int, default=5, help='episodes per policy recorded for replay')
-    ap.add_argument('--baselines', help='comma-separated baseline names (default: all)')
-    ap.add_argument('--backend', choices=('sim', 'recorded', 'openai'), help="execution backend (default: the run's own)")
-    ap.add_argument('--tier', type=int, choices=(0, 1, 2, 3), help="reward tier (default: the run's own)")
-    ap.add_argument('--recorded', help='outcome table for --backend recorded')
-    ap.add_argument('--base-url', help='OpenAI-compatible server URL (sets OPENAI_BASE_URL)')
-    ap.add_argument('--max-cost-usd', type=float, help='with --backend openai: stop before the spend passes this (the finished part is kept)')
-    ap.add_argument('--demo-mode', action='store_true', help='simulated backend, no network')
-    ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
-    ap.add_argument('--sweep', metavar='cost_coef=V1,V2,...', help='recorded runs: play a cost-conditioned policy (trained with --cost-coef-range) at each cost_coef on every held-out task once, against the routers (chapter 18); writes sweep.json + sweep.png '
-                    '(next to --json FILE, else in the run folder)')
-    add_roster_args(ap)                                      # --catalog / --tasks: evaluate on another roster or task bank
-    a = ap.parse_args(argv)
-    if a.demo_mode:
-        if a.backend not in (None, 'sim'): print("spindleflow-eval: error: --demo-mode cannot be combined with --backend " + a.backend, file=sys.stderr); return 2
-        a.backend = 'sim'
-    try:
-        from spindleflow_rl.llm import load_env_file
-        names = load_env_file(a.env_file)
-        if names: print(f"read {', '.join(names)} from {a.env_file}")
-        if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
-        if a.episodes is not None and a.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {a.episodes}.")
-        if a.max_cost_usd is not None and a.max_cost_usd <= 0: raise ConfigError(f"--max-cost-usd must be > 0, got {a.max_cost_usd}.")
-        if a.sweep:
-            from spindleflow_rl.routers import sweep_main
-            sweep_main(a.checkpoint, a.sweep, a.json, split=(a.split or ['heldout'])[0], seed=a.seed)
-            return 0
-        evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed, a.json,
-                     tuple(a.baselines.split(',')) if a.baselines else BASELINES, a.record,
-                     backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite,
-                     catalog=a.catalog, tasks=a.tasks)
-    except ConfigError as e:
-        print(f"spindleflow-eval: error: {e}", file=sys.stderr); return 2
-    except KeyboardInterrupt:
-        return 130
-    return 0
+EVAL_EPISODES = 1000            # episodes per policy and split of a standalone evaluation (simulated or recorded backend)
+_ok2 = lambda v: v >= 2
+
+@dataclass
+class EvalOptions:
+    "The options of `spindleflow-eval`; its command line is generated from these fields (appendix 97)."
+    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', required=True)
+    episodes: int = param(EVAL_EPISODES, "episodes per policy and split (a paid backend: the run's train.paid_eval_episodes unless given)",
+                          ok=_ok2, rule='at least 2 (a confidence interval needs two episodes)')
+    split: list = param(list(SPLITS), 'split(s) to evaluate (repeat the flag for several)', choices=tuple(SPLITS), many=True)
+    json: str = param('', 'report file; its .md goes next to it, episodes.jsonl and plots into a folder named after it',
+                      show="the run's own <run>/eval.json")
+    overwrite: bool = param(False, 'replace an existing report (its .md and folder too)')
+    seed: int = param(0, 'seed of the evaluation episodes', lo=0, hi=2**32 - 1)
+    record: int = param(5, 'episodes per policy recorded for the replay', lo=0)
+    baselines: str = param(','.join(BASELINES), 'comma-separated baseline names')
+    backend: str = param('', 'execution backend', choices=('sim', 'recorded', 'openai'), show="the run's own")
+    tier: int = param(0, 'reward tier', choices=(0, 1, 2, 3), show="the run's own")
+    recorded: str = param('', 'outcome table (CSV/JSONL) for --backend recorded')
+    base_url: str = param('', 'OpenAI-compatible server', show='the one the run recorded', ok=lambda v: v.startswith(('http://', 'https://')),
+                          rule='an http(s) URL, e.g. http://localhost:8000/v1')
+    max_cost_usd: float = param(0.0, 'with a paid backend: stop before the spend passes this', show="the run's train.paid_eval_budget_usd",
+                                lo=0, lo_open=True)
+    demo_mode: bool = param(False, 'simulated backend, no network')
+    env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
+    sweep: str = param('', 'recorded runs: play a cost-conditioned policy at each cost_coef on every held-out task (chapter 18); '
+                       'cost_coef=V1,V2,...; writes sweep.json + sweep.png')
+    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")

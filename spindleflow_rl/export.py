@@ -4,15 +4,17 @@
 
 # %% ../nbs/14_export.ipynb #1504770b
 from __future__ import annotations
-import argparse, json, os, sys
+import json, os, sys
+from dataclasses import dataclass
 from pathlib import Path
 import yaml
-from .config import ConfigError, EnvConfig
+from .config import ConfigError, EnvConfig, param
+from .files import atomic_write_text, check_output
 
 # %% auto #0
 __all__ = ['PROVIDERS', 'DELEGATION_STRATEGIES', 'WORKFLOW_KEYS', 'AGGREGATOR_ID', 'MODERATOR_ID', 'validate_workflow',
            'episode_plan', 'plan_to_workflow', 'load_catalog', 'resolve_task', 'policy_env', 'load_policy', 'play_plan',
-           'write_workflow', 'export_workflow', 'main']
+           'write_workflow', 'export_workflow', 'ExportOptions']
 
 # %% ../nbs/14_export.ipynb #3f118e4d
 PROVIDERS = ('openai', 'gemini')
@@ -184,15 +186,15 @@ def plan_to_workflow(plan: list[dict], catalog, model: str = 'gpt-4o-mini', prov
 
 # %% ../nbs/14_export.ipynb #4edf1a9d
 def load_catalog(path):
-    "A catalog file: `.yaml`/`.yml` (`Catalog.from_yaml`, a `specialists:` list) or `.csv` (`Catalog.from_file`, a header row)."
+    """A catalog file in any format train and demo accept (`Catalog.from_file`: `.csv` with a header row, `.yaml`/`.yml`
+    as a list or under `specialists:`, every field but `id` and `capability` optional)."""
     from spindleflow_rl.catalog import Catalog
     p = Path(path)
     if not p.exists(): raise ConfigError(f"--catalog {p}: file not found.")
-    suffix = p.suffix.lower()
-    if suffix in ('.yaml', '.yml'): return Catalog.from_yaml(p)
-    if suffix == '.csv': return Catalog.from_file(p)
-    raise ConfigError(f"--catalog {p}: unknown catalog format {suffix or '(none)'!r}; use a .yaml/.yml file with a "
-                      "`specialists:` list or a .csv file with a header row (id, capability, ...).")
+    if p.suffix.lower() not in ('.yaml', '.yml', '.csv'):
+        raise ConfigError(f"--catalog {p}: unknown catalog format {p.suffix or '(none)'!r}; use a .yaml/.yml file (a list of "
+                          "specialists, or one under `specialists:`) or a .csv file with a header row (id, capability, ...).")
+    return Catalog.from_file(p)
 
 def resolve_task(world, task: str, embedder=None):
     "A bank task by id, else free text decomposed into a `Task` and registered with `world`."
@@ -230,11 +232,9 @@ def policy_env(model, cfg: dict | None = None, world=None):
 def load_policy(checkpoint):
     "(SB3 model, run config) from a checkpoint; a bare zip's config is read from the .json beside it when there is one."
     from spindleflow_rl.runs import load_model
+    if not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     if not Path(checkpoint).exists(): raise ConfigError(f"--checkpoint {checkpoint}: not found.")
-    try: model, cfg, z = load_model(checkpoint)
-    except ConfigError as e:
-        raise ConfigError(f"--checkpoint {checkpoint} does not fit this version's environment ({e}). It was trained on "
-                          "another version: retrain it (spindleflow-train) or use a checkpoint from this version.") from None
+    model, cfg, z = load_model(checkpoint)            # not a checkpoint, damaged, another policy's: named (appendix 94a)
     side = Path(z).with_suffix('.json')
     if set(cfg) <= {'env', '_run_dir'} and side.exists(): cfg = json.loads(side.read_text())
     return model, cfg
@@ -251,26 +251,31 @@ def _header(info: dict) -> str:
     lines = ['# SpindleFlow workflow exported by spindleflow-export (SpindleFlow RL).'] + [f"# {k}: {v}" for k, v in info.items()]
     return '\n'.join(lines) + '\n'
 
-def write_workflow(wf: dict, path, info: dict | None = None) -> Path:
-    "Validate `wf` and write it as YAML (provenance as comments on top); `ConfigError` listing the problems if invalid."
+def write_workflow(wf: dict, path, info: dict | None = None, overwrite: bool = True) -> Path:
+    """Validate `wf` and write it as YAML (provenance as comments on top), atomically; `ConfigError` listing the problems
+    if invalid, or naming the file when it exists and `overwrite` is off."""
     errs = validate_workflow(wf)
     if errs: raise ConfigError("refusing to write an invalid workflow:\n  " + '\n  '.join(errs))
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_header(info or {}) + yaml.safe_dump(wf, sort_keys=False, allow_unicode=True, width=110), encoding='utf-8')
+    path = check_output(path, '--out', 'file', overwrite); path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, _header(info or {}) + yaml.safe_dump(wf, sort_keys=False, allow_unicode=True, width=110))
     return path
 
 # %% ../nbs/14_export.ipynb #3b89ed11
 def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0, roster=None, model_name: str = 'gpt-4o-mini',
-                    provider: str = 'openai', max_tokens: int = 2048) -> dict:
-    "Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow."
+                    provider: str = 'openai', max_tokens: int = 2048, overwrite: bool = False) -> dict:
+    """Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow. An
+    existing `out` is replaced only with `overwrite`; every input is checked before the first write."""
     from spindleflow_rl.policies import ModelPolicy
     from spindleflow_rl.world import World, default_world
     if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
+    if out: out = check_output(out, '--out', 'file', overwrite)   # where it goes, before any work
     cat = load_catalog(catalog) if catalog else None          # bad inputs first, before the slow loads
     model, cfg = load_policy(checkpoint)
     world = World.build(catalog=cat) if catalog else default_world()
     t = resolve_task(world, task)
     env = policy_env(model, cfg, world)
+    if roster is not None and len(roster) > env.cfg.max_specialists:
+        raise ConfigError(f"--roster names {len(roster)} specialists, but this policy has {env.cfg.max_specialists} roster slots: name at most {env.cfg.max_specialists}.")
     plan, s = play_plan(env, ModelPolicy(model), t, seed, roster)
     wf = plan_to_workflow(plan, world.catalog, model_name, provider, max_tokens)
     info = {'task': f"{t.id}: {t.text}", 'checkpoint': Path(checkpoint).name, 'seed': seed,
@@ -278,31 +283,20 @@ def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0
                     f"no specialist called: the generalist {wf['agents'][0]['id']} answers alone (the episode's baseline)",
             'not expressible': 'debate agreement threshold, timeout multiplier, effort, fallbacks (see the export chapter)',
             'simulated episode': f"return {s['return']:+.3f}, cost ${s['cost_usd']:.4f}, latency {s['latency_s']:.1f}s"}
-    if out: write_workflow(wf, out, info)
+    if out: write_workflow(wf, out, info, overwrite=True)        # (checked above)
     return {'workflow': wf, 'plan': plan, 'summary': s, 'task': t, 'info': info}
 
 # %% ../nbs/14_export.ipynb #9a22249b
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog='spindleflow-export', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Run a trained policy on a task (simulated backend, no network) and write its plan as a SpindleFlow workflow.')
-    ap.add_argument('--checkpoint', help='run folder, latest.json or checkpoint zip (default: the shipped demo policy)')
-    ap.add_argument('--task', required=True, help='a task id from the bank, or the task in words (decomposed into subtasks)')
-    ap.add_argument('--catalog', help='specialist catalog file: YAML with a `specialists:` list, or CSV with a header row (default: the shipped one)')
-    ap.add_argument('--out', default='workflow.yml', help='where to write the workflow')
-    ap.add_argument('--seed', type=int, default=0, help='seed of the episode (roster draw and simulated outcomes)')
-    ap.add_argument('--roster', help='comma-separated specialist ids to use as the roster (default: drawn for the task)')
-    ap.add_argument('--model', default='gpt-4o-mini', help='model name written into the workflow')
-    ap.add_argument('--provider', default='openai', choices=PROVIDERS, help='model provider written into the workflow')
-    ap.add_argument('--max-tokens', type=int, default=2048, help='max_tokens of that model')
-    a = ap.parse_args(argv)
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    from spindleflow_rl.runs import DEMO_POLICY
-    try:
-        if a.max_tokens < 1: raise ConfigError(f"--max-tokens must be a positive integer, got {a.max_tokens}.")
-        roster = [r.strip() for r in a.roster.split(',') if r.strip()] if a.roster else None
-        res = export_workflow(a.checkpoint or DEMO_POLICY, a.task, a.out, a.catalog, a.seed, roster, a.model, a.provider, a.max_tokens)
-    except ConfigError as e:
-        print(f"spindleflow-export: error: {e}", file=sys.stderr); return 2
-    print(f"task {res['info']['task']}\nplan {res['info']['plan']}\n{res['info']['simulated episode']}\n"
-          f"wrote {a.out} ({res['workflow']['workflow']['type']} workflow, {len(res['workflow']['agents'])} agents)")
-    return 0
+@dataclass
+class ExportOptions:
+    "The options of `spindleflow-export`; its command line is generated from these fields (appendix 97)."
+    task: str = param('', 'a task id from the bank, or the task in words (decomposed into subtasks)', required=True)
+    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', show='the shipped demo policy')
+    catalog: str = param('', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one')
+    out: str = param('workflow.yml', 'where to write the workflow (an existing file is replaced only with --overwrite)')
+    overwrite: bool = param(False, 'replace an existing workflow file')
+    seed: int = param(0, 'seed of the episode (roster draw and simulated outcomes)', lo=0, hi=2**32 - 1)
+    roster: str = param('', 'comma-separated specialist ids to use as the roster', show='drawn for the task')
+    model: str = param('gpt-4o-mini', 'model name written into the workflow')
+    provider: str = param('openai', 'model provider written into the workflow', choices=PROVIDERS)
+    max_tokens: int = param(2048, 'max_tokens of that model', lo=1)

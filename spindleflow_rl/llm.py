@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Callable, Sequence
-from .config import ConfigBase, ConfigError, config_path, default_cache_dir, load_yaml, patch_into
+from .config import ConfigBase, ConfigError, config_path, default_cache_dir, load_yaml, patch_into, param, read_user_text
 from .files import atomic_write_text
 
 _log = logging.getLogger(__name__)
@@ -22,56 +22,48 @@ __all__ = ['PROMPT_FIELDS', 'OPENAI_API_URL', 'OpenAIConfig', 'load_env_file', '
            'extract_json_objects', 'parse_judge_reply']
 
 # %% ../nbs/96_llm.ipynb #34e366dc
+_is_url = lambda v: isinstance(v, str) and re.fullmatch(r'https?://[^\s/]+(/\S*)?', v.strip()) is not None
+_URL = 'an http(s) URL, e.g. http://localhost:8000/v1'
+
 @dataclass
 class OpenAIConfig(ConfigBase):
     "Models per role, endpoint, limits, retries and file locations of the OpenAI backend, judges and planner."
-    specialist_model: str = 'gpt-4o-mini'     # every specialist call (and its fallback, and debate revisions)
-    generalist_model: str = 'gpt-4o-mini'     # the single generalist answer that quality_delta is measured against
-    judge_model: str = 'gpt-4o-mini'          # tier 2 judge
-    strong_judge_model: str = 'gpt-4o'        # tier 3 judge (rubric + comparison with the baseline)
-    planner_model: str = 'gpt-4o-mini'        # LLMPlannerPolicy baseline
-    base_url: str | None = None               # OpenAI-compatible endpoint; None -> $OPENAI_BASE_URL, else api.openai.com
-    api_key_env: str = 'OPENAI_API_KEY'       # environment variable that holds the key (the key is never stored)
-    timeout_s: float = 60.0                   # per request; specialists: times the action's timeout multiplier / 2
-    max_retries: int = 4                      # retries after a timeout, 429, 5xx or connection error
-    backoff_base_s: float = 1.0               # the first retry waits this long, doubling each time ...
-    backoff_max_s: float = 30.0               # ... up to this
-    retry_after_max_s: float = 120.0          # longest server-requested wait (Retry-After) that is honoured
-    max_tokens: int = 350                     # reply cap for specialists and the generalist
-    judge_max_tokens: int = 200               # reply cap for judges
-    planner_max_tokens: int = 200             # reply cap for the planner
-    token_param: str = 'max_tokens'           # 'max_completion_tokens' for models that require it (o-series, gpt-5)
-    max_words: int = 150                      # answer length asked for in the prompts
-    temperature: float = 0.0
-    max_workers: int = 6                      # concurrent calls in a parallel or debate step
-    max_concurrency: int = 16                 # requests in flight at once to this server, from all envs and threads of the process
-    tokens_per_minute: int = 0                # token budget per minute for this server, all envs together (0: no cap)
-    context_chars: int = 1500                 # each earlier output shown to a specialist is cut to this many characters
-    judge_answer_chars: int = 8000            # the answer shown to a judge is cut to this many characters
-    judge_attempts: int = 3                   # a malformed judgement (or plan) is asked for up to this many times in all
-    conflict_overlap: float = 0.45            # capability cosine from which two specialists can conflict
-    conflict_cos: float = 0.45                # answers of overlapping specialists below this cosine conflict
-    conflict_quality: float = 0.85            # quality multiplier per unresolved conflict (SimConfig has its own)
-    cache: bool = True                        # cache every reply on disk (re-runs cost nothing, replay identically)
-    cache_samples: int = 5                    # with temperature > 0: distinct replies kept per prompt (later calls cycle through them)
-    cache_dir: str | None = None              # None -> default_cache_dir()/'llm'
-    prices_path: str | None = None            # None -> the shipped configs/prices.yaml
-    prompts_path: str | None = None           # None -> the shipped configs/prompts.yaml
+    specialist_model: str = param('gpt-4o-mini', 'every specialist call (and its fallback, and debate revisions)')
+    generalist_model: str = param('gpt-4o-mini', 'the single generalist answer that quality_delta is measured against')
+    judge_model: str = param('gpt-4o-mini', 'tier 2 judge')
+    strong_judge_model: str = param('gpt-4o', 'tier 3 judge (rubric + comparison with the baseline)')
+    planner_model: str = param('gpt-4o-mini', 'LLMPlannerPolicy baseline')
+    base_url: str | None = param(None, 'OpenAI-compatible server; a run records the one it used', show='$OPENAI_BASE_URL, else api.openai.com',
+                                 kind=str, ok=_is_url, rule=_URL)
+    api_key_env: str = param('OPENAI_API_KEY', 'environment variable that holds the key (the key is never stored)')
+    timeout_s: float = param(60.0, "per request; specialists: times the action's timeout multiplier / 2", lo=0, lo_open=True)
+    max_retries: int = param(4, 'retries after a timeout, 429, 5xx or connection error', lo=0, hi=100)
+    backoff_base_s: float = param(1.0, 'the first retry waits this long, doubling each time ...', lo=0)
+    backoff_max_s: float = param(30.0, '... up to this', lo=0, lo_open=True)
+    retry_after_max_s: float = param(120.0, 'longest server-requested wait (Retry-After) that is honoured', lo=0)
+    max_tokens: int = param(350, 'reply cap for specialists and the generalist', lo=1)
+    judge_max_tokens: int = param(200, 'reply cap for judges', lo=1)
+    planner_max_tokens: int = param(200, 'reply cap for the planner', lo=1)
+    token_param: str = param('max_tokens', "'max_completion_tokens' for models that require it (o-series, gpt-5)",
+                             choices=('max_tokens', 'max_completion_tokens'))
+    max_words: int = param(150, 'answer length asked for in the prompts', lo=1)
+    temperature: float = param(0.0, 'sampling temperature of every call', lo=0, hi=2)
+    max_workers: int = param(6, 'concurrent calls in a parallel or debate step', lo=1)
+    max_concurrency: int = param(16, 'requests in flight at once to this server, from all envs and threads of the process', lo=1)
+    tokens_per_minute: int = param(0, 'token budget per minute for this server, all envs together (0: no cap)', lo=0)
+    context_chars: int = param(1500, 'each earlier output shown to a specialist is cut to this many characters', lo=1)
+    judge_answer_chars: int = param(8000, 'the answer shown to a judge is cut to this many characters', lo=1)
+    judge_attempts: int = param(3, 'a malformed judgement (or plan) is asked for up to this many times in all', lo=1)
+    conflict_overlap: float = param(0.45, 'capability cosine from which two specialists can conflict', lo=-1, hi=1)
+    conflict_cos: float = param(0.45, 'answers of overlapping specialists below this cosine conflict', lo=-1, hi=1)
+    conflict_quality: float = param(0.85, 'quality multiplier per unresolved conflict (SimConfig has its own)', lo=-1, hi=1)
+    cache: bool = param(True, 'cache every reply on disk (re-runs cost nothing, replay identically)')
+    cache_samples: int = param(5, 'with temperature > 0: distinct replies kept per prompt (later calls cycle through them)', lo=1)
+    cache_dir: str | None = param(None, 'reply cache folder', show="the cache folder's llm/", kind=str)
+    prices_path: str | None = param(None, 'price table', show='the shipped configs/prices.yaml', kind=str)
+    prompts_path: str | None = param(None, 'prompts', show='the shipped configs/prompts.yaml', kind=str)
 
-    def __post_init__(self):
-        pos = ('timeout_s', 'backoff_max_s', 'max_tokens', 'judge_max_tokens', 'planner_max_tokens', 'max_words',
-               'max_workers', 'max_concurrency', 'context_chars', 'judge_answer_chars', 'judge_attempts', 'cache_samples')
-        for k in pos:
-            if not getattr(self, k) > 0: raise ConfigError(f"OpenAIConfig.{k} must be > 0, got {getattr(self, k)!r}.")
-        for k in ('max_retries', 'backoff_base_s', 'retry_after_max_s', 'temperature', 'tokens_per_minute'):
-            if getattr(self, k) < 0: raise ConfigError(f"OpenAIConfig.{k} must be >= 0, got {getattr(self, k)!r}.")
-        for k in ('conflict_overlap', 'conflict_cos', 'conflict_quality'):
-            if not -1 <= getattr(self, k) <= 1: raise ConfigError(f"OpenAIConfig.{k} must be in [-1, 1], got {getattr(self, k)!r}.")
-        if self.token_param not in ('max_tokens', 'max_completion_tokens'):
-            raise ConfigError(f"OpenAIConfig.token_param must be 'max_tokens' or 'max_completion_tokens', got {self.token_param!r}.")
-        for k in ('specialist_model', 'generalist_model', 'judge_model', 'strong_judge_model', 'planner_model', 'api_key_env'):
-            v = getattr(self, k)
-            if not isinstance(v, str) or not v.strip(): raise ConfigError(f"OpenAIConfig.{k} must be a non-empty string, got {v!r}.")
+    def __post_init__(self): self.validate('OpenAIConfig')      # every field in its range, however the config was made
 
 # %% ../nbs/96_llm.ipynb #58df1beb
 @patch_into(OpenAIConfig)
@@ -95,13 +87,14 @@ def check_key(self) -> None:
             f"and set {self.api_key_env} to any non-empty string, e.g. 'local'.")
 
 # %% ../nbs/96_llm.ipynb #443dd37c
-def load_env_file(path='.env', override: bool = False) -> list[str]:
+def load_env_file(path='.env', override: bool = False, required: bool = False) -> list[str]:
     """Read `KEY=VALUE` lines (comments, blank lines, `export` prefixes and quotes allowed) into `os.environ`;
-    existing variables win unless `override`. Returns the names set (never the values). Missing file: `[]`."""
+    existing variables win unless `override`. Returns the names set (never the values). A missing file is `[]`, unless
+    `required` (a file the user named: `--env-file`); a folder, an unreadable or non-UTF-8 file: `ConfigError` naming it."""
     p = Path(path)
-    if not p.is_file(): return []
+    if not p.exists() and not required: return []
     names = []
-    for n, line in enumerate(p.read_text(encoding='utf-8').splitlines(), 1):
+    for n, line in enumerate(read_user_text(p, 'environment (KEY=VALUE)', max_bytes=1 << 20).splitlines(), 1):
         s = line.strip()
         if not s or s.startswith('#'): continue
         if s.startswith('export '): s = s[7:].lstrip()
@@ -260,8 +253,8 @@ class ResponseCache:
 
 # %% ../nbs/96_llm.ipynb #f1f392c6
 class UsageMeter:
-    "Thread-safe running totals. `cost_usd`: money spent (cache hits are free); `priced_usd`: every reply priced."
-    FIELDS = ('replies', 'requests', 'failed_requests', 'cache_hits', 'prompt_tokens', 'completion_tokens',
+    "Thread-safe running totals. `cost_usd`: money spent (cache hits are free); `priced_usd`: every reply priced; `failed_calls`: calls that failed after their retries."
+    FIELDS = ('replies', 'requests', 'failed_requests', 'failed_calls', 'cache_hits', 'prompt_tokens', 'completion_tokens',
               'cost_usd', 'priced_usd')
     def __init__(self):
         self._lock = threading.Lock()
@@ -439,6 +432,7 @@ class LLMClient:
         self._sleep = sleep
         self._client, self._lock = None, threading.Lock()
         self._warned = set()
+        self.last_error = ''                                      # the last call that failed after its retries (redacted)
         self._clock = clock                                       # measures each attempt's latency
         self.limiter = limiter or shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
         self.budget = None          # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
@@ -493,6 +487,12 @@ def chat(self, model: str, messages: list, *, max_tokens: int, temperature: floa
         if rec is not None: return self._replay(model, rec, meters)
         return self._request(model, messages, params, timeout_s, meters, key, sample)
     finally: _unclaim(self.cache.root, key, sample)
+
+@patch_into(LLMClient)
+def call_stats(self) -> dict:
+    "Calls made through this client (replies, cached ones included, and calls that failed after their retries), and the last error."
+    m = self.meter
+    return {'calls': int(m.replies + m.failed_calls), 'failed': int(m.failed_calls), 'server': self.base_url, 'last_error': self.last_error}
 
 # %% ../nbs/96_llm.ipynb #cf9bb699
 _INFLIGHT: dict = {}                 # (cache folder, key, sample) -> Event set when the asking thread is done
@@ -561,6 +561,7 @@ def _request(self, model: str, messages: list, params: dict, timeout_s, meters, 
         _log.info("%s; retrying in %.2fs", msg, wait)
         self._sleep(wait); latency += wait
     if err is not None:
+        count(failed_calls=1); self.last_error = msg
         with self._lock: new = msg not in self._warned; self._warned.add(msg)
         if new: _log.warning(msg)
         raise LLMCallFailed(kind, msg, attempt + 1, latency)

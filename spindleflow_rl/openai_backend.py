@@ -94,6 +94,7 @@ class OpenAIBackend(Backend):
     @property
     def total_cost_usd(self) -> float: return self.meter.cost_usd
     def spent_usd(self) -> float: return self.meter.cost_usd       # the hook `SpindleFlowEnv.spent_usd` reads (chapter 05)
+    def call_stats(self) -> dict: return self.client.call_stats()  # every call through its client (specialists, generalist, judges)
     @property
     def total_tokens(self) -> int: return self.meter.total_tokens
     @property

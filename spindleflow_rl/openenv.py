@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_openenv.ipynb #0ae17c37
 from __future__ import annotations
-import argparse, asyncio, collections, difflib, errno, functools, json, logging, math, os, socket, sys, threading, time, uuid
+import asyncio, collections, difflib, errno, functools, json, logging, math, os, socket, sys, threading, time, uuid
 from typing import Annotated, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -20,7 +20,8 @@ try:
     from fastapi import Body, Request, WebSocket
 except ImportError as e:   # the optional extra
     raise ImportError(f"spindleflow_rl.openenv needs openenv-core: pip install 'spindleflow-rl[openenv]' ({e})") from None
-from .config import ConfigError
+from dataclasses import dataclass, fields
+from .config import ConfigError, param
 from .env import SpindleFlowEnv, encode_action, default_world
 from .catalog import patch_into
 
@@ -28,8 +29,8 @@ from .catalog import patch_into
 __all__ = ['MAX_REQUEST_BYTES', 'SpindleFlowAction', 'SpindleFlowObservation', 'SpindleFlowState', 'SpindleFlowResetRequest',
            'SpindleFlowStepRequest', 'explain_errors', 'InvalidActionError', 'EpisodeNotStartedError', 'shared_world',
            'SpindleFlowEnvironment', 'largest_valid_request', 'RequestSizeLimit', 'SessionSlots', 'ws_session',
-           'make_app', 'listen_socket', 'main', 'SpindleFlowClient', 'free_port', 'LoopbackServer', 'compliance_report',
-           'verify_openenv_compliance']
+           'make_app', 'ServeOptions', 'listen_socket', 'SpindleFlowClient', 'free_port', 'LoopbackServer',
+           'compliance_report', 'verify_openenv_compliance']
 
 # %% ../nbs/13_openenv.ipynb #b8a50b77
 _Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]                  # a JSON number: not NaN/inf, not a boolean
@@ -484,11 +485,13 @@ def make_app(max_sessions: int = 16, env_kwargs: dict | None = None, max_request
     return app
 
 # %% ../nbs/13_openenv.ipynb #961e755d
-def _port(text: str) -> int:
-    try: p = int(text)
-    except ValueError: raise argparse.ArgumentTypeError(f"must be an integer 0-65535, got {text!r}") from None
-    if not 0 <= p <= 65535: raise argparse.ArgumentTypeError(f"must be 0-65535 (0: any free port), got {p}")
-    return p
+@dataclass
+class ServeOptions:
+    "The options of `spindleflow-serve`; its command line is generated from these fields (appendix 97)."
+    host: str = param('127.0.0.1', 'interface to bind (0.0.0.0 in a container)')
+    port: int = param(8000, 'TCP port (0: any free port)', lo=0, hi=65535, rule='0-65535 (0: any free port)')
+    max_sessions: int = param(16, 'concurrent WebSocket sessions; one more is told so', lo=1)
+    max_request_bytes: int = param(MAX_REQUEST_BYTES, 'largest HTTP body / WebSocket message', lo=1)
 
 def listen_socket(host: str, port: int) -> socket.socket:
     "A TCP socket bound to host:port. `ConfigError`: a host that does not resolve or is not this machine's; `OSError`: the rest."
@@ -508,26 +511,6 @@ def listen_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)                                          # the port is ours from here on (uvicorn serves it later)
     return sock
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog='spindleflow-serve', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description='Serve SpindleFlow-v0 over the OpenEnv protocol (HTTP + WebSocket sessions), simulated backend.')
-    ap.add_argument('--host', default='127.0.0.1', help='interface to bind (0.0.0.0 in a container)')
-    ap.add_argument('--port', type=_port, default=8000, help='TCP port, 0-65535 (0: any free port)')
-    ap.add_argument('--max-sessions', type=int, default=16, help='concurrent WebSocket sessions; one more is told so')
-    ap.add_argument('--max-request-bytes', type=int, default=MAX_REQUEST_BYTES, help='largest HTTP body / WebSocket message')
-    a = ap.parse_args(argv)
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    try: sock = listen_socket(a.host, a.port)                  # before the slow part: a wrong port fails in a second
-    except ConfigError as e: print(f"spindleflow-serve: error: {e}", file=sys.stderr); return 2
-    except OSError as e: print(f"spindleflow-serve: error: {e.strerror}", file=sys.stderr); return 1
-    import uvicorn
-    try: app = make_app(a.max_sessions, max_request_bytes=a.max_request_bytes)
-    except ConfigError as e: sock.close(); print(f"spindleflow-serve: error: {e}", file=sys.stderr); return 2
-    host, port = sock.getsockname()[:2]
-    print(f"spindleflow-serve: SpindleFlow-v0 on http://{f'[{host}]' if ':' in host else host}:{port} (at most {a.max_sessions} "
-          f"WebSocket sessions on /ws, requests up to {a.max_request_bytes} bytes)", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level='warning', ws_max_size=16 * a.max_request_bytes)).run(sockets=[sock])
-    return 0
 
 # %% ../nbs/13_openenv.ipynb #df9eae1a
 class SpindleFlowClient(EnvClient[SpindleFlowAction, SpindleFlowObservation, SpindleFlowState]):

@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
-from .config import ConfigBase, ConfigError, ObsLayout, SCALAR_FEATURES
+from .config import ConfigBase, ConfigError, ObsLayout, SCALAR_FEATURES, param
 from .catalog import patch_into
 from .fast_lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_actions_compact
 
@@ -248,21 +248,25 @@ class SpindleFlowPPO(RecurrentPPO):
         return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
 # %% ../nbs/08_policy.ipynb #9aff8899
+_sizes = lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)
+_ok_net_arch = lambda na: _sizes(na) or (isinstance(na, dict) and set(na) <= {'pi', 'vf'} and all(_sizes(v) for v in na.values()))
+
 @dataclass
 class PolicyConfig(ConfigBase):
     "Architecture of `SpindleFlowPolicy`. Features size = `context_dim + M*slot_features`."
-    emb_dim: int = 384                 # embedding size D of the observation
-    slot_dim: int = 32                 # shared projection of each slot / task / scratchpad embedding
-    slot_features: int = 16            # per-slot features handed to the pointer scorer
-    slot_hidden: int = 64              # hidden units of the shared slot MLP
-    context_dim: int = 64              # permutation-invariant context (the LSTM input)
-    lstm_hidden: int = 64              # LSTM hidden size
-    n_lstm_layers: int = 1             # LSTM layers
-    shared_lstm: bool = True           # one LSTM for actor and critic (else a separate critic LSTM)
-    net_arch: list = field(default_factory=lambda: [64])   # actor and critic MLP sizes after the LSTM (list or dict(pi=, vf=))
-    scorer_hidden: int = 32            # hidden units of the shared per-slot scorer
-    log_std_init: float = -0.5         # initial log-std of the Gaussian action distribution
-    ortho_init: bool = True            # orthogonal initialisation (SB3 default)
+    emb_dim: int = param(384, 'embedding size D of the observation', lo=1)
+    slot_dim: int = param(32, 'shared projection of each slot / task / scratchpad embedding', lo=1)
+    slot_features: int = param(16, 'per-slot features handed to the pointer scorer', lo=1)
+    slot_hidden: int = param(64, 'hidden units of the shared slot MLP', lo=1)
+    context_dim: int = param(64, 'permutation-invariant context (the LSTM input)', lo=1)
+    lstm_hidden: int = param(64, 'LSTM hidden size', lo=1)
+    n_lstm_layers: int = param(1, 'LSTM layers', lo=1, hi=16)
+    shared_lstm: bool = param(True, 'one LSTM for actor and critic (else a separate critic LSTM)')
+    net_arch: list = param([64], 'actor and critic MLP sizes after the LSTM: a list of layer sizes, or dict(pi=[...], vf=[...])',
+                           kind=object, ok=_ok_net_arch, rule='a list of positive layer sizes, or {pi: [...], vf: [...]}')
+    scorer_hidden: int = param(32, 'hidden units of the shared per-slot scorer', lo=1)
+    log_std_init: float = param(-0.5, 'initial log-std of the Gaussian action distribution', lo=-20, hi=5)
+    ortho_init: bool = param(True, 'orthogonal initialisation (SB3 default)')
 
     def policy_kwargs(self) -> dict:
         "Keyword arguments for `RecurrentPPO(SpindleFlowPolicy, ..., policy_kwargs=...)`."

@@ -4,16 +4,17 @@
 
 # %% ../nbs/17_sweep.ipynb #0c81b93b
 from __future__ import annotations
-import argparse, itertools, json, os, re, sys, time
+import itertools, json, os, re, sys, time
+from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import yaml
-from .config import ConfigError
+from .config import ConfigError, param
+from .files import atomic_write_text, check_output
 
 # %% auto #0
 __all__ = ['SWEEP_SECTIONS', 'FORWARD_ENV', 'parse_value', 'parse_assignments', 'grid', 'nest', 'trial_name', 'trial_specs',
-           'run_trial', 'ray_available', 'run_with_ray', 'run_sweep', 'summary_table', 'plot_sweep', 'build_parser',
-           'main']
+           'run_trial', 'ray_available', 'run_with_ray', 'run_sweep', 'summary_table', 'plot_sweep', 'SweepOptions']
 
 # %% ../nbs/17_sweep.ipynb #c86ab595
 SWEEP_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
@@ -69,7 +70,7 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
         name = trial_name(i, point)
         flat = {**(fixed or {}), **point, 'train.out': str(out/'trials'), 'train.run_name': name}
         overrides = nest(flat)
-        try: load_run_config(config, overrides)
+        try: load_run_config(config, overrides, '--sweep/--set')
         except ConfigError as e: raise ConfigError(f"trial {name}: {e}") from None
         specs.append({'index': i, 'name': name, 'point': point, 'config': str(Path(config).resolve()) if config else None,
                       'overrides': overrides, 'eval_episodes': int(eval_episodes)})
@@ -155,9 +156,12 @@ def run_sweep(axes: dict, fixed: dict | None = None, config: str | None = None, 
     if engine == 'ray' and not ray_available():
         raise ConfigError('engine ray: Ray Tune is not installed. pip install "spindleflow-rl[ray]", or use --engine local.')
     use_ray = engine == 'ray' or (engine == 'auto' and ray_available())
-    out = Path(out).resolve()
+    both = sorted(set(axes) & set(fixed or {}))
+    if both: raise ConfigError(f"{', '.join(both)}: given in both --sweep and --set; the grid's value would replace --set's. Keep one.")
+    if eval_episodes == 1 or eval_episodes < 0:
+        raise ConfigError(f"--eval-episodes must be 0 (none) or at least 2 (a confidence interval needs two), got {eval_episodes}.")
+    out = check_output(out, '--out', 'dir').resolve()                 # a folder holding files is refused: nothing overwritten
     specs = trial_specs(axes, fixed, config, out, eval_episodes)       # every config checked before anything runs
-    if (out/'sweep.json').exists(): raise ConfigError(f"{out} already holds a sweep (sweep.json). Pick another --out.")
     out.mkdir(parents=True, exist_ok=True)
     if not quiet: print(f"sweep: {len(specs)} trial(s) on {'Ray Tune' if use_ray else 'this process, one after another'} -> {out}", flush=True)
     t0 = time.time()
@@ -170,7 +174,7 @@ def run_sweep(axes: dict, fixed: dict | None = None, config: str | None = None, 
     rec = {'format': 'spindleflow-rl-sweep/1', 'engine': 'ray' if use_ray else 'local', 'address': address,
            'axes': axes, 'fixed': fixed or {}, 'config': specs[0]['config'] if specs else None,
            'eval_episodes': eval_episodes, 'seconds': time.time() - t0, 'trials': rows}
-    (out/'sweep.json').write_text(json.dumps(rec, indent=2, default=str))
+    atomic_write_text(out/'sweep.json', json.dumps(rec, indent=2, default=str))
     fig = plot_sweep(rec); fig.savefig(out/'sweep.png', dpi=110, bbox_inches='tight')
     import matplotlib.pyplot as plt; plt.close(fig)
     if not quiet: print(summary_table(rec) + f"\nwrote {out/'sweep.json'} and {out/'sweep.png'}", flush=True)
@@ -220,31 +224,17 @@ def plot_sweep(rec: dict):
     return fig
 
 # %% ../nbs/17_sweep.ipynb #b13fea10
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='spindleflow-sweep', formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                 description='Run a grid of spindleflow-train configs (seeds, coefficients, any config key) '
-                                             'through Ray Tune when installed, else one after another; gather the results.')
-    ap.add_argument('--sweep', nargs='+', required=True, metavar='SECTION.KEY=V1,V2', help='the axes of the grid')
-    ap.add_argument('--set', nargs='+', default=[], metavar='SECTION.KEY=V', help='overrides shared by every trial')
-    ap.add_argument('--config', help='base YAML config (as spindleflow-train --config)')
-    ap.add_argument('--out', default='runs/sweep', help='sweep folder: sweep.json, sweep.png, trials/<name>/')
-    ap.add_argument('--eval-episodes', type=int, default=20, help='held-out episodes per trial after training (0: none)')
-    ap.add_argument('--engine', choices=('auto', 'ray', 'local'), default='auto', help='auto: Ray Tune when installed')
-    ap.add_argument('--address', help="Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray")
-    ap.add_argument('--cpus-per-trial', type=float, default=1, help='CPUs Ray reserves for each trial')
-    ap.add_argument('--max-concurrent', type=int, default=0, help='most trials at once on Ray (0: as resources allow)')
-    ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
-    return ap
-
-def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
-    try:
-        from spindleflow_rl.llm import load_env_file
-        load_env_file(a.env_file)
-        if a.eval_episodes < 0: raise ConfigError(f"--eval-episodes must be >= 0, got {a.eval_episodes}.")
-        run_sweep(parse_assignments(a.sweep), parse_assignments(a.set, many=False), a.config, a.out, a.eval_episodes,
-                  a.engine, a.address, a.cpus_per_trial, a.max_concurrent)
-    except ConfigError as e:
-        print(f"spindleflow-sweep: error: {e}", file=sys.stderr); return 2
-    except KeyboardInterrupt: return 130
-    return 0
+@dataclass
+class SweepOptions:
+    "The options of `spindleflow-sweep`; its command line is generated from these fields (appendix 97)."
+    sweep: list = param([], 'the axes of the grid', required=True, nargs='+', metavar='SECTION.KEY=V1,V2')
+    set: list = param([], 'overrides shared by every trial', nargs='+', metavar='SECTION.KEY=V')
+    config: str = param('', 'base YAML config (as spindleflow-train --config)')
+    out: str = param('runs/sweep', 'sweep folder: sweep.json, sweep.png, trials/<name>/ (refused when it holds files)')
+    eval_episodes: int = param(20, 'held-out episodes per trial after training', ok=lambda v: v == 0 or v >= 2,
+                               rule='0 (none) or at least 2 (a confidence interval needs two episodes)')
+    engine: str = param('auto', 'auto: Ray Tune when installed', choices=('auto', 'ray', 'local'))
+    address: str = param('', "Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray")
+    cpus_per_trial: float = param(1.0, 'CPUs Ray reserves for each trial', lo=0, lo_open=True)
+    max_concurrent: int = param(0, 'most trials at once on Ray (0: as resources allow)', lo=0)
+    env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')

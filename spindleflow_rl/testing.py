@@ -26,6 +26,7 @@ class ScriptedReply:
     retry_after: float | None = None     # Retry-After header (seconds) on an error status
     message: str = 'scripted error'      # error message; '{auth}' is replaced by the request's Authorization header
     error_code: str | None = None        # error.code in the body, e.g. 'insufficient_quota'
+    gate: threading.Event | None = None  # hold the answer until this event is set (at most 60 s): tests of concurrency without timing
 
 class ScriptedOpenAIServer:
     """TEST DOUBLE: an OpenAI-compatible chat-completions server on 127.0.0.1 in a background thread, scripted per
@@ -37,7 +38,7 @@ class ScriptedOpenAIServer:
         self.latency_s = float(latency_s)     # added to every answer's delay (scripted or not)
         self.requests: list[dict] = []
         self.max_in_flight = 0
-        self._in_flight = 0
+        self._in_flight = self.in_flight = 0
         self._rules: list[list] = []            # [match, reply, times_left or None]
         self._lock = threading.Lock(); self._stopping = threading.Event()
         self._httpd = self._thread = None
@@ -140,7 +141,7 @@ def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
     with self._lock:
         self.requests.append({'model': body.get('model'), 'messages': body.get('messages', []), 'time': time.monotonic(),
                               'params': {k: v for k, v in body.items() if k not in ('model', 'messages')}})
-        self._in_flight += 1; self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        self._in_flight += 1; self.max_in_flight = max(self.max_in_flight, self._in_flight); self.in_flight = self._in_flight
         reply = None
         for rule in self._rules:
             if self._matches(rule[0], body):
@@ -153,6 +154,7 @@ def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
         reply = reply or ScriptedReply()
         delay = self.latency_s + reply.delay_s
         if delay: self._stopping.wait(delay)
+        if reply.gate is not None: reply.gate.wait(60)
         if self.api_key is not None and auth != f'Bearer {self.api_key}':
             return 401, {'error': {'message': 'Incorrect API key provided.', 'type': 'invalid_request_error', 'code': 'invalid_api_key'}}, ()
         if reply.status != 200:
@@ -170,7 +172,7 @@ def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
             out['usage'] = {'prompt_tokens': int(usage[0]), 'completion_tokens': int(usage[1]), 'total_tokens': int(usage[0]) + int(usage[1])}
         return 200, out, ()
     finally:
-        with self._lock: self._in_flight -= 1
+        with self._lock: self._in_flight -= 1; self.in_flight = self._in_flight
 
 
 # %% ../nbs/98_testing.ipynb #984e96e3

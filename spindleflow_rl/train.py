@@ -4,25 +4,23 @@
 
 # %% ../nbs/09_train.ipynb #18d28d91
 from __future__ import annotations
-import argparse, json, os, pickle, sys, time, signal, shutil, threading
+import json, os, sys, time, signal, shutil, threading
 from pathlib import Path
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
-from .config import ConfigError, PACKAGE_DIR, load_yaml, seed_everything
+from .config import ConfigError, PACKAGE_DIR, seed_everything
 from .rewards import REWARD_TERMS
-from .concurrency import VEC_ENVS
-from .files import atomic_write_json
-from .llm import load_env_file
+from .files import atomic_write_json, atomic_write_text, check_output, safe_name, claim_dir
 from .runs import (TrainConfig, load_run_config, file_sha256, SPEND_KIND, spend_fields, spend_from, RunState,
                                  capture, restore, save_checkpoint, save_crash, prune_checkpoints, resolve_checkpoint,
-                                 init_source, build_world, make_backend, make_vec_env, FastDummyVecEnv)
+                                 init_source, build_world, make_backend, make_vec_env, FastDummyVecEnv, CheckpointError,
+                                 load_policy, read_resume_state, calls_failed, CallsFailedError, Interrupted)
 from .runs import ResumableEnv   # importable from here too: the concurrency tests (chapter 09a) use this path
 
 # %% auto #0
 __all__ = ['LEARNING_CURVE', 'Curriculum', 'NonFiniteError', 'check_finite', 'EpisodeStatsCallback', 'CheckpointCallback',
-           'ProgressCallback', 'set_determinism', 'warm_start_from_config', 'init_from_checkpoint', 'train',
-           'learning_curve_data', 'plot_learning_curve', 'build_parser', 'args_to_overrides', 'parse_range',
-           'eval_plan', 'main']
+           'ProgressCallback', 'set_determinism', 'warm_start_from_config', 'init_from_checkpoint', 'trim_progress',
+           'fit_rollout', 'train', 'learning_curve_data', 'plot_learning_curve']
 
 # %% ../nbs/09_train.ipynb #bc5f205d
 class Curriculum:
@@ -69,9 +67,10 @@ def check_finite(model) -> str | None:
 
 # %% ../nbs/09_train.ipynb #6a304455
 class EpisodeStatsCallback(BaseCallback):
-    "Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost budget."
-    def __init__(self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0):
-        super().__init__(verbose); self.state, self.max_cost_usd = state, max_cost_usd
+    """Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost budget;
+    with `max_failed` (a real backend), stop when more than that share of the LLM calls failed (`calls_failed`)."""
+    def __init__(self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0, max_failed: float | None = None):
+        super().__init__(verbose); self.state, self.max_cost_usd, self.max_failed = state, max_cost_usd, max_failed
         self.stopped_for_cost = False; self.step_cost = 0.0
     def _on_step(self) -> bool:
         cur = self.state.curriculum; lg = self.logger
@@ -95,6 +94,9 @@ class EpisodeStatsCallback(BaseCallback):
             self.training_env.env_method('set_phase', cur.phase)
             if self.verbose: print(f"curriculum: phase {cur.phase} from timestep {self.num_timesteps}")
         lg.record('curriculum/phase', cur.phase); lg.record('curriculum/success_rate', cur.success_rate)
+        if self.max_failed is not None:
+            why = calls_failed(self.training_env.env_method('llm_call_stats'), self.max_failed)
+            if why: raise CallsFailedError(why)
         if self.max_cost_usd > 0 or self.n_calls % 64 == 0:
             spent = self.state.cost_base + float(sum(self.training_env.env_method('spent_usd')))
             self.step_cost = max(self.step_cost, spent - self.state.cost_usd)      # most spent by one vec step so far
@@ -188,9 +190,8 @@ def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
 # %% ../nbs/09_train.ipynb #daa12e8a
 def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
     "Copy the weights of the policy at `path` into `model`; refuse (with the two layouts) when they do not fit."
-    from spindleflow_rl.policy import SpindleFlowPPO
     z, _ = init_source(path)
-    src = SpindleFlowPPO.load(z, device=model.device)
+    src = load_policy(z, device=model.device)              # nothing in the file is unpickled (appendix 94a)
     so, mo = src.observation_space.shape, model.observation_space.shape
     sa, ma = src.action_space.shape, model.action_space.shape
     if so != mo or sa != ma:
@@ -204,55 +205,129 @@ def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
     if not quiet: print(f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps", flush=True)
     return {'init_from': str(z), 'sha256': file_sha256(z), 'source_timesteps': int(src.num_timesteps)}
 
+# %% ../nbs/09_train.ipynb #501ef2ac
+def _claim_run(run_dir: Path, auto: bool) -> Path:
+    "Create the new run's folder atomically (`claim_dir`); an automatic name that is taken gets a suffix, a chosen one is refused."
+    for k in range(1, 100 if auto else 2):
+        p = run_dir if k == 1 else run_dir.with_name(f"{run_dir.name}-{k}")
+        try: return claim_dir(p, '--run-name')
+        except ConfigError:
+            if not auto or not p.exists(): raise
+    raise ConfigError(f"{run_dir}: 99 runs of this name already; pick a --run-name.")
+
+def trim_progress(run_dir: Path, upto: int) -> int:
+    """Drop the rows of a run's `progress*.csv` logs past `upto` timesteps: what a killed session logged after its last
+    checkpoint, which the resume trains again (a cut last line too). Returns the number of rows dropped."""
+    import csv, io
+    dropped = 0
+    for p in sorted(Path(run_dir).glob('progress*.csv')):
+        text = p.read_text(encoding='utf-8'); lines = text.splitlines(keepends=True)
+        if len(lines) < 2: continue
+        cut = not text.endswith('\n')
+        rows = list(csv.reader(lines[:-1] if cut else lines))
+        i = rows[0].index('time/total_timesteps') if 'time/total_timesteps' in rows[0] else None
+        keep = [rows[0]] + [r for r in rows[1:] if i is None or (len(r) > i and r[i] != '' and float(r[i]) <= upto)]
+        if len(keep) < len(rows) or cut:
+            dropped += len(rows) - len(keep) + cut
+            buf = io.StringIO(); csv.writer(buf, lineterminator='\n').writerows(keep); atomic_write_text(p, buf.getvalue())
+    return dropped
+
 # %% ../nbs/09_train.ipynb #1f95fa3a
-def _open_run(t: TrainConfig, checkpoint, quiet: bool):
+def _open_run(t: TrainConfig, checkpoint, quiet: bool, trust: bool = False):
     """`(run_dir, checkpoint zip, its state, resume state, done)` of a resumed run, or of a new one (zip None); `done`
-    when the resumed run is already trained to `t.timesteps`."""
+    when the resumed run is already trained to `t.timesteps`. A new run's folder is only checked here (claimed later)."""
     state_in, resume, zpath = {}, None, None
     if checkpoint:
-        zpath, state_in = resolve_checkpoint(checkpoint)
+        zpath, state_in = resolve_checkpoint(checkpoint)          # a damaged latest checkpoint: the previous good one
         run_dir = Path(state_in['run_dir'])      # a resumed run stays in its own folder, wherever it was moved
         if int(state_in.get('num_timesteps') or 0) >= t.timesteps:
             if not quiet: print(f"{run_dir}: already trained to {int(state_in['num_timesteps']):,} timesteps (target {t.timesteps:,}); "
                                 "nothing to do. Pass a larger --timesteps to train further.")
             return run_dir, zpath, state_in, None, True
-        if state_in.get('resume_state') and (run_dir/state_in['resume_state']).exists():
-            resume = pickle.loads((run_dir/state_in['resume_state']).read_bytes())
+        rs = state_in.get('resume_state')
+        if rs:
+            resume, why = read_resume_state(run_dir/rs, zpath, trust)       # signed by this user for this zip (appendix 94a)
+            if why and not quiet: print(f"note: {why}: resuming from the weights alone (env episodes and RNGs start afresh).", flush=True)
     else:
+        if t.run_name: safe_name(t.run_name, '--run-name')
+        out = check_output(t.out, '--out', 'dir', overwrite=True)     # a folder we can write in (it may hold other runs)
         name = t.run_name or f"SpindleFlow-v0__{'curriculum' if t.curriculum else f'phase{t.phase}'}__{t.seed}__{int(time.time())}"
-        run_dir = Path(t.out)/name
-        if (run_dir/'latest.json').exists() or (run_dir/'checkpoints').exists():
-            raise ConfigError(f"{run_dir} already holds a run. Resume it with --checkpoint {run_dir}, or pick another --run-name/--out.")
+        run_dir = out/name
+        if run_dir.exists() and t.run_name:
+            held = 'holds a run' if (run_dir/'latest.json').exists() or (run_dir/'checkpoints').exists() else 'already exists'
+            raise ConfigError(f"{run_dir} {held}. Resume a run with --checkpoint {run_dir}, or pick another --run-name/--out.")
     return run_dir, zpath, state_in, resume, False
 
+# %% ../nbs/09_train.ipynb #b4f0bffa
+def fit_rollout(cfg: dict, quiet: bool = False) -> dict:
+    """`cfg` with a rollout (`n_envs x ppo.n_steps` timesteps) no longer than `train.timesteps`, so `--timesteps N`
+    trains at most 2N: fewer steps per environment (and a batch no larger), said in a note; more environments than
+    timesteps is refused."""
+    from spindleflow_rl.policy import DEFAULT_PPO
+    t, ppo = cfg['train'], dict(cfg['ppo'])
+    n_steps, batch = int(ppo.get('n_steps', DEFAULT_PPO['n_steps'])), int(ppo.get('batch_size', DEFAULT_PPO['batch_size']))
+    if t.n_envs*n_steps <= t.timesteps: return cfg
+    if 2*t.n_envs > t.timesteps:
+        raise ConfigError(f"--n-envs {t.n_envs:,} (train.n_envs) for --timesteps {t.timesteps:,}: one rollout of two steps per "
+                          f"environment is already {2*t.n_envs:,} timesteps. Use at most {max(1, t.timesteps//2):,} environments, or more timesteps.")
+    steps = t.timesteps//t.n_envs
+    ppo.update(n_steps=steps, batch_size=max(2, min(batch, t.n_envs*steps)))
+    if not quiet:
+        print(f"note: --timesteps {t.timesteps:,} is less than one rollout of the config ({t.n_envs} envs x {n_steps} steps = "
+              f"{t.n_envs*n_steps:,} timesteps): training with ppo.n_steps {steps} (batch_size {ppo['batch_size']}).", flush=True)
+    return {**cfg, 'ppo': ppo}
+
+# %% ../nbs/09_train.ipynb #42edefa0
 def _phases(t: TrainConfig, world, quiet: bool) -> tuple:
     "The curriculum's phases: 1 -> 2 -> 3 (those the task bank has training tasks for), one for `--phase` or recorded outcomes."
     if t.backend == 'recorded':                       # logged outcomes are single-subtask tasks: one phase
         if (t.curriculum or t.phase != 1) and not quiet: print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
         return (1,)
     have = [p for p in (1, 2, 3) if world.bank.tasks(phase=p, split='train')]
+    bank = t.tasks or 'the shipped task bank'
     if not t.curriculum:
-        if t.phase not in have: raise ConfigError(f"--phase {t.phase}: the task bank has no training tasks of phase {t.phase} "
+        if t.phase not in have: raise ConfigError(f"--phase {t.phase}: {bank} has no training tasks of phase {t.phase} "
                                                   f"(it has phases {have}). Pick one of those, or add tasks.")
         return (t.phase,)
-    if not have: raise ConfigError("the task bank has no training tasks: give some tasks `split: train`.")
+    if not have: raise ConfigError(f"{bank}: no training tasks: give some tasks `split: train`.")
     if len(have) < 3 and not quiet: print(f"note: the task bank has training tasks in phase(s) {have} only; the curriculum runs those.")
     return tuple(have)
 
 # %% ../nbs/09_train.ipynb #3601596e
-def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path:
+def _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, tb, quiet):
+    "The model of a resumed run (its zip; trusted only when its signed resume state vouches for it) or a new one, warm-started."
+    from spindleflow_rl.policy import make_model
+    warm = None
+    if checkpoint:
+        try: model = load_policy(zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb)
+        except CheckpointError as e:
+            raise ConfigError(f"{zpath} does not fit this configuration ({e.why}). Resume with the run's own config "
+                              "(drop --config), or start a new run.") from None
+        if resume is not None: restore(model, resume)
+        else:
+            for i, cs in enumerate(state_in.get('consistency') or []):      # an older checkpoint: consistency history only
+                if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
+    else:
+        model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
+        if t.init_from: warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
+        elif t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
+            warm = ('imitation.json', warm_start_from_config(model, cfg, quiet))
+    return model, warm
+
+def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_resume_state: bool = False) -> Path:
     """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
-    input (config, roster, backend, outcome table, checkpoint) is built before the run folder is created. `callbacks`:
-    extra SB3 callbacks."""
-    from spindleflow_rl.policy import make_model, SpindleFlowPPO
+    input (config, roster, backend, outcome table, checkpoint) is built before the run folder is claimed (atomically:
+    two runs of one name never share it). `callbacks`: extra SB3 callbacks. `trust_resume_state`: resume from a state
+    this user did not sign (appendix 94a)."""
     t = cfg['train']
     set_determinism(t.torch_threads); seed_everything(t.seed)
-    run_dir, zpath, state_in, resume, done = _open_run(t, checkpoint, quiet)
+    run_dir, zpath, state_in, resume, done = _open_run(t, checkpoint, quiet, trust_resume_state)
     if done: return run_dir
     world = build_world(cfg)                       # your --catalog/--tasks (sha256 checked), else the shipped ones
     if t.init_from and not checkpoint:             # the network's shape follows the policy it starts from
         src_policy = init_source(t.init_from)[1].get('policy')
         if src_policy is not None: cfg = {**cfg, 'policy': dict(src_policy)}
+    if not checkpoint: cfg = fit_rollout(cfg, quiet)
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
     cur = Curriculum(t.timesteps, _phases(t, world, quiet), t.phase_budget, t.success_threshold, t.success_window,
                      t.min_phase_fraction, state=state_in.get('curriculum'))
@@ -260,26 +335,13 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=()) -> Path
     if t.backend == 'openai' and t.n_envs > 1 and isinstance(venv, FastDummyVecEnv) and not quiet:
         print(f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests never "
               "overlap; --vec-env async (or auto) sends them together (see --max-concurrency).", flush=True)
-    tb = str(run_dir/'tb'); warm = None
     try:
-        if checkpoint:
-            try: model = SpindleFlowPPO.load(zpath, env=venv, device=t.device, tensorboard_log=tb)
-            except ValueError as e:
-                raise ConfigError(f"{zpath} does not fit this configuration ({e}). Resume with the run's own config "
-                                  "(drop --config), or start a new run.") from None
-            if resume is not None: restore(model, resume)
-            else:
-                for i, cs in enumerate(state_in.get('consistency') or []):      # an older checkpoint: consistency history only
-                    if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
-        else:
-            model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
-            if t.init_from: warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
-            elif t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
-                warm = ('imitation.json', warm_start_from_config(model, cfg, quiet))
+        model, warm = _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir/'tb'), quiet)
+        if not checkpoint: run_dir = _claim_run(run_dir, auto=not t.run_name)
     except BaseException:
         venv.close(); raise
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not checkpoint: atomic_write_json(run_dir/'config.json', plain)   # a resume keeps the run's config.json
+    if checkpoint: trim_progress(run_dir, int(model.num_timesteps))     # rows a killed session logged past its checkpoint
+    else: atomic_write_json(run_dir/'config.json', plain)             # a resume keeps the run's config.json
     if warm: atomic_write_json(run_dir/warm[0], warm[1])
     state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
     state.cost_usd = spend_from(state_in)
@@ -299,7 +361,8 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
     suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"    # a resumed run never overwrites the earlier log
     model.set_logger(Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)]))
     gate = venv.limit_spend(t.max_cost_usd - state.cost_usd) if t.max_cost_usd > 0 and hasattr(venv, 'limit_spend') else None
-    stats = EpisodeStatsCallback(state, 0.0 if gate else t.max_cost_usd)   # async: each request reserves its cost first (09a)
+    stats = EpisodeStatsCallback(state, 0.0 if gate else t.max_cost_usd,   # async: each request reserves its cost first (09a)
+                                 max_failed=t.max_failed_calls if t.backend == 'openai' else None)
     ckcb = CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)
     cbs = [stats, ckcb, *extra]
     if t.progress and not quiet: cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
@@ -319,6 +382,8 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
         bad = check_finite(model)
         if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
                                      "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
+        why = calls_failed(venv.env_method('llm_call_stats'), t.max_failed_calls, final=True) if t.backend == 'openai' else None
+        if why: raise CallsFailedError(why)
     except KeyboardInterrupt:
         interrupted = True
         print('\ninterrupted: writing a checkpoint (the last rollout boundary) before exiting...', flush=True)
@@ -358,7 +423,8 @@ def _finish_run(model, state, stats, run_dir, zp, start, secs, interrupted, cras
     if not quiet:
         print(f"trained to {model.num_timesteps:,} timesteps in {secs:.0f}s ({summary['timesteps_per_s']:,.0f} timesteps/s), final phase {cur.phase}")
         print(f"checkpoint: {zp}")
-    if interrupted: raise KeyboardInterrupt
+    if interrupted: raise Interrupted(f"interrupted at {model.num_timesteps:,} timesteps; checkpoint {zp} written, earlier files kept. "
+                                      f"Resume with: spindleflow-train --checkpoint {run_dir}")
     return run_dir
 
 # %% ../nbs/09_train.ipynb #6c5d0041
@@ -395,124 +461,3 @@ def plot_learning_curve(curve: dict, ax=None, title: str = ''):
     ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.legend(fontsize=7, loc='upper right')
     if title: ax.set_title(title, fontsize=9)
     return ax
-
-# %% ../nbs/09_train.ipynb #05beb153
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog='spindleflow-train', description='Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO). '
-                                 'Reads .env from the current folder first (variables already set win).',
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    g = ap.add_mutually_exclusive_group()
-    g.add_argument('--curriculum', action='store_true', default=None, help='train phases 1 -> 2 -> 3 (the default)')
-    g.add_argument('--phase', type=int, choices=(1, 2, 3), help='train one phase only')
-    ap.add_argument('--timesteps', type=int, help='total environment steps (default from the config: 400000)')
-    ap.add_argument('--demo-mode', action='store_true', help='simulated backend, no network (the default backend)')
-    ap.add_argument('--checkpoint', help='resume from a run folder, latest.json or checkpoint zip')
-    ap.add_argument('--out', help='output folder (default: runs)')
-    ap.add_argument('--run-name', help='run folder name inside --out')
-    ap.add_argument('--seed', type=int); ap.add_argument('--n-envs', type=int)
-    ap.add_argument('--config', help='YAML file overriding sections of the shipped train.yaml')
-    ap.add_argument('--backend', choices=('sim', 'recorded', 'openai'), help='execution backend')
-    ap.add_argument('--recorded', help='outcome table (CSV/JSONL) for --backend recorded')
-    ap.add_argument('--tier', type=int, choices=(0, 1, 2, 3), help='reward tier locked per episode')
-    ap.add_argument('--base-url', help='OpenAI-compatible server URL (sets OPENAI_BASE_URL)')
-    ap.add_argument('--max-cost-usd', type=float, help='stop cleanly before LLM spend passes this (training and evaluation together)')
-    ap.add_argument('--eval-episodes', type=int, help='episodes per policy and split for the evaluation after training '
-                                                      '(0: skip; default 1000, or 50 with --backend openai)')
-    ap.add_argument('--device', help='auto | cpu | cuda'); ap.add_argument('--vec-env', choices=VEC_ENVS,
-                                                                                  help='async: each env steps as soon as it is ready (real LLMs); threads: all at once, in lockstep; auto: async with --backend openai')
-    ap.add_argument('--max-concurrency', type=int, help='requests in flight to the LLM server at once, all envs together (default 16)')
-    ap.add_argument('--tokens-per-minute', type=int, help="the LLM account's token budget per minute, all envs together (default: no cap)")
-    ap.add_argument('--torch-threads', type=int, help='torch CPU threads (pin it to reproduce a run bit for bit)')
-    ap.add_argument('--catalog', help='your own specialists: a .csv or .yaml file (id and capability required; chapter 02)')
-    ap.add_argument('--tasks', help='your own task bank: a .yaml file (chapter 04)')
-    ap.add_argument('--init-from', help="start from a trained policy: a checkpoint zip, a run folder, or 'demo' (the shipped policy)")
-    ap.add_argument('--cost-coef', type=float, help='reward points per USD spent: the cost_penalty term (default 0: cost not in the reward)')
-    ap.add_argument('--cost-coef-range', help='LO,HI: draw each episode\'s cost_coef in [LO, HI] and show it to the policy (one policy for every trade-off)')
-    ap.add_argument('--imitation-teacher', help="warm start: clone this teacher before PPO: adaptive-planner (default), subtask-planner, "
-                                                "bayes-cascade (recorded logs), or '' for none")
-    ap.add_argument('--no-progress', action='store_true', help='no progress output')
-    ap.add_argument('--env-file', default='.env', help='KEY=VALUE file read first; variables already set win')
-    return ap
-
-# %% ../nbs/09_train.ipynb #c76e5e80
-def args_to_overrides(a) -> dict:
-    t = {}
-    if a.phase: t.update(curriculum=False, phase=a.phase)
-    if a.curriculum: t['curriculum'] = True
-    for k in ('timesteps', 'out', 'run_name', 'seed', 'n_envs', 'backend', 'recorded', 'tier', 'max_cost_usd', 'eval_episodes',
-              'device', 'vec_env', 'torch_threads', 'catalog', 'tasks', 'init_from', 'imitation_teacher'):
-        v = getattr(a, k, None)
-        if v is not None: t[k] = v
-    if a.no_progress: t['progress'] = False
-    o = {k: getattr(a, k) for k in ('max_concurrency', 'tokens_per_minute') if getattr(a, k, None) is not None}
-    if a.demo_mode:
-        if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
-        t['backend'] = 'sim'
-        if (a.tier or 0) > 1: raise ConfigError("--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai.")
-    out = {'train': t, **({'openai': o} if o else {})}
-    if getattr(a, 'cost_coef', None) is not None: out['reward'] = {'cost_coef': a.cost_coef}
-    if getattr(a, 'cost_coef_range', None): out['env'] = {'cost_coef_range': parse_range(a.cost_coef_range, '--cost-coef-range')}
-    return out
-
-def parse_range(text: str, flag: str) -> list:
-    "`'LO,HI'` -> `[lo, hi]` floats with `0 <= lo <= hi`; a clear error otherwise."
-    parts = [p.strip() for p in str(text).split(',')]
-    try:
-        lo, hi = (float(p) for p in parts)
-        ok = 0 <= lo <= hi and np.isfinite(hi)
-    except ValueError: ok = False
-    if not ok: raise ConfigError(f"{flag} {text!r}: expected LO,HI with 0 <= LO <= HI, e.g. {flag} 0,2 (LO == HI fixes the value).")
-    return [lo, hi]
-
-# %% ../nbs/09_train.ipynb #e2f59051
-def eval_plan(cfg: dict, explicit: bool, run_dir: Path) -> tuple[int, float | None, float | None]:
-    """`(episodes, budget left in USD or None for no limit, training's spend per episode)` for the evaluation after
-    training. A paid backend evaluates `paid_eval_episodes` unless `explicit`, inside what `max_cost_usd` left."""
-    t = cfg['train']
-    episodes = t.eval_episodes if (explicit or t.backend != 'openai') else t.paid_eval_episodes
-    st = json.loads((run_dir/'latest.json').read_text()) if (run_dir/'latest.json').exists() else {}
-    spent = spend_from(st) if SPEND_KIND[t.backend] == 'real' else 0.0
-    per_episode = spent/st['episodes'] if st.get('episodes') else None
-    left = (t.max_cost_usd - spent) if (t.max_cost_usd > 0 and t.backend == 'openai') else None
-    return episodes, left, per_episode
-
-def main(argv=None):
-    a = build_parser().parse_args(argv)
-    try:
-        names = load_env_file(a.env_file)                  # the environment wins over the file
-        if names: print(f"read {', '.join(names)} from {a.env_file}")
-        if a.base_url: os.environ['OPENAI_BASE_URL'] = a.base_url
-        cfg = load_run_config(a.config, args_to_overrides(a))
-        explicit = a.eval_episodes is not None or 'eval_episodes' in ((load_yaml(a.config) if a.config else {}).get('train') or {})
-        if a.checkpoint:      # resume with the run's own config; --config and flags (e.g. --timesteps) on top
-            _, st = resolve_checkpoint(a.checkpoint)
-            if st.get('config'):
-                saved = {k: v for k, v in st['config'].items() if v is not None}
-                layer = load_yaml(a.config) if a.config else {}
-                for k, v in layer.items(): saved[k] = {**(saved.get(k) or {}), **(v or {})}
-                ov = args_to_overrides(a)
-                for k, v in ov.items(): saved[k] = {**(saved.get(k) or {}), **v}     # flags win, section by section
-                cfg = load_run_config(None, saved)
-            if int(st.get('num_timesteps') or 0) >= cfg['train'].timesteps:
-                print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {cfg['train'].timesteps:,} timesteps); "
-                      "nothing to train. Pass a larger --timesteps to train further, or evaluate it again with "
-                      f"spindleflow-eval --checkpoint {st['run_dir']} --overwrite.")
-                return 0
-        run = train(cfg, checkpoint=a.checkpoint)
-        summ = json.loads((run/'train_summary.json').read_text())
-        episodes, left, per_episode = eval_plan(cfg, explicit, run)
-        if episodes > 0 and summ.get('stopped_for_cost'):
-            print("evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate with "
-                  f"spindleflow-eval --checkpoint {run} --max-cost-usd USD.")
-        elif episodes > 0 and left is not None and left <= 0:
-            print(f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with spindleflow-eval --checkpoint {run}.")
-        elif episodes > 0:
-            from spindleflow_rl.evaluate import evaluate_run
-            evaluate_run(run, episodes=episodes, seed=cfg['train'].seed, max_cost_usd=left, cost_per_episode=per_episode, overwrite=True)
-    except ConfigError as e:
-        print(f"spindleflow-train: error: {e}", file=sys.stderr); return 2
-    except KeyboardInterrupt:
-        return 130
-    except NonFiniteError as e:
-        print(f"spindleflow-train: error: {e}", file=sys.stderr); return 1
-    return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from .config import PACKAGE_DIR, ConfigError, EnvConfig
-from .runs import load_run_config, build_world, init_source, split_env_fn
+from .runs import load_run_config, build_world, init_source, split_env_fn, load_policy
 from .train import train
 from .policies import ModelPolicy, make_baselines
 from .evaluate import evaluate_split, paired_difference
@@ -36,11 +36,10 @@ def evaluate_on(world, policies: dict, env_cfg: EnvConfig, episodes: int = 300, 
 def zero_shot(checkpoint='demo', catalog=TRANSFER_CATALOG, episodes: int = 300, seed: int = 0, split: str = 'heldout') -> dict:
     """A trained policy as it is on another roster, against `adaptive-planner` and `random` on the same episodes:
     per policy mean return (with its 95% interval), quality and cost; the policy's paired differences to both."""
-    from spindleflow_rl.policy import SpindleFlowPPO
     z, src = init_source(checkpoint)
     cfg = transfer_config(catalog)
     env_cfg = EnvConfig.from_dict(src.get('env') or {}) if src.get('env') else cfg['env']
-    model = SpindleFlowPPO.load(z, device='cpu')
+    model = load_policy(z)                                   # checked, nothing unpickled (appendix 94a)
     pols = {'policy': ModelPolicy(model), **make_baselines(seed, ('adaptive-planner', 'random'))}
     table, R = evaluate_on(build_world(cfg), pols, env_cfg, episodes, seed, split)
     keep = ('return', 'return_ci95', 'quality', 'cost_usd', 'specialists_per_task', 'success_rate')
@@ -97,7 +96,6 @@ def transfer_curve(milestones=(0, 2048, 10240, 51200), arms=tuple(ARMS), seeds=(
     """Fine-tuning curves: every arm trained per seed, every milestone's policy evaluated on the same held-out episodes
     as `adaptive-planner` and `random`. Returns (and writes to `json_out`) per arm and milestone the mean return over
     seeds, each seed's return and the paired difference to the adaptive planner of the first seed's policy."""
-    from spindleflow_rl.policy import SpindleFlowPPO
     cfg = transfer_config(catalog); world = build_world(cfg); env_cfg = cfg['env']
     base_table, base_R = evaluate_on(world, make_baselines(eval_seed, ('adaptive-planner', 'random')), env_cfg, episodes, eval_seed)
     res = {'catalog': Path(catalog).name, 'episodes': episodes, 'eval_split': 'heldout', 'seeds': list(seeds),
@@ -110,7 +108,7 @@ def transfer_curve(milestones=(0, 2048, 10240, 51200), arms=tuple(ARMS), seeds=(
         for seed in seeds:
             saved = train_arm(arm, milestones, out, seed, catalog, ppo, **train_kw)
             for m, (z, steps) in saved.items():
-                tab, R = evaluate_on(world, {'policy': ModelPolicy(SpindleFlowPPO.load(z, device='cpu'))}, env_cfg, episodes, eval_seed)
+                tab, R = evaluate_on(world, {'policy': ModelPolicy(load_policy(z))}, env_cfg, episodes, eval_seed)
                 cell = res['arms'][arm].setdefault(str(m), {'timesteps': steps, 'returns': [], 'quality': []})
                 cell['returns'].append(tab['policy']['return']); cell['quality'].append(tab['policy']['quality'])
                 if seed == seeds[0]: cell['vs_adaptive_planner'] = paired_difference(R['policy'], base_R['adaptive-planner'])

@@ -1,4 +1,4 @@
-import os, pytest
+import os, tempfile, pytest
 
 def pytest_addoption(parser):
     parser.addoption('--slow', action='store_true', default=False,
@@ -6,6 +6,24 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line('markers', 'slow: long check, only with --slow')
+    _console_scripts_of_this_checkout()
+
+def _console_scripts_of_this_checkout():
+    """Put `spindleflow-*` scripts made from this checkout's settings.ini first on PATH, written as pip writes them.
+    The tests then run the entry points this code declares even where the installed scripts come from another
+    checkout or an older install (a shared environment, an editable install of another branch); whether `pip install`
+    itself produces them is tests/test_install.py's job."""
+    import configparser, sys
+    from pathlib import Path
+    ini = configparser.ConfigParser(); ini.read(Path(__file__).resolve().parents[1]/'settings.ini')
+    d = Path(tempfile.gettempdir())/f'spindleflow-scripts-{os.getpid()}'; d.mkdir(exist_ok=True)
+    for entry in ini['DEFAULT'].get('console_scripts', '').split():
+        name, target = entry.split('=', 1); mod, fn = target.split(':')
+        p = d/name
+        p.write_text(f"#!{sys.executable}\nimport sys\nfrom {mod} import {fn}\nif __name__ == '__main__':\n    sys.exit({fn}())\n")
+        p.chmod(0o755)
+    if str(d) not in os.environ.get('PATH', '').split(os.pathsep):
+        os.environ['PATH'] = str(d) + os.pathsep + os.environ.get('PATH', '')
 
 def pytest_collection_modifyitems(config, items):
     if config.getoption('--slow'): return

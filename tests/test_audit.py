@@ -7,7 +7,8 @@ from spindleflow_rl.env import SpindleFlowEnv, encode_action
 from spindleflow_rl.world import default_world
 from spindleflow_rl.policies import run_episode, GreedyTopKPolicy, CallAllPolicy, RandomPolicy, OraclePolicy
 from spindleflow_rl.explain import AuditContext, explain, verify, explanation_verified, audit_episode, DEFAULT_FIT_THRESHOLD
-from spindleflow_rl.audit import record_audited, main
+from spindleflow_rl.audit import record_audited
+from spindleflow_rl.cli import audit_main as main
 
 
 @pytest.fixture(scope='module')

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest, torch
 from spindleflow_rl.config import ConfigError
 from spindleflow_rl.runs import load_run_config, spend_from
-from spindleflow_rl.train import main as train_main, eval_plan
-from spindleflow_rl.evaluate import main as eval_main
+from spindleflow_rl.cli import train_main, eval_main, eval_plan
 
 TINY = """
 train:
@@ -59,7 +58,8 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv('SPINDLEFLOW_PROBE_A', raising=False); monkeypatch.setenv('SPINDLEFLOW_PROBE_B', 'from-shell')
     (tmp_path/'.env').write_text('SPINDLEFLOW_PROBE_A=from-file\nSPINDLEFLOW_PROBE_B=from-file\n')
-    assert train_main(['--timesteps', '0']) == 2                # fails on the config, after reading .env
+    (tmp_path/'bad.yaml').write_text('train:\n  timesteps: 0\n')
+    assert train_main(['--config', 'bad.yaml']) == 2             # fails on the config, after reading .env
     assert os.environ['SPINDLEFLOW_PROBE_A'] == 'from-file' and os.environ['SPINDLEFLOW_PROBE_B'] == 'from-shell'
     assert 'read SPINDLEFLOW_PROBE_A from .env' in capsys.readouterr().out
     monkeypatch.delenv('SPINDLEFLOW_PROBE_A')
@@ -88,10 +88,49 @@ def test_reports_never_overwrite_and_finished_run_stops(tmp_path, capsys):
     assert (run/'eval.json').read_bytes() == before              # no evaluation rerun
 
 def test_paid_backend_defaults_to_a_small_evaluation(tmp_path):
+    """A paid run's evaluation is sized to its training: 30 episodes played -> 10 per policy (3 policies), one split, the
+    best deployable baselines, inside the default budget or what --max-cost-usd left (less)."""
     (tmp_path/'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 30}))
     cfg = load_run_config(overrides={'train': {'backend': 'openai', 'max_cost_usd': 1.0}})
-    assert eval_plan(cfg, False, tmp_path) == (50, pytest.approx(0.7), pytest.approx(0.01))
-    assert eval_plan(cfg, True, tmp_path)[0] == cfg['train'].eval_episodes   # --eval-episodes given: as asked (500 shipped)
+    plan = eval_plan(cfg, False, tmp_path)
+    assert (plan['episodes'], plan['splits'], plan['baselines']) == (10, ('heldout',), ('adaptive-planner',))
+    assert plan['max_cost_usd'] == pytest.approx(0.7) and plan['cost_per_episode'] == pytest.approx(0.01)
+    assert eval_plan(cfg, True, tmp_path)['episodes'] == cfg['train'].eval_episodes   # --eval-episodes given: as asked (500 shipped)
+    big = load_run_config(overrides={'train': {'backend': 'openai'}})
+    (tmp_path/'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 3000}))
+    assert eval_plan(big, False, tmp_path)['episodes'] == big['train'].paid_eval_episodes   # at most paid_eval_episodes (50)
+    assert eval_plan(big, False, tmp_path)['max_cost_usd'] == big['train'].paid_eval_budget_usd   # the default budget
     sim = load_run_config(overrides={'train': {'max_cost_usd': 1.0}})
-    assert eval_plan(sim, False, tmp_path)[:2] == (sim['train'].eval_episodes, None)   # simulated spend is not money
+    assert eval_plan(sim, False, tmp_path) == {'episodes': sim['train'].eval_episodes}   # simulated spend is not money
     assert spend_from({'cost_kind': 'simulated', 'cost_usd': 0.0, 'simulated_cost_usd': 12.5}) == 12.5
+
+def test_help_shows_the_defaults_a_run_uses(monkeypatch):
+    """Flags are generated from the dataclasses, so their help cannot drift from the config (the issue found
+    `--timesteps` help 400000 against the config's 250000, `--eval-episodes` 1000 against train.yaml's 500): every
+    default `spindleflow-train --help` shows is what a run without the flag uses, and every other command's help shows
+    its options dataclass's defaults."""
+    import dataclasses, re
+    monkeypatch.setenv('COLUMNS', '100000')                      # one line per flag: long defaults are not wrapped
+    from spindleflow_rl.cli import train_parser, add_fields, parser, _show, TRAIN_EXTRA
+    def defaults(ap):
+        return dict(re.findall(r'(--[a-z0-9-]+)(?:, --[a-z0-9-]+)*(?: [A-Z_]+)?\s.*?\(default: ([^;)]*)', ' '.join(ap.format_help().split())))
+    shown, cfg = defaults(train_parser()), load_run_config()
+    assert shown['--timesteps'] == '250000' and shown['--eval-episodes'] == '500'
+    checked = 0
+    for sec, obj in (('train', cfg['train']), ('reward', cfg['reward']), ('env', cfg['env'])):
+        for f in dataclasses.fields(obj):
+            flag = '--' + f.name.replace('_', '-')
+            if flag in shown and not f.metadata.get('show') and (sec == 'train' or any(f.name in names for s, names in TRAIN_EXTRA if s == sec)):
+                assert shown[flag] == _show(getattr(obj, f.name)), (flag, shown[flag], getattr(obj, f.name)); checked += 1
+    assert checked >= 30, checked
+    from spindleflow_rl.evaluate import EvalOptions
+    from spindleflow_rl.demo import DemoOptions
+    from spindleflow_rl.export import ExportOptions
+    from spindleflow_rl.audit import AuditOptions
+    from spindleflow_rl.sweep import SweepOptions
+    for cls in (EvalOptions, DemoOptions, ExportOptions, AuditOptions, SweepOptions):
+        shown = defaults(add_fields(parser('x', ''), cls))
+        for f in dataclasses.fields(cls):
+            if f.metadata.get('positional') or f.metadata.get('required') or f.metadata.get('show'): continue
+            d = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            assert shown['--' + f.name.replace('_', '-')] == _show(d), (cls.__name__, f.name)

@@ -11,7 +11,8 @@ from spindleflow_rl.config import EnvConfig
 from spindleflow_rl.env import SpindleFlowEnv, default_world
 from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
 from spindleflow_rl.testing import ScriptedOpenAIServer
-from spindleflow_rl.train import ResumableEnv, main
+from spindleflow_rl.train import ResumableEnv
+from spindleflow_rl.cli import train_main as main
 
 KEY = 'sk-test-SECRET-concurrency-8642'
 N_ENVS, STEPS = 8, 10
@@ -92,6 +93,7 @@ def test_max_cost_usd_is_exact_with_concurrency(tmp_path, key, monkeypatch, caps
     budget = 0.05
     with ScriptedOpenAIServer(usage=(1000, 500), latency_s=0.05) as srv:
         monkeypatch.setenv('OPENAI_BASE_URL', srv.base_url)
+        (tmp_path/'none.env').write_text('')                              # an empty env file: no .env of the working folder
         rc = main(['--config', str(cfg), '--backend', 'openai', '--tier', '0', '--phase', '1', '--timesteps', '4096',
                    '--n-envs', '8', '--vec-env', 'threads', '--max-concurrency', '8', '--max-cost-usd', str(budget),
                    '--out', str(tmp_path/'runs'), '--run-name', 'budget', '--env-file', str(tmp_path/'none.env')])
@@ -106,7 +108,9 @@ def test_max_cost_usd_is_exact_with_concurrency(tmp_path, key, monkeypatch, caps
     assert summ['cost_usd'] == pytest.approx(billed, abs=1e-12) and st['cost_usd'] == summ['cost_usd']
     assert peak > 1 and st['num_timesteps'] < 4096
     assert json.loads((run/'config.json').read_text())['openai']['max_concurrency'] == 8
-    resume = pickle.loads((run/st['resume_state']).read_bytes())          # the stop saved its rollout boundary
+    from spindleflow_rl.checkpoints import read_resume_state                # signed: read the way a resume reads it
+    resume, why = read_resume_state(run/st['resume_state'], run/st['checkpoint'])   # the stop saved its rollout boundary
+    assert why == '', why
     assert len(resume['envs']) == 8 and resume['env_spent'] <= summ['cost_usd']
 
 

@@ -27,7 +27,7 @@ def all_ids(wf):
 
 def run_cli(*args):
     exe = shutil.which('spindleflow-export')
-    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.export import main; sys.exit(main())']
+    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import export_main; sys.exit(export_main())']
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300)
 
 
@@ -116,9 +116,9 @@ def test_cli_bad_inputs(tmp_path):
     r = run_cli('--task', 'p1-product-01', '--catalog', str(tmp_path/'c.csv'), '--out', str(tmp_path/'w.yml'))
     assert r.returncode == 2 and 'c.csv' in r.stderr and not (tmp_path/'w.yml').exists()
     r = run_cli('--task', '  ', '--out', str(tmp_path/'w.yml'))
-    assert r.returncode == 2 and '--task is empty' in r.stderr
+    assert r.returncode == 2 and 'argument --task: must not be empty' in r.stderr
     r = run_cli('--task', 'p1-product-01', '--max-tokens', '0', '--out', str(tmp_path/'w.yml'))
-    assert r.returncode == 2 and '--max-tokens must be a positive integer' in r.stderr
+    assert r.returncode == 2 and 'argument --max-tokens: must be >= 1' in r.stderr
 
 
 def test_validator_negative_cases(env):

@@ -10,15 +10,18 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent/'spindleflow_rl'
 
 LAYERS = [   # top first: a module may import modules of the layers listed after its own, never its own or earlier ones
+    ('command line', 'every spindleflow-* command: parsers generated from the dataclasses, exit codes, train-then-evaluate',
+     {'cli'}),
     ('workflows', 'commands that train a policy and then evaluate it: they compose the two layers below',
      {'demo', 'sweep', 'transfer'}),
-    ('training', '`spindleflow-train`: the curriculum, callbacks and loop, and learning from every logged outcome (18b); after a run it evaluates it',
+    ('training', '`spindleflow-train`\'s loop: the curriculum, callbacks and training, and learning from every logged outcome (18b); the command layer evaluates a run afterwards',
      {'train', 'logs_learning'}),
     ('commands', 'what reads or serves a trained policy, and the warm start of training; siblings, none imports another',
      {'evaluate', 'audit', 'export', 'openenv', 'imitation', 'multi_model_log'}),
     ('logs', 'learning from logs: routers, the log-fitted teacher and the cost sweep, used by evaluation and the warm start',
      {'routers'}),
     ('runs', 'what every command builds a run from: config, world, backend, environments, checkpoints', {'runs'}),
+    ('checkpoints', 'finding and loading checkpoints safely (named errors, fallback, signed resume states)', {'checkpoints'}),
     ('records', 'the episode file format and its viewers', {'replay'}),
     ('policies', 'the Policy interface and every policy; the network a trained policy is', {'policies', 'policy'}),
     ('environment', 'SpindleFlowEnv', {'env'}),
@@ -36,8 +39,9 @@ LAYERS = [   # top first: a module may import modules of the layers listed after
     ('embeddings', 'the MiniLM embedder', {'embeddings'}),
     ('embedding cache', 'appendix 95a: the encoder found offline, and the disk cache of embedding vectors',
      {'embedding_cache'}),
-    ('foundation', 'configuration, atomic file writes, and the speed appendices 90-92 that import nothing of ours',
-     {'config', 'files', 'fast_sampling', 'fast_dag', 'fast_lstm'}),
+    ('files', 'atomic file writes, and where a command may write (output paths checked, run folders claimed)', {'files'}),
+    ('foundation', 'configuration (and reading the user\'s files), and the speed appendices 90-92 that import nothing of ours',
+     {'config', 'fast_sampling', 'fast_dag', 'fast_lstm'}),
 ]
 LAYER_OF = {m: i for i, (_, _, mods) in enumerate(LAYERS) for m in mods}
 

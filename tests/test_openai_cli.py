@@ -74,7 +74,8 @@ def test_max_cost_usd_stops_training_cleanly(tmp_path):
 
 def test_budget_cache_and_server_isolation(tmp_path):
     """`spindleflow-train --backend openai --tier 2 --phase 1` trains and evaluates inside --max-cost-usd and prints the
-    evaluation's estimated cost first; a second identical run sends no request; a run against another server is not
+    evaluation's estimated cost and budget first; that evaluation is sized to the training (one split, the policy against
+    adaptive-planner and the LLM planner); a second identical run sends no request; a run against another server is not
     served the first server's replies; an evaluation over budget stops and keeps what it finished."""
     budget = 2.0
     cmd = ['--backend', 'openai', '--tier', '2', '--phase', '1', '--timesteps', '64', '--n-envs', '1', '--max-cost-usd', str(budget),
@@ -86,7 +87,8 @@ def test_budget_cache_and_server_isolation(tmp_path):
         assert 'estimated cost about $' in out and 'stops before passing $' in out, out[-3000:]
         assert summ['cost_kind'] == 'real' and summ['cost_usd'] > 0
         assert 0 < rep['eval_cost_usd'] and summ['cost_usd'] + rep['eval_cost_usd'] <= budget
-        assert set(rep['splits']) == {'train', 'heldout', 'unseen-roster'} and 'llm-planner' in rep['splits']['heldout']
+        assert set(rep['splits']) == {'heldout'} and set(rep['splits']['heldout']) == {'policy', 'adaptive-planner', 'llm-planner'}
+        assert rep['server'] == a.base_url.rstrip('/') and rep['budget_usd'] == 1.0       # the run's own server; the default budget
         n_a = a.n_requests; assert n_a > 0
         run(['spindleflow-train', *(cmd + ['--run-name', 'second'])], server_env(a, tmp_path))                 # the same run again: all from the cache
         assert a.n_requests == n_a

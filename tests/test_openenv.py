@@ -33,7 +33,7 @@ def in_process(seed):
 def server():
     port = free_port(); url = f'http://127.0.0.1:{port}'
     exe = shutil.which('spindleflow-serve')
-    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.openenv import main; sys.exit(main())']
+    cmd = [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
     with served_process(cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'], f'{url}/health', 120, env=env) as p:
         yield url, p

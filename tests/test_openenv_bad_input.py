@@ -21,7 +21,7 @@ ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
 
 def serve_cmd():
     exe = shutil.which('spindleflow-serve')
-    return [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.openenv import main; sys.exit(main())']
+    return [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
 
 
 @pytest.fixture(scope='module')
@@ -359,14 +359,14 @@ def test_cli_bad_port_or_port_in_use_exit_cleanly(server):
 
 
 @pytest.mark.parametrize('args,rc,text', [
-    (['--port', 'x'], 2, "argument --port: must be an integer 0-65535, got 'x'"), (['--port', '-1'], 2, 'must be 0-65535'),
+    (['--port', 'x'], 2, "argument --port: expected a whole number, got 'x'"), (['--port', '-1'], 2, 'must be 0-65535'),
     (['--host', 'no-such-host.invalid', '--port', '0'], 2, "--host 'no-such-host.invalid' does not resolve"),
     (['--host', '192.0.2.1', '--port', '0'], 2, '--host 192.0.2.1 is not an address of this machine'),
-    (['--max-sessions', '0', '--port', '0'], 2, 'max_sessions must be at least 1'),
+    (['--max-sessions', '0', '--port', '0'], 2, 'argument --max-sessions: must be >= 1, got 0'),
     (['--max-request-bytes', '100', '--port', '0'], 2, 'max_request_bytes=100 is below the largest valid request')])
 def test_cli_usage_errors(capsys, args, rc, text):
     "The same `main` in-process (the real command is above): a one-line error and the exit status, no traceback."
-    from spindleflow_rl.openenv import main
+    from spindleflow_rl.cli import serve_main as main
     try: got = main(args)
     except SystemExit as e: got = e.code                          # argparse's own usage errors
     err = capsys.readouterr().err

@@ -147,3 +147,36 @@ def test_resuming_a_finished_run_says_so(tmp_path, capsys):
     train(cfg(tmp_path, 'done', ts=64), checkpoint=run)
     assert 'already trained to 64 timesteps' in capsys.readouterr().out
     assert sorted(p.name for p in (run/'checkpoints').iterdir()) == before
+
+def test_a_run_folder_someone_else_wrote_is_not_unpickled(tmp_path, monkeypatch, capsys):
+    """Resume states are signed with this user's key (appendix 94a). A run folder whose state another key signed (a
+    copy from another user or machine: here another key file) is refused for an exact resume, naming the trust flag
+    and the weights-only way, and nothing in it is unpickled; `--trust-resume-state` resumes it exactly; a tampered
+    state is refused too; `--init-from` starts a new run from its weights without unpickling anything."""
+    import pickle, cloudpickle
+    from spindleflow_rl.cli import train_main
+    (tmp_path/'c.yaml').write_text(CONFIG)
+    monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'alice.key'))
+    run = train(load_run_config(tmp_path/'c.yaml', {'train': {'timesteps': 128, 'out': str(tmp_path), 'run_name': 'r'}}), quiet=True)
+    latest = (run/'latest.json').read_bytes()
+    monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'bob.key'))              # another user resumes Alice's folder
+    loads = []
+    monkeypatch.setattr(pickle, 'loads', lambda *a, **k: loads.append(1) or (_ for _ in ()).throw(AssertionError('unpickled')))
+    assert train_main(['--checkpoint', str(run), '--timesteps', '192', '--no-progress']) == 2
+    err = capsys.readouterr().err
+    assert 'signed with another key' in err and '--trust-resume-state' in err and '--init-from' in err, err
+    assert loads == [] and (run/'latest.json').read_bytes() == latest               # nothing unpickled, nothing written
+    monkeypatch.undo(); monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'bob.key'))
+    monkeypatch.setattr(cloudpickle, 'loads', lambda *a, **k: (_ for _ in ()).throw(AssertionError('cloudpickle ran')))
+    assert train_main(['--config', str(tmp_path/'c.yaml'), '--timesteps', '64', '--no-progress', '--out', str(tmp_path),
+                       '--run-name', 'ft', '--init-from', str(run)]) == 0               # weights only: no unpickling at all
+    monkeypatch.undo(); monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'bob.key'))
+    assert train_main(['--checkpoint', str(run), '--timesteps', '192', '--no-progress', '--trust-resume-state']) == 0
+    assert json.loads((run/'latest.json').read_text())['num_timesteps'] == 192
+    monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'alice.key'))
+    rs = run/json.loads((run/'latest.json').read_text())['resume_state']             # now signed by Bob: Alice refuses it ...
+    assert train_main(['--checkpoint', str(run), '--timesteps', '256', '--no-progress']) == 2
+    monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path/'bob.key'))
+    blob = bytearray(rs.read_bytes()); blob[-3] ^= 1; rs.write_bytes(bytes(blob))     # ... and Bob refuses a tampered one
+    assert train_main(['--checkpoint', str(run), '--timesteps', '256', '--no-progress']) == 2
+    assert 'signed with another key' in capsys.readouterr().err

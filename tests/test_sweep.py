@@ -4,7 +4,8 @@ both give the same numbers, gathered into one sweep.json and sweep.png."""
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from spindleflow_rl.sweep import run_sweep, ray_available, main
+from spindleflow_rl.sweep import run_sweep, ray_available
+from spindleflow_rl.cli import sweep_main as main
 
 TINY = {'train.timesteps': 64, 'train.n_envs': 2, 'train.curriculum': False, 'train.phase': 1, 'train.progress': False,
         'train.checkpoint_every': 0, 'train.imitation_teacher': '', 'train.torch_threads': 1,
@@ -35,7 +36,7 @@ def test_sweep_runs_without_ray_installed(tmp_path):
             "    if name == 'ray' or name.startswith('ray.'): raise ImportError('no ray here')\n"
             "    return real(name, *a, **k)\n"
             "builtins.__import__ = imp\n"
-            "from spindleflow_rl.sweep import main, ray_available\n"
+            "from spindleflow_rl.sweep import ray_available\nfrom spindleflow_rl.cli import sweep_main as main\n"
             "assert not ray_available()\n"
             f"sys.exit(main(['--sweep', 'train.seed=0,1', '--set', 'train.timesteps=32', 'train.n_envs=1', 'train.curriculum=false',"
             f" 'train.checkpoint_every=0', 'train.imitation_teacher=', 'train.torch_threads=1', 'ppo.n_steps=16', 'ppo.batch_size=16',"

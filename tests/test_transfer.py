@@ -4,7 +4,8 @@ source policy (small scale, in-process)."""
 import json
 import pytest
 import torch
-from spindleflow_rl.train import main, init_from_checkpoint
+from spindleflow_rl.train import init_from_checkpoint
+from spindleflow_rl.cli import train_main as main
 from spindleflow_rl.runs import load_run_config, make_vec_env, DEMO_POLICY, file_sha256
 from spindleflow_rl.policy import make_model, SpindleFlowPPO
 from spindleflow_rl.policies import ModelPolicy
@@ -16,6 +17,7 @@ PPO = {'n_steps': 16, 'batch_size': 32, 'n_epochs': 1}
 
 def _yaml(tmp_path, extra=''):
     p = tmp_path/'tiny.yaml'
+    (tmp_path/'no.env').write_text('')            # an empty env file: no .env of the working folder is read
     p.write_text('train:\n' + ''.join(f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
                                       for k, v in TINY.items()) + 'ppo:\n' + ''.join(f"  {k}: {v}\n" for k, v in PPO.items()) + extra)
     return p

@@ -4,7 +4,7 @@
     python tools/chapters.py check nbs/07_env.ipynb ...  execute a copy and compare with the saved outputs
 
 Cells flagged `#| slow`, `#| llm` or `#| eval: false` are skipped, as `nbdev_test` skips them; their saved outputs are
-cleared by `run` and ignored by `check`. `check` fails when a cell raises, when a chapter has no saved output at all,
+cleared by `run` and ignored by `check`. The closing `nbdev_export()` cell is skipped too (run `nbdev_export` yourself). `check` fails when a cell raises, when a chapter has no saved output at all,
 or when a cell's fresh output differs from the saved one ("stale"). Before comparing, both sides are normalised:
 - a *timing line* (a number followed by a time or speed unit: `3.2 s`, `12 ms`, `715 timesteps/s`) is masked;
 - numbers are compared with a relative tolerance of 1e-3, or one unit in their last printed decimal place (a value
@@ -33,7 +33,12 @@ NUM = re.compile(r'[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?')
 ADDR = re.compile(r'0x[0-9a-fA-F]{6,}')
 PROGRESS = re.compile(r'\d+%\|')                       # tqdm: `desc:  40%|████      | 2/5 [00:01<00:01, ...]`
 
-def skipped(cell) -> bool: return cell.cell_type == 'code' and bool(SKIP.search(cell.source))
+EXPORT_CELL = 'nbdev.nbdev_export()'                 # a chapter's closing cell: regenerates the package from the chapters
+
+def skipped(cell) -> bool:
+    """Flagged cells, and the closing export cell: executing a chapter must not rewrite the package's modules (another
+    process importing them at that moment, e.g. a test running beside it, would read a half-written file)."""
+    return cell.cell_type == 'code' and (bool(SKIP.search(cell.source)) or EXPORT_CELL in cell.source)
 def is_slow(cell) -> bool: return cell.cell_type == 'code' and bool(re.search(r'^#\|\s*slow\b', cell.source, re.M))
 
 def execute(path, timeout: int = 900, run_slow: bool = False):

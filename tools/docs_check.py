@@ -24,11 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # chapters whose docs processing fails today, owned by other work; each entry says why. Empty this as they are fixed.
 KNOWN: dict[str, str] = {
-    '09_train.ipynb': 'cell 58: NameError _cfg_my: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '12_demo.ipynb': 'cell 22: NameError model: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '14_export.ipynb': 'cell 27: NameError flows: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '15_audit.ipynb': 'cell 41: NameError claims: it mixes an import with demo code, so nbdev runs it without the demo cells before it',
-    '19_transfer.ipynb': 'cell 29 and on: a cell holding an import also trains, so nbdev runs minutes of training (timed out)',
 }
 
 STUB = "#!/bin/sh\necho 'quarto stub (tools/docs_check.py): the Quarto render is not part of this check' >&2\nexit 0\n"
