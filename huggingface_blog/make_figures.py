@@ -7,8 +7,8 @@
 Figures go to huggingface_blog/figures/:
 - phases.png, pareto.png (and eval.md, their table): `spindleflow-eval` of the shipped policy (spindleflow_rl/assets/demo_policy.zip, the main
   command's run) on held-out tasks and the unseen roster, against every baseline;
-- learning_curve.png: the curriculum run of chapter 09 (spindleflow_rl/assets/learning_curve.json; `--full` re-runs it
-  through the chapter's `#| slow` cell);
+- learning_curve.png: the README's main job, phase by phase (spindleflow_rl/assets/learning_curve.json, written by
+  `bench/main_run_assets.py` from the run folder; `--full` re-runs the main job and that script);
 - transfer.png: chapter 19's zero-shot / fine-tuning / from-scratch curves (assets/transfer_result.json; `--full`
   re-runs `spindleflow_rl.transfer.transfer_curve`);
 - cost_quality.png: chapter 18's cost-quality curve on the synthetic two-model log (assets/two_model_sweep.json;
@@ -36,6 +36,10 @@ def main(argv=None):
     import matplotlib.pyplot as plt
     OUT.mkdir(parents=True, exist_ok=True)
     if a.full:
+        main_run = OUT/'runs'/'main'
+        if not (main_run/'final.zip').exists():
+            sh('spindleflow-train', '--curriculum', '--demo-mode', '--out', OUT/'runs', '--run-name', 'main')
+        sh(sys.executable, 'bench/main_run_assets.py', main_run)
         sh(sys.executable, 'bench/two_model_sweep.py')
         from spindleflow_rl.transfer import transfer_curve
         transfer_curve(out=str(OUT/'runs'/'transfer'))

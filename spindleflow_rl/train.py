@@ -4,13 +4,13 @@
 
 # %% ../nbs/09_train.ipynb #18d28d91
 from __future__ import annotations
-import json, os, sys, time, signal, shutil, threading
+import io, json, os, sys, time, signal, shutil, threading
 from pathlib import Path
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from .config import ConfigError, PACKAGE_DIR, seed_everything
 from .rewards import REWARD_TERMS
-from .files import atomic_write_json, atomic_write_text, check_output, safe_name, claim_dir
+from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, check_output, safe_name, claim_dir
 from .runs import (TrainConfig, load_run_config, file_sha256, SPEND_KIND, spend_fields, spend_from, RunState,
                                  capture, restore, save_checkpoint, save_crash, prune_checkpoints, resolve_checkpoint,
                                  init_source, build_world, make_backend, make_vec_env, FastDummyVecEnv, CheckpointError,
@@ -342,7 +342,9 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_r
         venv.close(); raise
     if checkpoint: trim_progress(run_dir, int(model.num_timesteps))     # rows a killed session logged past its checkpoint
     else: atomic_write_json(run_dir/'config.json', plain)             # a resume keeps the run's config.json
-    if warm: atomic_write_json(run_dir/warm[0], warm[1])
+    if warm:                                       # the summary, and the clone itself: evaluate it beside final.zip
+        atomic_write_json(run_dir/warm[0], warm[1])
+        buf = io.BytesIO(); model.save(buf); atomic_write_bytes(run_dir/'warm_start.zip', buf.getvalue())
     state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
     state.cost_usd = spend_from(state_in)
     state.cost_base = state.cost_usd - (resume['env_spent'] if resume else 0.0)   # restored env meters already hold their part
