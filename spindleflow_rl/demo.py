@@ -116,7 +116,7 @@ def plot_before_after(table: dict, path) -> Path:
     ax.set_yticks(y); ax.set_yticklabels([label(n) for n in names], fontsize=8)
     ax.axvline(0, color='black', lw=0.8); ax.set_xlabel('mean episode return (95% CI)   [normalised score: random 0, oracle 1]', fontsize=8)
     ax.set_title('Held-out tasks: before (untrained) and after (trained) vs baselines', fontsize=10)
-    fig.tight_layout(); fig.savefig(path, dpi=110)
+    fig.tight_layout(); fig.savefig(path, dpi=100)
     return Path(path)
 
 # %% ../nbs/12_demo.ipynb #7310fdd2
@@ -160,7 +160,7 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
     ax.set_yticks(y); ax.set_yticklabels([REWARD_TERMS[i].replace('_', ' ') for i in used], fontsize=8); ax.invert_yaxis()
     ax.axvline(0, color='black', lw=0.8); ax.tick_params(axis='x', labelsize=8)
     ax.set_title(f"One held-out episode ({by[names[0]]['task']['id']}): reward terms per policy", fontsize=9)
-    ax.legend(fontsize=7, loc='best'); fig.tight_layout(); fig.savefig(path, dpi=80)
+    ax.legend(fontsize=7, loc='best'); fig.tight_layout(); fig.savefig(path, dpi=100)
     return Path(path)
 
 # %% ../nbs/12_demo.ipynb #4b30dad1

@@ -16,10 +16,10 @@ from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make
                                  calls_failed, CallsFailedError, Interrupted)
 
 # %% auto #0
-__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'EVAL_EPISODES', 'plan_consistency', 'metrics', 'normalised_ci',
-           'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget',
-           'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table',
-           'report_paths', 'evaluate_run', 'EvalOptions']
+__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'MIN_PHASE_SPAN', 'EVAL_EPISODES', 'plan_consistency', 'metrics',
+           'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison',
+           'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised',
+           'markdown_table', 'report_paths', 'evaluate_run', 'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -287,7 +287,7 @@ def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
     ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.set_title('Learning curve (training tasks, curriculum)')
     if len(t): ax.legend(fontsize=8, loc='lower right')
     else: ax.text(0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes)
-    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=110); plt.close(fig)
+    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=100); plt.close(fig)
     return f
 
 def _plot_pareto(report: dict, out_dir: Path) -> Path:
@@ -301,27 +301,48 @@ def _plot_pareto(report: dict, out_dir: Path) -> Path:
             ax.scatter(v['cost_usd'], v['quality'], s=110 if name == 'policy' else 40, marker='*' if name == 'policy' else 'o',
                        zorder=3, color=col[name], label=name, edgecolor='black' if name == 'policy' else 'none')
         ax.set_xlabel('cost per episode (USD)'); ax.set_ylabel('quality'); ax.set_title(f'{split}: quality vs cost')
-    h, l = axes[0][0].get_legend_handles_labels()
-    fig.legend(h, l, fontsize=7, ncol=4, loc='lower center', frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.045*((len(l) + 3)//4), 1, 1)); f = Path(out_dir)/'pareto.png'; fig.savefig(f, dpi=110); plt.close(fig)
+    h, l = axes[0][0].get_legend_handles_labels(); nc = 2 if len(report['splits']) == 1 else 4   # one narrow panel: 2 columns fit
+    fig.legend(h, l, fontsize=7, ncol=nc, loc='lower center', frameon=False)
+    fig.tight_layout(rect=(0, 0.03 + 0.035*((len(l) + nc - 1)//nc), 1, 1)); f = Path(out_dir)/'pareto.png'
+    fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
     return f
 
 # %% ../nbs/10_evaluate.ipynb #2ad31029
+MIN_PHASE_SPAN = 0.25   # a phase's oracle-random gap below this share of the split's: its normalised score is left out
+
+def _phase_scores(tab: dict) -> tuple[dict, list]:
+    """Per phase, each policy's normalised score, and the phases left out (`nan`) because the oracle barely beats random
+    there: on few episodes a phase's gap can be tiny, and dividing by it blew a score up to 3.47 (chapter 12, 4 episodes)."""
+    span = tab['oracle']['return'] - tab['random']['return']
+    gap = {p: tab['oracle']['return_by_phase'][p] - tab['random']['return_by_phase'][p] for p in tab['random']['return_by_phase']}
+    out = [p for p, g in gap.items() if not (span > 0 and g >= MIN_PHASE_SPAN*span)]
+    return {n: {p: float('nan') if p in out else v['normalised_by_phase'][p] for p in gap} for n, v in tab.items()}, out
+
 def _plot_phases(report: dict, out_dir: Path) -> Path:
-    "phases.png: each policy's normalised score (else return) per curriculum phase on held-out tasks."
+    """phases.png: each policy's normalised score (else return) per curriculum phase on held-out tasks. The y axis
+    always holds 0 and every bar (scores below random are negative); phases where the oracle-random gap is too small
+    to divide by are marked 'n/a' and named in the title."""
     import matplotlib.pyplot as plt
     tab = report['splits'].get('heldout') or next(iter(report['splits'].values()))
-    key, ylabel = ('normalised_by_phase', 'normalised score') if 'normalised_by_phase' in tab['policy'] else ('return_by_phase', 'return')
+    norm = 'normalised_by_phase' in tab['policy']
     names = [n for n in tab if n not in ('random',)]
     phases = sorted(next(iter(tab.values()))['return_by_phase'])
-    fig, ax = plt.subplots(figsize=(8, 4.4)); w = 0.8/len(names); col = policy_colours(names)
+    val, out = _phase_scores(tab) if norm else ({n: tab[n]['return_by_phase'] for n in tab}, [])
+    fig, ax = plt.subplots(figsize=(8, 4.4)); w = 0.8/len(names); col = policy_colours(tab)   # the colours of pareto.png
     for i, n in enumerate(names):
-        ax.bar(np.arange(len(phases)) + i*w, [tab[n][key][p] for p in phases], w, label=n, color=col[n])
+        ax.bar(np.arange(len(phases)) + i*w, [val[n][p] for p in phases], w, label=n, color=col[n])
+    ys = [val[n][p] for n in names for p in phases if np.isfinite(val[n][p])] + [0.0] + ([1.0] if norm else [])
+    pad = 0.08*(max(ys) - min(ys) or 1); ax.set_ylim(min(ys) - pad, max(ys) + pad)
+    ax.set_xlim(-w/2 - 0.15, len(phases) - 0.2 - w/2 + 0.15)                       # every phase, even one left out
     ax.set_xticks(np.arange(len(phases)) + 0.4 - w/2); ax.set_xticklabels([f'phase {p}' for p in phases])
-    if key == 'normalised_by_phase': ax.axhline(1, color='black', lw=0.8)
-    ax.set_ylabel(ylabel); ax.set_title(f'{ylabel.capitalize()} per phase (held-out tasks)')
+    for p in out: ax.text(phases.index(p) + 0.4 - w/2, 0.5*sum(ax.get_ylim()), 'n/a:\noracle ≈ random', ha='center', va='center', fontsize=8, color='grey')
+    ax.axhline(0, color='black', lw=0.8)
+    if norm: ax.axhline(1, color='black', lw=0.8, ls='--')
+    ylabel = 'normalised score (random 0, oracle 1)' if norm else 'return'
+    ax.set_ylabel(ylabel); ax.set_title(f"{'Normalised score' if norm else 'Return'} per phase (held-out tasks)" +
+                                        (f"\nphase {', '.join(map(str, out))} left out: oracle − random < {MIN_PHASE_SPAN:.0%} of the split's" if out else ''), fontsize=10)
     ax.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False)   # below the axes: no bar hidden
-    fig.tight_layout(); f = Path(out_dir)/'phases.png'; fig.savefig(f, dpi=110, bbox_inches='tight'); plt.close(fig)
+    fig.tight_layout(); f = Path(out_dir)/'phases.png'; fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
     return f
 
 def plot_report(report: dict, run_dir, out_dir) -> list:
