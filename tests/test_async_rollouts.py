@@ -2,7 +2,7 @@
 127.0.0.1 with the real `openai` client: the cost budget is never passed with 32 environments in flight; a run
 interrupted mid-rollout (requests in flight) resumes to the same weights as the uninterrupted run; with the same
 replies the run is the same whatever the concurrency; an error in one environment is raised with nothing left in flight."""
-import json, pickle
+import json
 from pathlib import Path
 import numpy as np
 import pytest
@@ -16,7 +16,9 @@ from spindleflow_rl.env import SpindleFlowEnv, default_world
 from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
 from spindleflow_rl.policy import SpindleFlowPPO, make_model
 from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
-from spindleflow_rl.train import load_run_config, main, train
+from spindleflow_rl.train import load_run_config, train
+from spindleflow_rl.cli import train_main as main
+from spindleflow_rl.checkpoints import read_resume_state
 
 KEY = 'sk-test-SECRET-async-7531'
 USAGE = (100, 40)                               # billed per reply: within every request's bound (prompt bytes, max_tokens)
@@ -32,6 +34,7 @@ def key(monkeypatch):
 def test_budget_never_passed_with_32_envs_in_flight(tmp_path, key, monkeypatch, capsys):
     "32 environments sending at once through the CLI: every request reserved its cost first, so what the server billed stays inside."
     budget = 0.01                                                        # about 250 replies
+    (tmp_path/'none.env').write_text('')                                 # an empty .env: nothing from the working folder
     cfg = tmp_path/'c.yaml'
     cfg.write_text(f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 0\n  imitation_teacher: ''\n"
                    f"ppo:\n  n_steps: 16\n  batch_size: 512\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path/'llm'}\n")
@@ -52,7 +55,8 @@ def test_budget_never_passed_with_32_envs_in_flight(tmp_path, key, monkeypatch, 
     assert summ['cost_usd'] == pytest.approx(billed, abs=1e-12)          # the run's spend is what the server billed
     assert billed > budget - 0.001                                       # and near it: the last refusal could not fit at all
     assert not (run/'final.zip').exists()
-    resume = pickle.loads((run/st['resume_state']).read_bytes())         # the stop saved its rollout boundary
+    resume, why = read_resume_state(run/st['resume_state'], run/st['checkpoint'])   # the stop saved its rollout boundary (signed)
+    assert resume is not None, why
     assert len(resume['envs']) == 32 and resume['env_spent'] <= summ['cost_usd']
 
 
@@ -160,6 +164,7 @@ def test_ctrl_c_mid_rollout_saves_the_boundary_and_resumes(tmp_path):
     "SIGINT to `spindleflow-train --vec-env async` while requests are in flight: exit 130, checkpoint at a rollout boundary, resumable."
     import os, shutil, signal, subprocess, time
     exe = shutil.which('spindleflow-train'); assert exe, 'spindleflow-train is not on PATH: pip install -e .'
+    (tmp_path/'none.env').write_text('')                                 # an empty .env: nothing from the working folder
     cfg = tmp_path/'c.yaml'
     cfg.write_text(f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 64\n  imitation_teacher: ''\n  torch_threads: 1\n"
                    f"ppo:\n  n_steps: 8\n  batch_size: 64\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path/'llm'}\n")
