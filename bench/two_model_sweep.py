@@ -4,7 +4,7 @@
 
 Writes a 1000-question log (seed 1) and its catalog, then trains ONE cost-conditioned policy (`cost_coef` drawn per
 episode from `--range`, given in the observation) and sweeps it on the held-out questions with
-`spindleflow-eval --sweep cost_coef=...`, copying the sweep JSON to `spindleflow_rl/assets/two_model_sweep.json`,
+chapter 18's `cost_sweep` (`spindleflow_rl.routers.sweep_main`; the command line's `--sweep` is chapter 18c's), copying the sweep JSON to `spindleflow_rl/assets/two_model_sweep.json`,
 which chapter 18 plots. Two ways to train (`--mode`):
 
 - `bc` (default): behaviour cloning of the Bayes cascade teacher (`routers.BayesCascadeTeacher`, fitted on the
@@ -39,7 +39,7 @@ def sh(*cmd):
 
 def train_flags(out: Path, rng: str, run: str, seed: int = 0) -> list:
     "The `spindleflow-train` flags of every run here (the same config, catalog, log and price range)."
-    return ['--config', str(out/'train.yaml'), '--catalog', str(out/'catalog.csv'), '--backend', 'recorded',
+    return ['--config', str(out/'train.yaml'), '--catalog', str(out/'catalog.csv'), '--backend', 'recorded', '--log-learner', 'ppo',
             '--recorded', str(out/'log.csv'), '--cost-coef-range', rng, '--out', str(out/'runs'), '--run-name', run, '--seed', str(seed)]
 
 def clone_teacher(out: Path, rng: str, episodes: int, epochs: int, dagger: int, seed: int = 0) -> Path:
@@ -103,7 +103,9 @@ def main(argv=None):
         if a.finetune:
             sh('spindleflow-train', *train_flags(out, a.range, 'finetune'), '--init-from', str(run), '--timesteps', str(a.finetune))
             run = out/'runs'/'finetune'; how += f" --finetune {a.finetune}"
-    sh('spindleflow-eval', '--checkpoint', str(run), '--sweep', f'cost_coef={a.coefs}', '--json', str(out/'sweep.json'))
+    from spindleflow_rl.routers import sweep_main      # chapter 18's cost_coef sweep (the PPO learner's, with the Bayes teacher)
+    print(f"$ sweep_main({run}, 'cost_coef={a.coefs}')", flush=True)
+    sweep_main(run, f'cost_coef={a.coefs}', out/'sweep.json')
     if not a.no_asset:
         res = json.loads((out/'sweep.json').read_text())
         res['checkpoint'] = f"bench/two_model_sweep.py {how} --n {a.n} --seed {a.seed} --range {a.range}"

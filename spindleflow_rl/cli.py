@@ -10,9 +10,10 @@ from pathlib import Path
 from .config import ConfigError, EnvConfig, RewardConfig, allowed, check_value, config_path, default_cache_dir, load_yaml, param
 
 # %% auto #0
-__all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'add_fields', 'overrides', 'run_command', 'read_env_files', 'parser',
-           'TrainOptions', 'train_parser', 'train_overrides', 'eval_plan', 'evaluate_after_training', 'train_main',
-           'eval_main', 'demo_main', 'export_main', 'audit_main', 'sweep_main', 'serve_main']
+__all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'PPO_ONLY', 'FULL_INFO_ONLY', 'LOG_ONLY', 'SWEEP_IGNORES', 'add_fields',
+           'overrides', 'run_command', 'read_env_files', 'parser', 'TrainOptions', 'train_parser', 'train_overrides',
+           'eval_plan', 'recorded_eval_args', 'evaluate_after_training', 'train_main', 'eval_main', 'demo_main',
+           'export_main', 'audit_main', 'sweep_main', 'serve_main']
 
 # %% ../nbs/97_cli.ipynb #7cce706d
 def _show(v) -> str:
@@ -187,6 +188,19 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
     return {'episodes': episodes, 'splits': ('heldout',), 'baselines': PAID_BASELINES, 'max_cost_usd': budget, 'budget_why': why,
             'cost_per_episode': spent/played if played else None}
 
+def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str | None = None) -> dict:
+    """`evaluate_run`'s extra arguments for a run on a recorded log (`{}` for another backend): the one price every
+    episode is played and reported at, and the routers' section (chapter 18c)."""
+    from spindleflow_rl.checkpoints import resolve_checkpoint
+    _, st = resolve_checkpoint(checkpoint)
+    if (backend or ((st.get('config') or {}).get('train') or {}).get('backend')) != 'recorded':
+        if cost_coef is not None: raise ConfigError("--cost-coef sets the price a recorded run is evaluated at: this run is not on a log. Drop it.")
+        return {}
+    from spindleflow_rl.log_runs import run_price, logged_section
+    price, why = run_price(checkpoint, cost_coef)
+    return {'cost_coef': price, 'cost_coef_why': why,
+            'logged': lambda be, model, seed, M: logged_section(be, model, price, why, seed, max_specialists=M, quiet=False)}
+
 def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
     "Evaluate a run just trained as `eval_plan` says (with its seed); the report is the run's own `eval.json`."
     from spindleflow_rl.evaluate import evaluate_run
@@ -194,29 +208,62 @@ def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = 
     if isinstance(plan, str):
         if plan: print(plan)
         return None
+    if cfg['train'].backend == 'recorded': plan = {**plan, **recorded_eval_args(run)}
     if 'splits' in plan and not quiet:
         print(f"evaluating the paid run as its training was sized: the policy against {', '.join(plan['baselines'])} and the LLM "
               f"planner on held-out tasks (a full comparison: spindleflow-eval --checkpoint {run}).", flush=True)
     return evaluate_run(run, seed=cfg['train'].seed, overwrite=True, quiet=quiet, **plan)
 
 # %% ../nbs/97_cli.ipynb #ba10c9af
+PPO_ONLY = ('timesteps', 'imitation_teacher', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds', 'init_from',
+            'phase', 'curriculum', 'checkpoint_every', 'keep_checkpoints', 'max_cost_usd')
+FULL_INFO_ONLY = ('distil_episodes', 'distil_epochs', 'distil_dagger_rounds', 'finetune_timesteps', 'validation_fraction')
+LOG_ONLY = ('heldout_fraction', 'log_price', 'log_learner')
+
+def _check_log_learner(cfg: dict, ov: dict) -> dict:
+    """Flags the chosen learner would ignore are refused by name; on a log, `--cost-coef` is the price the run is
+    reported at (`train.log_price`)."""
+    t, given = cfg['train'], ov.get('train', {})
+    flag = lambda k: '--' + k.replace('_', '-')
+    if t.backend != 'recorded':
+        bad = [flag(k) for k in LOG_ONLY + FULL_INFO_ONLY if k in given]
+        if bad: raise ConfigError(f"{', '.join(bad)}: for runs on a recorded log (--backend recorded); this run uses the {t.backend} backend. Drop them.")
+        return cfg
+    if t.log_learner == 'full-info':
+        bad = [flag(k) for k in PPO_ONLY if k in given]
+        if bad: raise ConfigError(f"{', '.join(bad)}: the full-information learner (--log-learner full-info, the default on logs) fits "
+                                  "the policy from every logged outcome and runs no PPO unless asked: use --finetune-timesteps N for a "
+                                  "guarded PPO fine-tune, or --log-learner ppo for on-policy PPO with these flags.")
+    else:
+        bad = [flag(k) for k in FULL_INFO_ONLY if k in given]
+        if bad: raise ConfigError(f"{', '.join(bad)}: for the full-information learner; this run trains with --log-learner ppo. Drop them.")
+    if 'cost_coef' in ov.get('reward', {}): cfg = {**cfg, 'train': t.replace(log_price=float(ov['reward']['cost_coef']))}
+    return cfg
+
 def _train(argv) -> int:
     from spindleflow_rl.train import train
     a = train_parser().parse_args(argv)
     read_env_files(a.env_file)
     ov = train_overrides(a)
-    cfg = _train_config(a, ov)
+    cfg = _check_log_learner(_train_config(a, ov), ov)
     t = cfg['train']
     if a.checkpoint:
         from spindleflow_rl.runs import resolve_checkpoint
         _, st = resolve_checkpoint(a.checkpoint)
+        if st.get('learner') == 'full-info':
+            print(f"{st['run_dir']}: this run was trained in one go by the full-information learner; there is nothing to resume. "
+                  f"Evaluate it with spindleflow-eval --checkpoint {st['run_dir']}, or train a new run.")
+            return 0
         if int(st.get('num_timesteps') or 0) >= t.timesteps:
             print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {t.timesteps:,} timesteps); nothing to train. "
                   "Pass a larger --timesteps to train further, or evaluate it again with "
                   f"spindleflow-eval --checkpoint {st['run_dir']} --overwrite.")
             return 0
     explicit = 'eval_episodes' in ov.get('train', {}) or 'eval_episodes' in ((load_yaml(a.config, what='config') if a.config else {}).get('train') or {})
-    run = train(cfg, checkpoint=a.checkpoint, trust_resume_state=a.trust_resume_state)
+    if t.backend == 'recorded' and t.log_learner == 'full-info':
+        from spindleflow_rl.log_runs import train_log_run
+        run = train_log_run(cfg)
+    else: run = train(cfg, checkpoint=a.checkpoint, trust_resume_state=a.trust_resume_state)
     evaluate_after_training(run, cfg, explicit)
     return 0
 
@@ -233,14 +280,32 @@ def _eval(argv) -> int:
     if a.demo_mode:
         if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
         a.backend = 'sim'
-    if a.sweep:
-        from spindleflow_rl.routers import sweep_main
-        sweep_main(a.checkpoint, a.sweep, a.json, split=(a.split or ['heldout'])[0], seed=a.seed or 0)
-        return 0
+    if a.sweep: return _eval_sweep(a)
     evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed or 0, a.json,
                  tuple(b.strip() for b in a.baselines.split(',')) if a.baselines else BASELINES, 5 if a.record is None else a.record,
                  backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite,
-                 catalog=a.catalog, tasks=a.tasks, base_url=a.base_url)
+                 catalog=a.catalog, tasks=a.tasks, base_url=a.base_url, **recorded_eval_args(a.checkpoint, a.cost_coef, a.backend))
+    return 0
+
+SWEEP_IGNORES = ('episodes', 'tasks', 'record', 'base_url', 'max_cost_usd', 'tier', 'cost_coef', 'demo_mode')
+
+def _eval_sweep(a) -> int:
+    """`spindleflow-eval --sweep`: every flag is used or refused by name. Used: --checkpoint, --json, --overwrite,
+    --seed, --recorded and --catalog (another log or roster), --baselines (which routers), --env-file; --split and
+    --backend only as heldout and recorded."""
+    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS
+    bad = ['--' + k.replace('_', '-') for k in SWEEP_IGNORES if getattr(a, k) is not None and getattr(a, k) is not False]
+    if a.backend not in (None, 'recorded'): bad.append(f"--backend {a.backend}")
+    if a.split and set(a.split) != {'heldout'}: bad.append('--split ' + ','.join(s for s in a.split if s != 'heldout'))
+    if bad: raise ConfigError(f"--sweep plays every held-out question once at each point against the routers fitted on the training "
+                              f"questions; it does not use {', '.join(bad)}. Drop {'it' if len(bad) == 1 else 'them'}.")
+    routers = None
+    if a.baselines is not None:
+        routers = [b.strip() for b in a.baselines.split(',') if b.strip()]
+        unknown = [r for r in routers if r not in ROUTERS]
+        if unknown or not routers:
+            raise ConfigError(f"--baselines {a.baselines!r} with --sweep names the routers to compare: {', '.join(ROUTERS)} (got {unknown or 'none'}).")
+    sweep_log_run(a.checkpoint, a.sweep, a.json, bool(a.overwrite), a.seed or 0, a.recorded, a.catalog, routers)
     return 0
 
 def eval_main(argv=None) -> int:

@@ -371,9 +371,7 @@ def markdown_table(report: dict) -> str:
         c = report.get('vs_best_baseline', {}).get(split)
         if c: out += ['', f"**Policy vs the best baseline ({c['best_baseline']})**, paired over {c['episodes']} episodes: {fmt_comparison(c)}"]
         out.append('')
-    if report.get('logged'):
-        from spindleflow_rl.routers import logged_markdown
-        out.append(logged_markdown(report['logged']))
+    if report.get('logged'): out.append(report['logged'].get('markdown', ''))   # the routers on a log (chapter 18c renders it)
     return '\n'.join(out)
 
 
@@ -395,6 +393,7 @@ def report_paths(run_dir: Path, json_out=None, overwrite: bool = False) -> tuple
     return j, j.with_suffix('.md'), j.with_suffix('')
 
 def _headlines(report: dict) -> list:
+    if report.get('logged', {}).get('headline'): return [report['logged']['headline']]   # a log run: the policy against the routers
     out = []
     for split, tab in report['splits'].items():
         p = tab.get('policy')
@@ -406,11 +405,6 @@ def _headlines(report: dict) -> list:
         out.append(head)
     return out
 
-def _logged(env_fn, model, split: str, seed: int) -> dict:
-    "Chapter 18's routing table for a recorded run's split (or why it could not be made)."
-    from spindleflow_rl.routers import LoggedTasks, logged_report
-    try: return logged_report(LoggedTasks(env_fn().backend), env_fn, ModelPolicy(model), SPLITS[split]['split'], seed)
-    except ConfigError as e: return {'error': str(e)}
 
 
 # %% ../nbs/10_evaluate.ipynb #647dd2b2
@@ -470,9 +464,15 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     return world, backend_fn, baselines, extra, rec
 
 
+def _one_price(sec: dict, cost_coef: float) -> dict:
+    "The sections with every episode at `cost_coef`: the reward's price, and a cost-conditioned run's range pinned to it."
+    sec = {**sec, 'reward': sec['reward'].replace(cost_coef=cost_coef)}
+    if sec['env'].cost_coef_range: sec['env'] = sec['env'].replace(cost_coef_range=(cost_coef, cost_coef))
+    return sec
+
 # %% ../nbs/10_evaluate.ipynb #91007f07
 def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet, workers: int = 1):
+                     budget, quiet, workers: int = 1, logged=None):
     """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
     baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
@@ -493,7 +493,9 @@ def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, base
             rets = {}
             tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets, workers=workers,
                                      tasks=pool if rec else None)
-            if rec and tab: report.setdefault('logged', {})[split] = _logged(fn, model, split, seed)
+            if rec and tab and logged is not None and split == 'heldout':      # routers fitted on the training tasks: held out only
+                try: report['logged'] = logged(e.backend, model, seed, sec['env'].max_specialists)
+                except ConfigError as err: report['logged'] = {'error': str(err), 'markdown': f"routers not evaluated: {err}\n"}
             if tab: report['splits'][split] = tab; traces[split] = tr
             c = compare_to_best(tab, rets, seed) if tab else None
             if c: report['vs_best_baseline'][split] = c
@@ -507,17 +509,20 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
                  json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
                  backend: str | None = None, tier: int | None = None, recorded: str | None = None,
                  max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool = False,
-                 catalog=None, tasks=None, base_url: str | None = None, budget_why: str = '') -> dict:
+                 catalog=None, tasks=None, base_url: str | None = None, budget_why: str = '', cost_coef: float | None = None,
+                 cost_coef_why: str = '', logged=None) -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
     `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
     the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
     and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split once (`episodes`
-    is ignored) and add `logged` (the routers of chapter 18). `episodes` None: 1000, or the run's
+    is ignored) and, with `logged`, the routers at the policy's rate. `episodes` None: 1000, or the run's
     `paid_eval_episodes` on a paid backend. A paid backend evaluates on the server the run recorded (`base_url`: another
     one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and
     stays inside it, playing `PAID_WORKERS` episodes at once (each waits on the network); more than `max_failed_calls` of its calls failing makes it a failure (`CallsFailedError`, the
     report marked `failed`, no comparison). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part. Existing output is
-    replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank."""
+    replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank. `cost_coef`
+    (with `cost_coef_why`): every episode at this one price. `logged(backend, model, seed, max_specialists)`: a recorded
+    run's held-out routing section (chapter 18c's `logged_section`)."""
     model, cfg, z = load_model(checkpoint, device)
     run_dir = Path(cfg.pop('_run_dir'))
     jpath, mdpath, side = report_paths(run_dir, json_out, overwrite)        # refused before any episode is played
@@ -531,6 +536,7 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
     if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
+    if cost_coef is not None: sec = _one_price(sec, float(cost_coef))     # one stated price for every episode and policy
     world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
     if 'unseen-roster' in splits and not world.heldout_ids and not rec:
         splits = tuple(s for s in splits if s != 'unseen-roster')
@@ -542,10 +548,11 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     budget = EvalBudget(limit, tc.max_failed_calls)
     report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
               'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
-              **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {})}
+              **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
+              **({'cost_coef': {'value': float(cost_coef), 'why': cost_coef_why}} if cost_coef is not None else {})}
     traces, t0 = {}, time.time()
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet, workers=PAID_WORKERS if paid else 1)
+                     budget, quiet, workers=PAID_WORKERS if paid else 1, logged=logged)
     failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
     if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
     if not report['splits']:
@@ -605,7 +612,10 @@ class EvalOptions:
                                 lo=0, lo_open=True)
     demo_mode: bool = param(False, 'simulated backend, no network')
     env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
-    sweep: str = param('', 'recorded runs: play a cost-conditioned policy at each cost_coef on every held-out task (chapter 18); '
-                       'cost_coef=V1,V2,...; writes sweep.json + sweep.png')
+    sweep: str = param('', 'recorded runs: play the policy on every held-out question at each point, against the tuned routers at '
+                       'its strong-call rate (chapter 18c): strong_rate=R1,R2,... (two specialists), spend_share=S1,... (more) '
+                       'or cost_coef=C1,...; writes sweep.json, sweep.md and sweep.png')
+    cost_coef: float = param(0.0, 'recorded runs: the price every episode is played and reported at', lo=0,
+                             show="the run's own (chapter 18c's run_price)")
     catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
     tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")

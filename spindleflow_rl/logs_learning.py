@@ -583,16 +583,19 @@ def fit_network(model, demos, epochs: int = 40, batch_episodes: int = 128, lr: f
     return losses
 
 def distil(model, env, teacher, episodes: int = 4000, epochs: int = 40, dagger_rounds: int = 1, seed: int = 0,
-           lr: float = 2e-3, batch_episodes: int = 128) -> dict:
+           lr: float = 2e-3, batch_episodes: int = 128, progress: bool = False) -> dict:
     """Fit `model`'s network (a `SpindleFlowPolicy`) to the teacher's graded actions (`QPolicy.act`) over `episodes`
     episodes on `env` (training questions, `cost_coef` drawn from its range; `fit_network`), then `dagger_rounds` rounds
-    in which the network drives and the teacher labels the states it visits. Returns a summary."""
+    in which the network drives and the teacher labels the states it visits. `progress`: a line after each part.
+    Returns a summary."""
     from spindleflow_rl.imitation import collect_demonstrations, dagger_round, concat_demonstrations
-    t0 = time.time(); demos = collect_demonstrations(env, teacher, episodes, seed=seed)
-    losses = fit_network(model, demos, epochs, batch_episodes, lr, seed)
+    t0 = time.time(); say = (lambda s: print(f"  {s} ({time.time() - t0:.0f}s)", flush=True)) if progress else (lambda s: None)
+    demos = collect_demonstrations(env, teacher, episodes, seed=seed); say(f"{episodes:,} teacher episodes played: {len(demos):,} steps")
+    losses = fit_network(model, demos, epochs, batch_episodes, lr, seed); say(f"fitted, {epochs} epochs: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     for r in range(dagger_rounds):
         demos = concat_demonstrations(demos, dagger_round(model, env, teacher, max(1, episodes//2), seed=seed + (r + 1)*episodes))
         losses += fit_network(model, demos, max(1, epochs//2), batch_episodes, lr/2, seed + r + 1)
+        say(f"DAgger round {r + 1}: {len(demos):,} steps, loss {losses[-1]:.3f}")
     return {'episodes': episodes, 'steps': len(demos), 'epochs': epochs, 'dagger_rounds': dagger_rounds,
             'loss_first': losses[0], 'loss_last': losses[-1], 'seconds': time.time() - t0}
 
@@ -621,18 +624,18 @@ def carve_validation(backend, fraction: float = 0.2, seed: int = 0):
     be._emb = backend._emb
     return be
 
-def validation_area(tab: LogTable, backend, policy, prices, seed: int = 0) -> float:
+def validation_area(tab: LogTable, backend, policy, prices, seed: int = 0, max_specialists: int = 6) -> float:
     "The policy's area under its PGR curve (by strong-call rate or spend share) on the 'heldout' split of `backend`, played at `prices`."
     ids = {t.id for t in backend.world.bank.tasks() if t.split == 'heldout'}
     rows = np.array([i for i, t in enumerate(tab.task_ids) if t in ids]); qc, qs = ends(tab, rows); xs, ys = [0.0], [0.0]
     for c in prices:
-        calls = env_calls(tab, log_env(backend, 'heldout', (c, c)), policy, rows, seed)
+        calls = env_calls(tab, log_env(backend, 'heldout', (c, c), max_specialists=max_specialists), policy, rows, seed)
         xs.append(spend_axis(tab, rows, calls)); ys.append(pgr_of(play_calls(tab, rows, calls)[0], qc, qs))
     return curve_area(xs + [1.0], ys + [1.0])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b37d0e35
 def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost_coef_range, fraction: float = 0.2,
-                     seed: int = 0, n_envs: int = 4, **ppo) -> dict:
+                     seed: int = 0, n_envs: int = 4, max_specialists: int = 6, **ppo) -> dict:
     """Optional PPO after the warm start, guarded: a validation split is carved from the training questions
     (`carve_validation`); PPO trains on the rest; if the fine-tuned policy's validation area under the PGR curve is
     below the warm start's, the warm start's weights are put back. `model`: a `SpindleFlowPPO` on a vec env of
@@ -641,15 +644,15 @@ def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost
     from stable_baselines3.common.vec_env import DummyVecEnv
     from spindleflow_rl.policies import ModelPolicy
     fit_be = carve_validation(backend, fraction, seed)
-    before = validation_area(tab, fit_be, ModelPolicy(model), prices, seed)
+    before = validation_area(tab, fit_be, ModelPolicy(model), prices, seed, max_specialists)
     warm = copy.deepcopy(model.policy.state_dict())
     for k, v in ppo.items():
         if k == 'learning_rate': model.learning_rate = v; model._setup_lr_schedule()
         else: setattr(model, k, v)
-    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range)]*n_envs); venv.seed(seed)
+    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range, max_specialists=max_specialists)]*n_envs); venv.seed(seed)
     model.set_env(venv); model.set_random_seed(seed)                  # seeded: the same fine-tune on every run
     model.learn(timesteps, reset_num_timesteps=False)
-    after = validation_area(tab, fit_be, ModelPolicy(model), prices, seed)
+    after = validation_area(tab, fit_be, ModelPolicy(model), prices, seed, max_specialists)
     kept = 'fine-tuned' if after >= before else 'warm start'
     if kept == 'warm start': model.policy.load_state_dict(warm)
     n_val = sum(t.split == 'heldout' for t in fit_be.world.bank.tasks())

@@ -476,6 +476,10 @@ class BayesCascadeTeacher:
     def __init__(self, lt: LoggedTasks, l2: float = 1.0):
         self.lt, self.cheap, self.strong = lt, lt.cheapest, lt.strongest
         ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
+        if not any(r.get('response') for t in lt.tasks('train') for r in lt.rows(t, self.cheap)):
+            raise ConfigError(f"the bayes-cascade teacher reads the cheapest specialist's answer, and this log has no answer text "
+                              f"(column 'response') for {self.cheap!r}: it would read a constant stand-in. Log the answers, or "
+                              "use the full-information learner (the default: drop --imitation-teacher and --log-learner ppo).")
         X, yc, ys = [], [], []
         for t in lt.tasks('train'):
             srs = lt.rows(t, self.strong)
@@ -532,6 +536,7 @@ def _sweep_setup(checkpoint):
     be, _ = make_backend(tc, build_world(cfg), sec['sim'])
     return model, sec, be, run_dir, z
 
+# %% ../nbs/18_routers.ipynb #a1c3e5f7
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
     """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
     `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
@@ -548,13 +553,15 @@ def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: 
                     (('cheapest', SingleRouter(lt.cheapest, 'cheapest')), ('strongest', SingleRouter(lt.strongest, 'strongest')),
                      ('oracle', OracleRouter(lt)))},
            'curves': {n: router_curve(r, lt, tasks, seed=seed, ref=ref) for n, r in (('knn', KNNRouter(lt)), ('cascade', CascadeRouter(lt)))}}
-    teacher = BayesCascadeTeacher(lt); res['teacher'] = []
+    try: teacher, res['teacher'] = BayesCascadeTeacher(lt), []
+    except ConfigError as e: teacher, res['teacher'], res['teacher_skipped'] = None, [], str(e)   # no answer text to read
     for c in coefs:
         fn = split_env_fn(split, sec['env'].replace(cost_coef_range=(c, c)), sec['reward'], sec['sim'], None, lambda: (be, None))
         plays = play_policy(fn(), ModelPolicy(model), tasks, seed)
         pt = {'cost_coef': c, **summarize(plays, lt, ref, seed), 'matched': matched(lt, tasks, plays, ref, seed)}
         res['points'].append(pt)
         if not quiet: print(fmt_point(pt), flush=True)
+        if teacher is None: continue
         tp = play_policy(fn(), teacher, tasks, seed)            # the Bayes cascade at the same price, as a router
         res['teacher'].append({'cost_coef': c, **summarize(tp, lt, ref, seed), 'matched': matched(lt, tasks, tp, ref, seed)})
     return res
@@ -609,7 +616,7 @@ def write_sweep(res: dict, json_path, quiet: bool = True) -> tuple:
     return json_path, png
 
 def sweep_main(checkpoint, spec: str, json_out=None, split: str = 'heldout', seed: int = 0, quiet: bool = False) -> dict:
-    "`spindleflow-eval --sweep cost_coef=...`: run `cost_sweep` and write `sweep.json` / `sweep.png`."
+    "Run `cost_sweep` and write `sweep.json` / `sweep.png` (the command line's `--sweep` is chapter 18c's `sweep_log_run`)."
     _, coefs = parse_sweep(spec)
     res = cost_sweep(checkpoint, coefs, split, seed, quiet)
     p = Path(checkpoint); run_dir = p if p.is_dir() else p.parent

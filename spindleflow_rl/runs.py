@@ -78,6 +78,22 @@ class TrainConfig(ConfigBase):
     tasks_sha256: str = param('', 'the same for the task bank file', empty_ok=True, cli=False)
     init_from: str = param('', "start from a trained policy's weights (checkpoint zip, run folder, or 'demo' for the shipped demo "
                            "policy) instead of random ones and the imitation warm start", empty_ok=True)
+    log_learner: str = param('full-info', 'recorded logs: full-info (the exact return of every action on every logged question, '
+                             'a fitted Q distilled into the policy network; chapter 18c) | ppo (on-policy PPO from sampled episodes, '
+                             'with --timesteps and --imitation-teacher)', choices=('full-info', 'ppo'))
+    heldout_fraction: float = param(0.2, 'recorded logs: share of the questions held out of training (evaluation only); '
+                                    'the split is a property of the log (a seeded draw per question, in log order), not of --seed',
+                                    lo=0, hi=1, lo_open=True, hi_open=True)
+    log_price: float = param(-1.0, 'recorded logs: the cost_coef the evaluation and its headline are reported at (--cost-coef '
+                             'sets it); -1: the price calibrated on the training questions to half the questions escalated '
+                             '(two specialists) or half the spend from cheapest to strongest (more)', lo=-1, cli=False)
+    distil_episodes: int = param(6000, 'full-info: teacher (fitted Q) episodes on training questions the network is distilled from', lo=1)
+    distil_epochs: int = param(40, 'full-info: passes over those episodes', lo=1)
+    distil_dagger_rounds: int = param(2, 'full-info: DAgger rounds after the distillation (the network drives, the Q labels)', lo=0)
+    finetune_timesteps: int = param(0, 'full-info: optional PPO after the distilled warm start, guarded: kept only if it does not '
+                                    'lower the area under the PGR curve on a validation split of the training questions (0: none)', lo=0)
+    validation_fraction: float = param(0.2, 'full-info: share of the training questions the fine-tune guard validates on',
+                                       lo=0, hi=1, lo_open=True, hi_open=True)
 
 SECTIONS = {'train': TrainConfig, 'env': EnvConfig, 'reward': RewardConfig, 'sim': SimConfig}
 
@@ -455,7 +471,7 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     if train.backend == 'recorded':
         if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
         return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim,
-                                                 quiet=not train.progress), None
+                                                 quiet=not train.progress, heldout_fraction=train.heldout_fraction), None
     from spindleflow_rl.llm import OpenAIConfig, LLMClient
     from spindleflow_rl.openai_backend import make_judge_scorers
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')

@@ -82,7 +82,10 @@ def run_trial(spec: dict) -> dict:
     from spindleflow_rl.train import train
     cfg = load_run_config(spec['config'], spec['overrides'])
     t0 = time.time()
-    run = train(cfg, quiet=True)
+    if cfg['train'].backend == 'recorded' and cfg['train'].log_learner == 'full-info':   # a log: the full-information learner
+        from spindleflow_rl.log_runs import train_log_run
+        run = train_log_run(cfg, quiet=True)
+    else: run = train(cfg, quiet=True)
     s = json.loads((run/'train_summary.json').read_text())
     res = {'index': spec['index'], 'name': spec['name'], 'point': spec['point'], 'run_dir': str(run),
            'num_timesteps': s['num_timesteps'], 'train_seconds': s['seconds'], 'cost_kind': s.get('cost_kind', 'real'),

@@ -19,8 +19,8 @@ from .runs import ResumableEnv   # importable from here too: the concurrency tes
 
 # %% auto #0
 __all__ = ['LEARNING_CURVE', 'Curriculum', 'NonFiniteError', 'check_finite', 'EpisodeStatsCallback', 'CheckpointCallback',
-           'ProgressCallback', 'set_determinism', 'warm_start_from_config', 'init_from_checkpoint', 'trim_progress',
-           'fit_rollout', 'train', 'learning_curve_data', 'plot_learning_curve']
+           'ProgressCallback', 'set_determinism', 'warm_start_from_config', 'init_from_checkpoint', 'claim_run_dir',
+           'trim_progress', 'fit_rollout', 'train', 'learning_curve_data', 'plot_learning_curve']
 
 # %% ../nbs/09_train.ipynb #bc5f205d
 class Curriculum:
@@ -206,7 +206,7 @@ def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
     return {'init_from': str(z), 'sha256': file_sha256(z), 'source_timesteps': int(src.num_timesteps)}
 
 # %% ../nbs/09_train.ipynb #501ef2ac
-def _claim_run(run_dir: Path, auto: bool) -> Path:
+def claim_run_dir(run_dir: Path, auto: bool) -> Path:
     "Create the new run's folder atomically (`claim_dir`); an automatic name that is taken gets a suffix, a chosen one is refused."
     for k in range(1, 100 if auto else 2):
         p = run_dir if k == 1 else run_dir.with_name(f"{run_dir.name}-{k}")
@@ -320,6 +320,8 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_r
     two runs of one name never share it). `callbacks`: extra SB3 callbacks. `trust_resume_state`: resume from a state
     this user did not sign (appendix 94a)."""
     t = cfg['train']
+    if t.backend == 'recorded' and t.log_learner == 'full-info': raise ConfigError("train() runs PPO; a log's default learner is "
+        "the full-information one (log_runs.train_log_run; spindleflow-train picks it). Call that, or set train.log_learner: ppo.")
     set_determinism(t.torch_threads); seed_everything(t.seed)
     run_dir, zpath, state_in, resume, done = _open_run(t, checkpoint, quiet, trust_resume_state)
     if done: return run_dir
@@ -337,7 +339,7 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_r
               "overlap; --vec-env async (or auto) sends them together (see --max-concurrency).", flush=True)
     try:
         model, warm = _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir/'tb'), quiet)
-        if not checkpoint: run_dir = _claim_run(run_dir, auto=not t.run_name)
+        if not checkpoint: run_dir = claim_run_dir(run_dir, auto=not t.run_name)
     except BaseException:
         venv.close(); raise
     if checkpoint: trim_progress(run_dir, int(model.num_timesteps))     # rows a killed session logged past its checkpoint

@@ -131,8 +131,9 @@ EVAL_CASES = [
     Case('eval-demo-mode-with-openai', 'eval', evals(demo_mode=None, backend='openai') + ['--demo-mode'], 2, ('--demo-mode',), R),
     Case('eval-base-url-with-sim', 'eval', evals(base_url='http://127.0.0.1:9/v1'), 2, ('--base-url',),
          'refuse a server URL the simulated run would ignore', absent=('{tmp}/e.json',)),
-    Case('eval-sweep-on-sim-run', 'eval', evals(sweep='cost_coef=0,1'), 2, ('--backend recorded',), R),
-    Case('eval-sweep-bad-syntax', 'eval', evals(sweep='lr=1,2'), 2, ('--sweep',), R),
+    Case('eval-sweep-on-sim-run', 'eval', evals(sweep='cost_coef=0,1', episodes=None, record=None, baselines=None), 2, ('--backend recorded',), R),
+    Case('eval-sweep-bad-syntax', 'eval', evals(sweep='lr=1,2', episodes=None, record=None, baselines=None), 2, ('--sweep', 'strong_rate='), R),
+    Case('eval-sweep-ignored-flags', 'eval', evals(sweep='strong_rate=0.5'), 2, ('--episodes', '--record'), R, absent=('{tmp}/e.json',)),
     Case('eval-catalog-missing', 'eval', evals(catalog='{tmp}/nope.csv'), 2, ('nope.csv',), R, absent=('{tmp}/e.json',)),
 ]
 

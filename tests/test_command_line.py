@@ -31,7 +31,7 @@ def test_config_errors_name_the_file_and_leave_nothing(tmp_path, capsys):
     assert str(bad) in msg and "['n_step']" in msg and 'n_steps' in msg and '_init_setup_model' not in msg
     assert train_main(['--config', str(bad), '--out', str(tmp_path/'runs'), '--demo-mode']) == 2
     csv = tmp_path/'bad.csv'; csv.write_text('task,specialist_id,quality\nx,y,0.5\n')
-    assert train_main(['--backend', 'recorded', '--recorded', str(csv), '--timesteps', '64', '--out', str(tmp_path/'runs')]) == 2
+    assert train_main(['--backend', 'recorded', '--recorded', str(csv), '--log-learner', 'ppo', '--timesteps', '64', '--out', str(tmp_path/'runs')]) == 2
     assert 'missing column(s)' in capsys.readouterr().err
     assert not (tmp_path/'runs').exists()                       # a failed start leaves no stub run folder
 

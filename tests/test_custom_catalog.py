@@ -184,7 +184,7 @@ def test_bayes_cascade_teacher_from_the_cli(roster, capsys):
     d = roster; a = PACKAGE_DIR/'assets'
     assert main(['--config', str(d/'tiny.yaml'), '--out', str(d), '--run-name', 'bc', '--no-progress', '--env-file', str(d/'no.env'),
                  '--backend', 'recorded', '--recorded', str(a/'two_model_log.csv'), '--catalog', str(a/'two_model_catalog.csv'),
-                 '--cost-coef-range', '0,300', '--imitation-teacher', 'bayes-cascade', '--timesteps', '3200']) == 0
+                 '--cost-coef-range', '0,300', '--log-learner', 'ppo', '--imitation-teacher', 'bayes-cascade', '--timesteps', '3200']) == 0
     im = json.loads((d/'bc'/'imitation.json').read_text())
     assert im['teacher'] == 'bayes-cascade' and im['episodes'] == 32 and im['dagger_rounds'] == 1 and im['loss_last'] < im['loss_first'], im
     assert json.loads((d/'bc'/'config.json').read_text())['env']['cost_coef_range'] == [0.0, 300.0]

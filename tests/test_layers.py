@@ -14,6 +14,8 @@ LAYERS = [   # top first: a module may import modules of the layers listed after
      {'cli'}),
     ('workflows', 'commands that train a policy and then evaluate it: they compose the two layers below',
      {'demo', 'sweep', 'transfer'}),
+    ('log runs', 'a run on a recorded log with the full-information learner (18c): it trains (18b) and reports against the routers',
+     {'log_runs'}),
     ('training', '`spindleflow-train`\'s loop: the curriculum, callbacks and training, and learning from every logged outcome (18b); the command layer evaluates a run afterwards',
      {'train', 'logs_learning'}),
     ('commands', 'what reads or serves a trained policy, and the warm start of training; siblings, none imports another',

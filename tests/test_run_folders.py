@@ -239,7 +239,7 @@ def base(tmp_path_factory):
     write_csv(make_two_model_log(20, seed=5), root/'log.csv')
     write_csv(TWO_MODEL_CATALOG, root/'models.csv', ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'])
     rec = tiny_run(root, 'rec', ('--catalog', str(root/'models.csv'), '--backend', 'recorded', '--recorded', str(root/'log.csv'),
-                                 '--imitation-teacher', '', '--eval-episodes', '2'))
+                                 '--log-learner', 'ppo', '--imitation-teacher', '', '--eval-episodes', '2'))
     assert (rec/'episodes.jsonl').exists()
     from spindleflow_rl.config import config_path           # the shipped bank with every id renamed: my-p1-..., my-p2-...
     (root/'mytasks.yaml').write_text(config_path('tasks.yaml').read_text().replace('\n- id: p', '\n- id: my-p'))

@@ -32,7 +32,7 @@ def train(*extra):
     return ['--config', '{cfg}', '--demo-mode', '--timesteps', '64', '--eval-episodes', '0', '--no-progress',
             '--out', '{tmp}/runs', '--run-name', 'x', *extra]
 def train_rec(log, *extra):
-    return ['--config', '{cfg}', '--backend', 'recorded', '--recorded', log, '--catalog', '{models}', '--imitation-teacher', '',
+    return ['--config', '{cfg}', '--backend', 'recorded', '--recorded', log, '--catalog', '{models}', '--log-learner', 'ppo', '--imitation-teacher', '',
             '--timesteps', '64', '--eval-episodes', '0', '--no-progress', '--out', '{tmp}/runs', '--run-name', 'x', *extra]
 EVAL = ['--checkpoint', '{run}', '--episodes', '2', '--record', '0', '--split', 'heldout', '--baselines', 'random', '--json', '{tmp}/e.json']
 DEMO = ['--checkpoint', '{run}', '--episodes', '2', '--record', '1', '--out', '{tmp}/demo']
