@@ -273,7 +273,9 @@ def fit(self, rows=None, progress: bool = False):
     import copy
     t = self.tab; tick = (lambda s: print(f"  fitted {s}", flush=True)) if progress else None
     rows = np.flatnonzero(t.train & t.avail.all(1)) if rows is None else np.asarray(rows)
-    if len(rows) < 20: raise ConfigError(f"full-information learning needs at least 20 training questions with every specialist logged; found {len(rows)}.")
+    if len(rows) < 20: raise ConfigError(f"full-information learning needs at least 20 training questions with every specialist "
+                                         f"logged; found {len(rows)}. Log more questions (or every specialist on more of them), or hold "
+                                         "fewer out (--heldout-fraction).")
     self.rows = rows; ob = t.obs()[rows]; self.obs_mu, self.obs_sd = ob.mean(0), ob.std(0) + 1e-9
     X, obs, A = self._inputs(rows); Y = t.Y[rows]
     self.folds = kfolds(len(rows), self.k_folds, self.seed)
