@@ -88,7 +88,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     from `load_run_config` (`train.backend: recorded`). Returns the run folder."""
     from stable_baselines3.common.vec_env import DummyVecEnv
     from spindleflow_rl.config import seed_everything
-    from spindleflow_rl.runs import build_world, make_backend, spend_fields
+    from spindleflow_rl.runs import build_world, make_backend, _model_bytes
     from spindleflow_rl.routers import LoggedTasks
     from spindleflow_rl.policy import make_model
     from spindleflow_rl.train import set_determinism, claim_run_dir
@@ -114,7 +114,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
                      progress=t.progress and not quiet)
     T['distil'] = time.time() - t1
     say(f"  distilled in {T['distil']:.0f}s: {dist['steps']:,} steps, loss {dist['loss_first']:.3f} -> {dist['loss_last']:.3f}")
-    warm, fine = _zip(model), None
+    warm, fine = _model_bytes(model), None
     if t.finetune_timesteps > 0:
         say(f"PPO fine-tune, {t.finetune_timesteps:,} timesteps, guarded by a validation split of {t.validation_fraction:g} of the "
             "training questions..."); t1 = time.time()
@@ -134,17 +134,13 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
         'distil': dist, 'finetune': fine, 'seconds': {k: round(v, 1) for k, v in T.items()}}, quiet)
 
 # %% ../nbs/18c_log_runs.ipynb #c000000d
-def _zip(model) -> bytes:
-    import io
-    buf = io.BytesIO(); model.save(buf); return buf.getvalue()
-
 def _write_log_run(run_dir: Path, cfg: dict, model, warm: bytes, env_cfg, price: float, info: dict, quiet: bool) -> Path:
     "Write a trained log run's folder, each file atomically, `latest.json` last (a folder with it is complete)."
-    from spindleflow_rl.runs import spend_fields
+    from spindleflow_rl.runs import spend_fields, _model_bytes
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
     plain['env'] = env_cfg.to_dict(); plain['reward'] = ll.LOG_REWARD.replace(cost_coef=price).to_dict()
     atomic_write_json(run_dir/'config.json', plain)
-    atomic_write_bytes(run_dir/'warm_start.zip', warm); atomic_write_bytes(run_dir/'final.zip', _zip(model))
+    atomic_write_bytes(run_dir/'warm_start.zip', warm); atomic_write_bytes(run_dir/'final.zip', _model_bytes(model))
     atomic_write_json(run_dir/LOG_RUN_FILE, info)
     n = int(model.num_timesteps); spend = spend_fields('recorded', 0.0)
     atomic_write_json(run_dir/'train_summary.json', {'learner': 'full-info', 'num_timesteps': n, 'phase': 1, 'seconds': info['seconds']['total'],
