@@ -244,18 +244,18 @@ class QualityStack:
         self.ans = [fit_ridge(self.answer_inputs(m, X, A[:, m], obs[:, m]), Y, self.alpha_a) for m in range(self.M)]
         return self
     def prompt(self, X) -> np.ndarray:
-        "`(n, 3M)` logits of every specialist's predicted quality from the prompt alone (kNN, ridge, MF)."
-        return _logit(np.concatenate([knn_path(self.Etr, self.Ytr, X, [self.k])[0], np.clip(self.ridge(X), 0, 1), self.mf(X)], 1))
+        "`(n, 3M)` probabilities that each specialist answers right, from the prompt alone (kNN, ridge, MF)."
+        return np.concatenate([knn_path(self.Etr, self.Ytr, X, [self.k])[0], np.clip(self.ridge(X), 0, 1), self.mf(X)], 1)
     def answer(self, m, X, a, obs) -> np.ndarray:
-        "`(n, M)` logits of every specialist's predicted quality once specialist `m` has answered."
-        return _logit(np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1))
+        "`(n, M)` probabilities that each specialist answers right once specialist `m` has answered."
+        return np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #f0190159
 class FullInfoQ:
     """Fitted Q from full counterfactual feedback. Every logged question gives the exact return of every call sequence
     (`sequence_returns`), so each decision's value is regressed on what a deployment sees at that point, for every
     action at once: after a first answer, the advantage of calling each other specialist (stacked: a ridge regression on
-    the level-0 logits, `QualityStack`, fitted out of fold); before any call, the return of starting with each
+    the level-0 probabilities, `QualityStack`, fitted out of fold); before any call, the return of starting with each
     specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to two calls."""
     def __init__(self, tab: LogTable, reward: RewardConfig = LOG_REWARD, folds: int = 5, seed: int = 0, meta_alpha: float = 3.0):
         self.tab, self.reward, self.k_folds, self.seed, self.meta_alpha = tab, reward, folds, seed, meta_alpha
@@ -263,7 +263,7 @@ class FullInfoQ:
     def _inputs(self, rows):
         t = self.tab; return t.X[rows], (t.obs()[rows] - self.obs_mu)/self.obs_sd, t.A[rows]
     def z_answer(self, stack, m, Z0, X, a, obs) -> np.ndarray:
-        "The stacked features once specialist `m` has answered: prompt logits, answer logits, its cost and latency."
+        "The stacked features once specialist `m` has answered: prompt and answer probabilities, its cost and latency."
         return np.hstack([Z0, stack.answer(m, X, a, obs), obs])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #ae1633cf
@@ -281,10 +281,12 @@ def fit(self, rows=None, progress: bool = False):
     self.folds = kfolds(len(rows), self.k_folds, self.seed)
     base = QualityStack(X, obs, A, t.text, Y, self.folds, self.seed, tick)
     self.Z0 = np.zeros((len(rows), 3*self.M)); self.Z1 = [np.zeros((len(rows), 4*self.M + 2)) for _ in range(self.M)]
-    for a, b in self.folds:                                   # out-of-fold level-0 features of every fitting question
+    self.fold_stacks, self.fold_of = [], np.full(t.n, -1)     # a fitting question is scored by the stack that never saw it
+    for f, (a, b) in enumerate(self.folds):                   # out-of-fold level-0 features of every fitting question
         s = copy.copy(base).fit(X[a], obs[a], A[a], Y[a]); z0 = s.prompt(X[b]); self.Z0[b] = z0
         for m in range(self.M): self.Z1[m][b] = self.z_answer(s, m, z0, X[b], A[b, m], obs[b, m])
-    self.stack = base.fit(X, obs, A, Y)
+        self.fold_stacks.append(s); self.fold_of[rows[b]] = f
+    self.stack = base.fit(X, obs, A, Y); self.row_of = {tid: i for i, tid in enumerate(t.task_ids)}
     sub = dc_replace(t, **{k: getattr(t, k)[rows] for k in ('X', 'A', 'C', 'L', 'fail', 'avail', 'Y', 'train', 'budget', 'base', 'expected')})
     self.sub = sub; self.cbar = t.C[rows].mean(0)
     self.R0 = {s_: sequence_returns(sub, s_, self.reward) for s_ in [(m,) for m in range(self.M)] + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]}
@@ -342,20 +344,29 @@ def first_q(self, Z0: np.ndarray, cost_coef: float) -> np.ndarray:
 @patch_into(FullInfoQ)
 def decide(self, rows, cost_coef: float, fitted: bool = False) -> np.ndarray:
     """The Q policy's calls on questions `rows` of the table at `cost_coef`, `(n, 2)` (second -1: stopped after one), read
-    exactly as at run time: the first from the prompt, the second from the prompt and the first answer. `fitted=True`:
-    `rows` index the fitting questions and their out-of-fold features are used (for calibrating prices)."""
+    exactly as at run time: the first from the prompt, the second from the prompt and the first answer. A fitting
+    question is scored by the level-0 stack of the fold that held it out (`stack_of`), as a new question would be.
+    `fitted=True`: `rows` index the fitting questions and their out-of-fold features are used (for calibrating prices)."""
     if fitted:
         Z0 = self.Z0[rows]; m = self.first_q(Z0, cost_coef).argmax(1); k = np.full(len(rows), -1)
         for j in range(self.M):
             s = m == j
             if s.any(): k[s] = self.second(j, self.A1[j][rows][s], cost_coef)
         return np.stack([m, k], 1)
-    X, obs, A = self._inputs(np.asarray(rows)); Z0 = self.stack.prompt(X)
-    m = self.first_q(Z0, cost_coef).argmax(1); k = np.full(len(X), -1)
-    for j in range(self.M):
-        s = m == j
-        if s.any(): k[s] = self.second(j, self.meta[j](self.z_answer(self.stack, j, Z0[s], X[s], A[s, j], obs[s, j])), cost_coef)
+    rows = np.asarray(rows); X, obs, A = self._inputs(rows); f = self.fold_of[rows]
+    m, k = np.zeros(len(rows), int), np.full(len(rows), -1)
+    for g in np.unique(f):
+        st, on = self.stack_of(rows[f == g][0]), np.flatnonzero(f == g); Z0 = st.prompt(X[on]); m[on] = self.first_q(Z0, cost_coef).argmax(1)
+        for j in range(self.M):
+            s = on[m[on] == j]
+            if len(s): k[s] = self.second(j, self.meta[j](self.z_answer(st, j, Z0[m[on] == j], X[s], A[s, j], obs[s, j])), cost_coef)
     return np.stack([m, k], 1)
+
+@patch_into(FullInfoQ)
+def stack_of(self, row: int) -> QualityStack:
+    "The level-0 stack that scores question `row` of the table: the fold's that never saw it (a fitting question), else the full one (-1: a new question)."
+    f = self.fold_of[row] if 0 <= row < len(self.fold_of) else -1
+    return self.fold_stacks[f] if f >= 0 else self.stack
 
 def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Quality of the returned answer (the last successful call's) and the spend of `calls` (`(n, K)` indices, -1: none)."
@@ -390,7 +401,7 @@ class QPolicy:
         mask = e.dag.action_mask(); x = e.task_emb[None].astype(np.float64)
         slot = {sid: s for s, sid in enumerate(e.roster) if sid is not None}
         calls = [c for ev in e.trace for c in ev.get('calls', [])]
-        if self._z0 is None: self._z0 = q.stack.prompt(x)
+        if self._z0 is None: self._st = q.stack_of(q.row_of.get(e.task.id, -1)); self._z0 = self._st.prompt(x)
         out = {}
         if not calls:
             v = q.first_q(self._z0, lam)[0]; out['stop'] = -np.inf
@@ -400,7 +411,7 @@ class QPolicy:
             m = ids.index(calls[0]['specialist_id']); c0 = calls[0]
             obs = (np.array([[math.log(max(c0['cost_usd'], 1e-9)), math.log1p(c0['latency_s'])]]) - q.obs_mu[m])/q.obs_sd[m]
             a = e.called_emb[slot[ids[m]]][None].astype(np.float64)
-            adv = q.next_advantage(m, q.meta[m](q.z_answer(q.stack, m, self._z0, x, a, obs)), lam)[0]
+            adv = q.next_advantage(m, q.meta[m](q.z_answer(self._st, m, self._z0, x, a, obs)), lam)[0]
             out['stop'] = 0.0
             for k, sid in enumerate(ids):
                 if k != m and sid in slot and mask[slot[sid]]: out[slot[sid]] = float(adv[k])
@@ -419,13 +430,25 @@ class QPolicy:
         return a
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b99ccfa8
-def log_env(backend, split: str, cost_coef_range, reward: RewardConfig = LOG_REWARD, max_specialists: int = 6):
-    "A `SpindleFlowEnv` on a recorded log: every logged specialist on the roster, `cost_coef` drawn in the range (or fixed)."
+def _draw_log_price(env) -> float:
+    "log1p(cost_coef) uniform on [log1p(lo), log1p(hi)], from the episode's generator."
+    lo, hi = env.cost_range
+    return lo if lo == hi else float(np.expm1(env.np_random.uniform(math.log1p(lo), math.log1p(hi))))
+
+def log_env(backend, split: str, cost_coef_range, reward: RewardConfig = LOG_REWARD, max_specialists: int = 6,
+            price_draw: str = 'log'):
+    """A `SpindleFlowEnv` on a recorded log: every logged specialist on the roster, `cost_coef` drawn in the range (or
+    fixed). `price_draw='log'`: each episode draws log1p(cost_coef) uniformly (the feature the network observes), since
+    the prices of the strong-call rates span orders of magnitude; 'uniform': as the environment draws (uniform prices)."""
+    import types
     from spindleflow_rl.env import SpindleFlowEnv
     from spindleflow_rl.config import EnvConfig
+    if price_draw not in ('log', 'uniform'): raise ConfigError(f"price_draw must be 'log' or 'uniform', got {price_draw!r}.")
     lo, hi = cost_coef_range
-    return SpindleFlowEnv(EnvConfig(split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists),
-                          reward_config=reward, backend=backend, world=backend.world)
+    env = SpindleFlowEnv(EnvConfig(split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists),
+                         reward_config=reward, backend=backend, world=backend.world)
+    if price_draw == 'log': env._draw_cost_coef = types.MethodType(_draw_log_price, env)
+    return env
 
 def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
     "Play `policy` once on every question `rows` in `env`; its calls in order as `(n, max_steps)` indices (-1: none)."

@@ -55,7 +55,7 @@ def colab_venv(tmp_path_factory):
     # `git+file://localhost/...`: pip 23's URL check refuses `git+file:///` (an empty host), git takes both
     sha = sh('git', 'rev-parse', 'HEAD', cwd=ROOT).strip()
     sh('git', 'clone', '-q', '--bare', ROOT, d/'bare.git')
-    sh('git', '-C', d/'bare.git', 'tag', f'v{VERSION}', sha)
+    sh('git', '-C', d/'bare.git', 'tag', '-f', f'v{VERSION}', sha)   # -f: a clone that already has the release tag (elsewhere)
     spec = d/'jupyter'/'kernels'/KERNEL; spec.mkdir(parents=True)
     (spec/'kernel.json').write_text(json.dumps({'argv': [str(py), '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
                                                 'display_name': KERNEL, 'language': 'python'}))
