@@ -90,7 +90,6 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     from spindleflow_rl.config import seed_everything
     from spindleflow_rl.runs import build_world, make_backend, _model_bytes
     from spindleflow_rl.routers import LoggedTasks
-    from spindleflow_rl.policy import make_model
     from spindleflow_rl.train import set_determinism, claim_run_dir
     t = cfg['train']; say = _say(quiet); T = {}; t0 = time.time()
     run_dir, auto = _new_run_dir(t)
@@ -107,7 +106,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     say(f"  cost_coef range {rng[0]:g} to {rng[1]:.4g} (" + ('--cost-coef-range' if given else
         'from the log: 0 to 1.25x the price at which 2% of the questions are escalated') + f"); reported at cost_coef {price:.4g} ({why})")
     mk = lambda: ll.log_env(be, 'train', rng, ll.LOG_REWARD, M)
-    model = make_model(DummyVecEnv([mk]*t.n_envs), cfg['policy'], seed=t.seed, device=t.device, **cfg['ppo'])
+    model = ll.make_scored_model(DummyVecEnv([mk]*t.n_envs), q, be, cfg['policy'], t.seed, device=t.device, **cfg['ppo'])
     say(f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training questions, "
         f"{t.distil_epochs} epochs, {t.distil_dagger_rounds} DAgger round(s)..."); t1 = time.time()
     dist = ll.distil(model, mk(), ll.QPolicy(q), t.distil_episodes, t.distil_epochs, t.distil_dagger_rounds, t.seed,
@@ -130,7 +129,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
         'cost_coef_range': [float(v) for v in rng], 'cost_coef_range_from': '--cost-coef-range' if given else 'the log',
         'price': price, 'price_why': why, 'calibration': cal, 'reward': 'LOG_REWARD (chapter 18b)',
         'q': {'knn_k': q.stack.k, 'ridge_alpha': q.stack.alpha, 'mf': list(q.stack.mf_cfg), 'answer_alpha': q.stack.alpha_a,
-              'prices': len(q.prices)},
+              'prices': len(q.prices), 'slot_scorer': ll.slot_scorer_spec(q)},
         'distil': dist, 'finetune': fine, 'seconds': {k: round(v, 1) for k, v in T.items()}}, quiet)
 
 # %% ../nbs/18c_log_runs.ipynb #c000000d

@@ -14,10 +14,11 @@ from .routers import LoggedTasks, at_rate
 __all__ = ['LOG_REWARD', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'RATE_GRID', 'LogTable', 'log_table', 'returned_quality',
            'sequence_returns', 'kfolds', 'Linear', 'ridge_path', 'fit_ridge', 'fit_logistic_lbfgs', 'knn_path',
            'MatrixFactorisation', 'GainMLP', 'QualityStack', 'FullInfoQ', 'play_calls', 'price_grid', 'QPolicy',
-           'log_env', 'env_calls', 'pgr_of', 'spend_axis', 'ends', 'curve_area', 'TunedRouter', 'KNNQuality',
-           'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range', 'fit_network', 'distil',
-           'agreement', 'carve_validation', 'validation_area', 'guarded_finetune', 'paired_curve',
-           'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
+           'log_env', 'env_calls', 'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores',
+           'make_scored_model', 'pgr_of', 'spend_axis', 'ends', 'curve_area', 'TunedRouter', 'KNNQuality', 'GainRouter',
+           'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range', 'fit_network', 'distil', 'agreement',
+           'carve_validation', 'validation_area', 'guarded_finetune', 'paired_curve', 'matched_router_calls',
+           'train_from_log', 'routing_report', 'routing_markdown']
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7989e56e
 LOG_REWARD = RewardConfig(efficiency_coef=0.0, consistency_coef=0.0, explanation_bonus=0.0, latency_weight=0.0)
@@ -459,6 +460,55 @@ def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
         seq = [tab.ids.index(s) for s, _ in p.calls]; out[i, :len(seq)] = seq
     return out
 
+# %% ../nbs/18b_learning_from_logs.ipynb #25a01be7
+def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray) -> dict:
+    "A level-0 stack as the buffers of a `SlotScorer` (chapter 08): `cap` the specialists' capability embeddings, in `q.tab.ids` order."
+    M, D = q.M, q.tab.X.shape[1]
+    W, B = np.zeros((M, 2*D + 2, M)), np.zeros((M, M))
+    for m, lin in enumerate(stack.ans):                  # [task, answer (when logged), cost and latency] -> the padded layout
+        W[m, :D] = lin.W[:D]; W[m, 2*D:] = lin.W[-2:]; B[m] = lin.b
+        if stack.text[m]: W[m, D:2*D] = lin.W[D:2*D]
+    W1, b1, V, w2, b = stack.mf.params
+    return dict(cap=cap, E=_unit(np.asarray(stack.Etr, np.float64)), Y=stack.Ytr, ridge_W=stack.ridge.W, ridge_b=stack.ridge.b,
+                mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd)
+
+def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None) -> dict:
+    "The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers are in its weights)."
+    st = stack or q.stack
+    return {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]),
+            'text': [bool(t) for t in q.tab.text]}
+
+def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
+    """The capability embeddings a scorer recognises `q`'s specialists by (`q.tab.ids` order); `ConfigError` if two are the
+    same (their catalog rows describe them alike: neither the scorer nor the network could tell them apart)."""
+    cap = backend.world.spec_emb(list(q.tab.ids)); U = _unit(np.asarray(cap, np.float64)); S = U @ U.T; np.fill_diagonal(S, -1)
+    i, j = np.unravel_index(int(np.argmax(S)), S.shape)
+    if len(S) > 1 and S[i, j] > 0.999:
+        raise ConfigError(f"specialists {q.tab.ids[i]!r} and {q.tab.ids[j]!r} have the same description in the catalog (capability "
+                          f"embeddings at cosine {S[i, j]:.4f}), so a policy cannot tell them apart on a roster: give each its own "
+                          "role, domain or capability text in the catalog.")
+    return cap
+
+def set_fitting_scores(model, q: FullInfoQ, backend):
+    "Score `q`'s fitting questions with the stack of the fold that held each out (while the network is fitted; not saved)."
+    import torch as th
+    from spindleflow_rl.policy import SlotScorer
+    sc = model.policy.features_extractor.scorer; cap = scorer_cap(q, backend); dev = sc.E.device
+    folds = [SlotScorer(slot_scorer_spec(q, s), sc.D).load_arrays(slot_scorer_arrays(s, q, cap)).to(dev) for s in q.fold_stacks]
+    keys = th.as_tensor(_unit(np.asarray(q.tab.X[q.rows], np.float64)), device=dev)
+    sc.folds = (keys, th.as_tensor(q.fold_of[q.rows], device=dev), folds)
+    return model
+
+def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True, **kw):
+    """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`; `fitting`: the fitting questions
+    scored out of fold (`set_fitting_scores`), for fitting the network."""
+    from spindleflow_rl.policy import make_model
+    cap = scorer_cap(q, backend)                             # two specialists alike: refused before anything is built
+    model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q), **kw)
+    model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap))
+    return set_fitting_scores(model, q, backend) if fitting else model
+
+
 # %% ../nbs/18b_learning_from_logs.ipynb #501665bd
 RATE_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 
@@ -585,7 +635,8 @@ def fit_network(model, demos, epochs: int = 40, batch_episodes: int = 128, lr: f
                 meta_weight: float = 10.0, value_coef: float = 0.1, max_grad_norm: float = 0.5) -> list:
     """Regress the network's action means on the teacher's actions, the stop logit weighted `meta_weight` times a slot
     logit (it carries the decision; the mode and its parameters, constant here, weigh 0.1), the value head on the
-    returns-to-go. A cosine learning-rate schedule. Returns the mean loss of each epoch."""
+    returns-to-go. A cosine learning-rate schedule. A `SlotScorer` in the encoder is frozen and the observations are
+    fixed, so its scores are computed once, not in every epoch. Returns the mean loss of each epoch."""
     import torch as th
     from spindleflow_rl.imitation import policy_outputs
     pol = model.policy; dev = pol.device; M = model.action_space.shape[0] - 6
@@ -594,17 +645,22 @@ def fit_network(model, demos, epochs: int = 40, batch_episodes: int = 128, lr: f
     opt = th.optim.Adam(params, lr=lr); eps, rng, losses = demos.episodes(), np.random.default_rng(seed), []
     O, A, S, G = (th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns))
     n_batches = math.ceil(len(eps)/batch_episodes); sched = th.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs*n_batches))
+    sc = pol.features_extractor.scorer; table = pol.features_extractor.slot_scores(O)
     pol.set_training_mode(True)
-    for _ in range(epochs):
-        tot = 0.0
-        for b in range(0, len(eps), batch_episodes):
-            idx = th.as_tensor(np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b:b + batch_episodes]]), device=dev)
-            mean, v = policy_outputs(pol, O[idx], S[idx])
-            loss = (w*(mean - A[idx])**2).mean() + value_coef*((v - G[idx])**2).mean()
-            opt.zero_grad(); loss.backward(); th.nn.utils.clip_grad_norm_(params, max_grad_norm); opt.step(); sched.step()
-            tot += float(loss.detach())
-        losses.append(tot/n_batches)
-    pol.set_training_mode(False)
+    try:
+        for _ in range(epochs):
+            tot = 0.0
+            for b in range(0, len(eps), batch_episodes):
+                idx = th.as_tensor(np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b:b + batch_episodes]]), device=dev)
+                if table is not None: sc.given = table[idx]
+                mean, v = policy_outputs(pol, O[idx], S[idx])
+                loss = (w*(mean - A[idx])**2).mean() + value_coef*((v - G[idx])**2).mean()
+                opt.zero_grad(); loss.backward(); th.nn.utils.clip_grad_norm_(params, max_grad_norm); opt.step(); sched.step()
+                tot += float(loss.detach())
+            losses.append(tot/n_batches)
+    finally:
+        if sc is not None: sc.given = None
+        pol.set_training_mode(False)
     return losses
 
 def distil(model, env, teacher, episodes: int = 4000, epochs: int = 40, dagger_rounds: int = 1, seed: int = 0,
@@ -713,16 +769,18 @@ def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x) -> np.n
 
 # %% ../nbs/18b_learning_from_logs.ipynb #5c035ae5
 def train_from_log(backend, seed: int = 0, episodes: int = 6000, epochs: int = 40, dagger_rounds: int = 2, n_envs: int = 4,
-                   policy_config=None, reward: RewardConfig = LOG_REWARD, progress: bool = False) -> dict:
+                   policy_config=None, reward: RewardConfig = LOG_REWARD, progress: bool = False, scorer: bool = True) -> dict:
     """The whole method on a recorded backend: the log's arrays, the fitted Q (training questions only), its price grid
-    and default `cost_coef` range, and a `SpindleFlowPPO` whose network is distilled from the Q policy. Returns
+    and default `cost_coef` range, and a `SpindleFlowPPO` whose network (with the stack as its `SlotScorer` unless
+    `scorer=False`) is distilled from the Q policy. Returns
     {'table', 'q', 'model', 'cost_coef_range', 'distil', 'seconds'}."""
     from stable_baselines3.common.vec_env import DummyVecEnv
     from spindleflow_rl.policy import make_model
     t0 = time.time(); tab = log_table(LoggedTasks(backend))
     q = FullInfoQ(tab, reward, seed=seed).fit(progress=progress); q.fit_prices(price_grid(q)); rng = default_cost_range(q)
     t1 = time.time()
-    model = make_model(DummyVecEnv([lambda: log_env(backend, 'train', rng, reward)]*n_envs), policy_config, seed=seed)
+    venv = DummyVecEnv([lambda: log_env(backend, 'train', rng, reward)]*n_envs)
+    model = make_scored_model(venv, q, backend, policy_config, seed) if scorer else make_model(venv, policy_config, seed=seed)
     summ = distil(model, log_env(backend, 'train', rng, reward), QPolicy(q), episodes, epochs, dagger_rounds, seed)
     return {'table': tab, 'q': q, 'model': model, 'cost_coef_range': rng, 'distil': summ,
             'seconds': {'fit_q': t1 - t0, 'distil': time.time() - t1}}

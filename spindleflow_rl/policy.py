@@ -23,9 +23,9 @@ from .catalog import patch_into
 from .fast_lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_actions_compact
 
 # %% auto #0
-__all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout', 'infer_max_specialists',
-           'SpindleFlowEncoder', 'SlotPointerExtractor', 'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO',
-           'PolicyConfig', 'make_model']
+__all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
+           'infer_max_specialists', 'SlotScorer', 'SpindleFlowEncoder', 'SlotPointerExtractor', 'SlotPointerHead',
+           'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
 
 # %% ../nbs/08_policy.ipynb #6cd1795f
 SCALAR_COUNTS = (len(SCALAR_FEATURES), len(SCALAR_FEATURES) + 1)   # 8, or 9 with the cost-conditioned observation
@@ -64,11 +64,100 @@ def _graph_matrix(M: int) -> th.Tensor:
         for v in slots: inv[u, v, 16] = 1/M                  # slot -> slot edges
     return th.as_tensor(np.concatenate([W.reshape(N*N, -1), inv.reshape(N*N, -1)], 1))
 
+# %% ../nbs/08_policy.ipynb #e2f374b4
+SCORER_FEATURES = ('scored_quality', 'scored_known')    # per-slot inputs a `SlotScorer` adds to the slot MLP
+
+class SlotScorer(nn.Module):
+    """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
+    answers the task right, computed from the observation alone. Before any answer: the mean of three prompt models
+    (the mean grade of the `k` most similar training prompts, a ridge regression, a matrix factorisation); once
+    specialists have answered: for each answer, a ridge regression on [task, the answer's embedding (when answers were
+    logged), its standardised log cost and log latency], averaged over the answers. A slot is recognised by its
+    capability embedding (cosine above 0.999 to one of the `specialists` it was fitted on); any other slot scores 0 with
+    `known` 0. Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers, saved
+    with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}`."""
+    def __init__(self, spec: dict, emb_dim: int = 384):
+        super().__init__()
+        need = {'n', 'specialists', 'k', 'mf_dim', 'text'}
+        if not isinstance(spec, dict) or not need <= set(spec):
+            raise ConfigError(f"a slot scorer's spec needs the keys {sorted(need)}, got {spec!r}.")
+        N, M, d, D = int(spec['n']), int(spec['specialists']), int(spec['mf_dim']), emb_dim
+        if len(spec['text']) != M: raise ConfigError(f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists.")
+        self.spec, self.k, self.M, self.D = dict(spec), min(int(spec['k']), N), M, D
+        for name, shape in dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,),
+                                mf_V=(M, d), mf_w2=(d,), mf_b=(M,), ans_W=(M, 2*D + 2, M), ans_b=(M, M),
+                                obs_mu=(M, 2), obs_sd=(M, 2)).items():
+            self.register_buffer(name, th.zeros(shape, dtype=th.float64))
+        self.folds = None            # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
+        self.given = None            # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
+
+    def load_arrays(self, arrays: dict) -> SlotScorer:
+        "Fill the buffers from numpy arrays named as they are (shapes checked); returns `self`."
+        for name, buf in self.named_buffers(recurse=False):
+            a = th.as_tensor(np.asarray(arrays[name], np.float64))
+            if tuple(a.shape) != tuple(buf.shape): raise ConfigError(f"slot scorer: {name} has shape {tuple(a.shape)}, expected {tuple(buf.shape)}.")
+            buf.copy_(a)
+        return self
+
+# %% ../nbs/08_policy.ipynb #75ee4ac8
+@patch_into(SlotScorer)
+def prompt(self, x: th.Tensor) -> th.Tensor:
+    "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of kNN, ridge and MF."
+    xu = x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    nn_ = th.topk(xu @ self.E.T, self.k, dim=-1).indices
+    knn = self.Y[nn_].mean(1)
+    ridge = (x @ self.ridge_W + self.ridge_b).clamp(0, 1)
+    mf = th.sigmoid(((x @ self.mf_W1 + self.mf_b1).unsqueeze(1)*self.mf_V) @ self.mf_w2 + self.mf_b)
+    return (knn + ridge + mf)/3
+
+@patch_into(SlotScorer)
+def slots(self, r: th.Tensor) -> tuple:
+    "`(idx, known)`: each slot's specialist (the closest capability embedding) and whether it is that one (cosine > 0.999)."
+    sim = (r/r.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ (self.cap/self.cap.norm(dim=-1, keepdim=True).clamp_min(1e-12)).T
+    best, idx = sim.max(-1)
+    return idx, (best > 0.999).double()
+
+# %% ../nbs/08_policy.ipynb #a5705f48
+@patch_into(SlotScorer)
+def quality(self, x, a, called_mask, slot_obs, idx, known) -> th.Tensor:
+    "`(B, specialists)` probabilities (float64): from the prompt, or averaged over the answers read so far."
+    B, S, D = a.shape
+    P = self.prompt(x)
+    ans = (called_mask.double() > 0.5).double()*known                                        # slots whose answer is read
+    if bool(ans.any()):
+        cost, lat = slot_obs[..., 7].double()*0.05, slot_obs[..., 6].double()*60.0          # the env's call_cost, call_latency
+        o = (th.stack([th.log(cost.clamp_min(1e-9)), th.log1p(lat)], -1) - self.obs_mu[idx])/self.obs_sd[idx]
+        inp = th.cat([x.unsqueeze(1).expand(B, S, D), a, o], -1)                             # (B, S, 2D+2)
+        Pa = th.einsum('bsi,mij->bsmj', inp, self.ans_W) + self.ans_b                        # every answerer's model ...
+        Pa = Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)   # ... the slot's own
+        n = ans.sum(1, keepdim=True)
+        P = th.where(n > 0, (Pa*ans.unsqueeze(-1)).sum(1)/n.clamp_min(1), P)
+    return P
+
+# %% ../nbs/08_policy.ipynb #ad409fc7
+@patch_into(SlotScorer)
+def forward(self, task, roster, called, called_mask, slot_obs) -> th.Tensor:
+    """`(B, slots, 2)`: [probability, known] per slot, from the observation's task `(B, D)`, roster and called
+    embeddings `(B, slots, D)`, called mask `(B, slots)` and per-slot features `(B, slots, 8)`."""
+    if self.given is not None:
+        if len(self.given) != len(task): raise ValueError(f"scores given for {len(self.given)} observations, called with {len(task)}.")
+        return self.given
+    x, a = task.double(), called.double(); idx, known = self.slots(roster.double())
+    args = (x, a, called_mask, slot_obs, idx, known)
+    if self.folds is None: P = self.quality(*args)
+    else:                                                    # a fitting question: the scorer of the fold that held it out
+        keys, fold, scorers = self.folds
+        s, j = ((x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ keys.T).max(-1)
+        f = th.where(s > 1 - 1e-9, fold[j], th.full_like(j, -1)); P = x.new_zeros(len(x), self.M)
+        for g in th.unique(f).tolist():
+            on = f == g; P[on] = (self if g < 0 else scorers[g]).quality(*(t[on] for t in args))
+    return th.stack([P.gather(1, idx)*known, known], -1).float()
+
 # %% ../nbs/08_policy.ipynb #5baa89e7
 class SpindleFlowEncoder(BaseFeaturesExtractor):
     "Weight-tied slot encoder: `[context (context_dim), per-slot features (M x slot_features)]` from a flat SpindleFlow observation."
     def __init__(self, observation_space: spaces.Box, emb_dim: int = 384, slot_dim: int = 32,
-                 slot_features: int = 16, context_dim: int = 64, slot_hidden: int = 64):
+                 slot_features: int = 16, context_dim: int = 64, slot_hidden: int = 64, scorer: dict | None = None):
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ConfigError(f"SpindleFlowEncoder needs a flat Box observation space, got {observation_space}.")
         L = infer_layout(observation_space.shape[0], emb_dim); M = L.max_specialists
@@ -77,11 +166,13 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
         self.M, self.D, self.slot_dim, self.slot_features, self.context_dim = M, emb_dim, slot_dim, slot_features, context_dim
         assert L.slices['scratchpad'].stop == (2*M + 2)*emb_dim     # task, roster, called, scratchpad are contiguous
         self.proj = nn.Linear(emb_dim, slot_dim)     # ONE projection for every roster slot, called slot, task and scratchpad
-        self.slot_mlp = nn.Sequential(nn.Linear(2*slot_dim + N_REL + N_GRAPH + L.n_slot_features, slot_hidden), nn.ReLU(),
+        n_in = 2*slot_dim + N_REL + N_GRAPH + L.n_slot_features + (len(SCORER_FEATURES) if scorer else 0)
+        self.slot_mlp = nn.Sequential(nn.Linear(n_in, slot_hidden), nn.ReLU(),
                                       nn.Linear(slot_hidden, slot_features), nn.ReLU())
         self.context_mlp = nn.Sequential(nn.Linear(2*slot_features + 2*slot_dim + L.n_scalars + 17 + 2, context_dim), nn.ReLU())
         self.register_buffer('_graph', _graph_matrix(M), persistent=False)
         self.register_buffer('_eye', th.eye(M), persistent=False)
+        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None     # a run-time scorer (chapter 18b), else none
 
 # %% ../nbs/08_policy.ipynb #26a1c924
 @patch_into(SpindleFlowEncoder)
@@ -106,6 +197,8 @@ def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
     misc = th.cat([obs[:, L.slices['scalars']], g[:, M*N_GRAPH:], empty.mean(-1, keepdim=True),
                    called.mean(-1, keepdim=True)], -1)
     so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)      # the env's per-slot run-time features
+    if self.scorer is not None:                                  # a scorer carried in the policy: its per-slot scores
+        so = th.cat([so, self.scorer(V[:, 0], V[:, 1:M+1], V[:, M+1:2*M+1], called, so)], -1)
     return V, th.cat([rel, graph, so], -1), misc
 
 # %% ../nbs/08_policy.ipynb #39f7e11a
@@ -121,6 +214,20 @@ def forward(self, obs: th.Tensor) -> th.Tensor:
     mx = (h*filled).amax(1)                                      # h >= 0 (ReLU), so empty slots (0) never win wrongly
     ctx = self.context_mlp(th.cat([mean, mx, th.relu(P[:, 0]), th.relu(P[:, -1]), misc], -1))
     return th.cat([ctx, h.flatten(1)], -1)
+
+# %% ../nbs/08_policy.ipynb #937a0f78
+@patch_into(SpindleFlowEncoder)
+def slot_scores(self, obs: th.Tensor, chunk: int = 4096) -> th.Tensor | None:
+    "The scorer's per-slot features `(B, M, 2)` of flat observations `(B, obs_dim)`, in chunks, without gradient; `None` without a scorer."
+    if self.scorer is None: return None
+    L, M = self.layout, self.M
+    with th.no_grad():
+        out = []
+        for i in range(0, len(obs), chunk):
+            P = L.split(obs[i:i + chunk]); so = P['slot_obs']
+            out.append(self.scorer(P['task'], P['roster'], P['called'], P['called_mask'], so))
+        return th.cat(out) if out else obs.new_zeros(0, M, len(SCORER_FEATURES))
+
 
 # %% ../nbs/08_policy.ipynb #bda337f3
 class SlotPointerExtractor(nn.Module):
@@ -291,8 +398,9 @@ DEFAULT_PPO: dict = dict(n_steps=64, batch_size=256, n_epochs=4, learning_rate=3
 _PPO_KEYS = set(inspect.signature(RecurrentPPO.__init__).parameters) - {'self', 'policy', 'env'}
 
 def make_model(env, policy_config: dict | PolicyConfig | None = None, seed: int = 0, device: str = 'auto',
-               tensorboard_log: str | None = None, **ppo_kwargs) -> RecurrentPPO:
-    "`SpindleFlowPPO` (a `RecurrentPPO`) with `SpindleFlowPolicy` on `env` (a VecEnv, a Gymnasium env, or an env id made with `DEFAULT_N_ENVS` DummyVecEnv copies)."
+               tensorboard_log: str | None = None, scorer: dict | None = None, **ppo_kwargs) -> RecurrentPPO:
+    """`SpindleFlowPPO` (a `RecurrentPPO`) with `SpindleFlowPolicy` on `env` (a VecEnv, a Gymnasium env, or an env id made with
+    `DEFAULT_N_ENVS` DummyVecEnv copies). `scorer`: a `SlotScorer` spec (its buffers are zero until filled, chapter 18b)."""
     cfg = policy_config if isinstance(policy_config, PolicyConfig) else PolicyConfig.from_dict(policy_config, 'policy_config')
     unknown = sorted(set(ppo_kwargs) - _PPO_KEYS)
     if unknown: raise ConfigError(f"make_model: unknown RecurrentPPO argument(s) {unknown}. Valid: {sorted(_PPO_KEYS)}.")
@@ -307,5 +415,7 @@ def make_model(env, policy_config: dict | PolicyConfig | None = None, seed: int 
     if env.action_space.shape != (M + 6,):
         raise ConfigError(f"Action space shape {env.action_space.shape} does not match {M} roster slots (expected ({M + 6},)).")
     kw = {**DEFAULT_PPO, **ppo_kwargs}
-    return SpindleFlowPPO(SpindleFlowPolicy, env, policy_kwargs=cfg.policy_kwargs(), seed=seed, device=device,
+    pk = cfg.policy_kwargs()
+    if scorer: pk['features_extractor_kwargs']['scorer'] = dict(scorer)
+    return SpindleFlowPPO(SpindleFlowPolicy, env, policy_kwargs=pk, seed=seed, device=device,
                         tensorboard_log=tensorboard_log, **kw)
