@@ -380,11 +380,15 @@ def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.n
 # %% ../nbs/18b_learning_from_logs.ipynb #b4851e3b
 def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
     """Prices where the fitted decisions change: quantiles of every second call's break-even price (predicted advantage
-    over its mean cost) on the fitting questions, plus 0 and a price above them all (only the cheapest then)."""
+    over its mean cost) on the fitting questions, plus 0 and a price above them all (only the cheapest then). Each
+    quantile is moved to the midpoint between the two break-even prices around it: a grid price *on* a question's
+    break-even would leave that question's second decision (and so the first decision's fit) to rounding."""
     b = np.concatenate([q.A1[m][:, k]/q.cbar[k] for m in range(q.M) for k in range(q.M) if k != m])
-    b = b[np.isfinite(b) & (b > 0)]
-    top = float(np.quantile(b, 0.995)) if len(b) else 1.0
-    return np.unique(np.r_[0.0, np.quantile(b, np.linspace(0.0, 0.99, n)) if len(b) else [], 1.25*top])
+    b = np.unique(b[np.isfinite(b) & (b > 0)])
+    mid = (b[:-1] + b[1:])/2; mid = mid[(mid > b[:-1]) & (mid < b[1:])]   # strictly between two break-evens
+    if not len(mid): return np.array([0.0, 1.25*float(b[-1]) if len(b) else 1.0])
+    ps = np.quantile(b, np.linspace(0.0, 0.99, n))
+    return np.unique(np.r_[0.0, mid[np.clip(np.searchsorted(mid, ps), 0, len(mid) - 1)], 1.25*float(np.quantile(b, 0.995))])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #ad33f061
 class QPolicy:
