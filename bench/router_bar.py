@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_routing_table import write_log
+from log_runs_collect import criteria
 
 def bar(name: str, n: int, seed: int, out: Path) -> dict:
     from spindleflow_rl.backends import RecordedOutcomesBackend
@@ -34,12 +35,9 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
     for k in routers:
         xs = np.array([ll.spend_axis(tab, rows, calls(k, x)) for x in ll.RATE_GRID]); Qa = qual(k, ll.RATE_GRID)
         cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers if o != k}
-        fails = []
-        for i in range(len(xs)):
-            b = max(cmp, key=lambda o: cmp[o]['pgr_b'][i]); v = cmp[b]
-            if not (v['diff'][i] >= -0.02 and v['diff_ci95'][i][1] >= 0):
-                fails.append((round(float(xs[i]), 2), b, round(v['diff'][i], 3), [round(float(c), 3) for c in v['diff_ci95'][i]]))
-        apgr = next(iter(cmp.values()))['apgr_a']
+        c = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})        # the bar, as the README runs are judged
+        fails = [(round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']]) for f in c['failing_points']]
+        apgr = c['apgr_policy']
         out_[k] = {'apgr': apgr, 'fails': fails}
         print(f"{name}: {k:8s} APGR {apgr:.3f}; fails the bar against the other routers at {len(fails)} of {len(xs)} points: {fails}", flush=True)
     return out_
