@@ -29,7 +29,7 @@ def write_log(name: str, n: int, seed: int, out: Path):
     d = out/name; d.mkdir(parents=True, exist_ok=True)
     return write_csv(rows, d/'log.csv'), write_csv(cat, d/'catalog.csv', COLS)
 
-def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dagger: int) -> dict:
+def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dagger: int, scorer: str = 'q') -> dict:
     from spindleflow_rl.backends import RecordedOutcomesBackend
     from spindleflow_rl.catalog import Catalog
     from spindleflow_rl.config import ConfigError
@@ -38,7 +38,7 @@ def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dag
     T = {}; t = time.time()
     log, cat = write_log(name, n, seed, out)
     be = RecordedOutcomesBackend.from_file(log, Catalog.from_file(cat), quiet=False); T['load_and_embed'] = time.time() - t
-    t = time.time(); fit = ll.train_from_log(be, seed, episodes, epochs, dagger, progress=True); T.update(fit['seconds'])
+    t = time.time(); fit = ll.train_from_log(be, seed, episodes, epochs, dagger, progress=True, scorer=scorer != 'none', carry_q=scorer == 'q'); T.update(fit['seconds'])
     tab, q, model = fit['table'], fit['q'], fit['model']; tr = np.flatnonzero(tab.train)
     print(f"{name}: {tab.ids}, {len(tr)} training / {tab.n - len(tr)} held-out questions; cost_coef range {fit['cost_coef_range']}", flush=True)
     routers, skipped = {}, {}
@@ -74,15 +74,18 @@ def main(argv=None):
     ap.add_argument('--n', type=int, default=3000); ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--episodes', type=int, default=6000); ap.add_argument('--epochs', type=int, default=40)
     ap.add_argument('--dagger', type=int, default=2); ap.add_argument('--no-asset', action='store_true')
+    ap.add_argument('--scorer', choices=('q', 'stack', 'none'), default='q',
+                    help="the network's run-time scorer: the stack's probabilities and the Q's values (q, the default), "
+                         "the probabilities only (stack), none (the embeddings alone): the ablations of chapter 18b")
     a = ap.parse_args(argv)
     import torch; torch.set_num_threads(1)
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True); reports = {}
     for name in a.logs.split(','):
-        reports[name] = run(name, a.n, a.seed, out, a.episodes, a.epochs, a.dagger)
+        reports[name] = run(name, a.n, a.seed, out, a.episodes, a.epochs, a.dagger, a.scorer)
         (out/'log_routing_tables.json').write_text(json.dumps(reports, indent=1))
     if not a.no_asset:
         res = {'command': f"bench/log_routing_table.py --logs {a.logs} --n {a.n} --seed {a.seed} --episodes {a.episodes} "
-                          f"--epochs {a.epochs} --dagger {a.dagger}", 'reports': reports}
+                          f"--epochs {a.epochs} --dagger {a.dagger} --scorer {a.scorer}", 'reports': reports}
         ASSET.write_text(json.dumps(res, indent=1)); print('wrote', ASSET)
 
 if __name__ == '__main__': main()

@@ -3,7 +3,9 @@ the README show it): for each log, the run's sizes, training range, price and se
 evaluation's routing section at the run's price (eval.json), the 19-point sweep (sweep.json) and the wall times the
 script printed.
 
-    python bench/log_runs_collect.py /tmp/log_runs /tmp/log_runs_bench.txt"""
+    python bench/log_runs_collect.py /tmp/log_runs /tmp/log_runs_bench.txt ["2-core CPU, each command alone"]
+
+The optional third argument describes the machine (default: a shared 2-core CPU, timings noisy)."""
 import json, re, sys
 from pathlib import Path
 
@@ -25,7 +27,8 @@ def criteria(sw: dict) -> dict:
 def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
     out, times = Path(argv[0]), Path(argv[1]).read_text()
-    res = {'command': 'bash bench/log_runs_readme.sh ' + str(out), 'machine': '2-core CPU, shared (timings are noisy)', 'logs': {}}
+    machine = argv[2] if len(argv) > 2 else '2-core CPU, shared (timings are noisy)'   # say so when the commands ran alone
+    res = {'command': 'bash bench/log_runs_readme.sh ' + str(out), 'machine': machine, 'logs': {}}
     for d in sorted(p for p in out.iterdir() if (p/'runs'/'run'/'log_learning.json').exists()):
         run = d/'runs'/'run'; info = json.loads((run/'log_learning.json').read_text())
         ev = json.loads((run/'eval.json').read_text())

@@ -465,22 +465,28 @@ def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
     return out
 
 # %% ../nbs/18b_learning_from_logs.ipynb #25a01be7
-def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray) -> dict:
-    "A level-0 stack as the buffers of a `SlotScorer` (chapter 08): `cap` the specialists' capability embeddings, in `q.tab.ids` order."
+def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry_q: bool = True) -> dict:
+    """A level-0 stack as the buffers of a `SlotScorer` (chapter 08): `cap` the specialists' capability embeddings, in
+    `q.tab.ids` order; with `carry_q`, once `q` has its price grid (`fit_prices`), the Q's two decisions as well."""
     M, D = q.M, q.tab.X.shape[1]
     W, B = np.zeros((M, 2*D + 2, M)), np.zeros((M, M))
     for m, lin in enumerate(stack.ans):                  # [task, answer (when logged), cost and latency] -> the padded layout
         W[m, :D] = lin.W[:D]; W[m, 2*D:] = lin.W[-2:]; B[m] = lin.b
         if stack.text[m]: W[m, D:2*D] = lin.W[D:2*D]
     W1, b1, V, w2, b = stack.mf.params
-    return dict(cap=cap, E=_unit(np.asarray(stack.Etr, np.float64)), Y=stack.Ytr, ridge_W=stack.ridge.W, ridge_b=stack.ridge.b,
-                mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd)
+    out = dict(cap=cap, E=_unit(np.asarray(stack.Etr, np.float64)), Y=stack.Ytr, ridge_W=stack.ridge.W, ridge_b=stack.ridge.b,
+               mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd)
+    if carry_q and hasattr(q, 'prices'):
+        out.update(q_prices=q.prices, q0_W=np.stack([l.W for l in q.Q0]), q0_b=np.stack([l.b for l in q.Q0]),
+                   meta_W=np.stack([l.W for l in q.meta]), meta_b=np.stack([l.b for l in q.meta]), cbar=q.cbar)
+    return out
 
-def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None) -> dict:
-    "The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers are in its weights)."
+def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: bool = True) -> dict:
+    """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers
+    are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries the Q."""
     st = stack or q.stack
-    return {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]),
-            'text': [bool(t) for t in q.tab.text]}
+    spec = {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]), 'text': [bool(t) for t in q.tab.text]}
+    return {**spec, 'q': len(q.prices)} if carry_q and hasattr(q, 'prices') else spec
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
     """The capability embeddings a scorer recognises `q`'s specialists by (`q.tab.ids` order); `ConfigError` if two are the
@@ -498,18 +504,21 @@ def set_fitting_scores(model, q: FullInfoQ, backend):
     import torch as th
     from spindleflow_rl.policy import SlotScorer
     sc = model.policy.features_extractor.scorer; cap = scorer_cap(q, backend); dev = sc.E.device
-    folds = [SlotScorer(slot_scorer_spec(q, s), sc.D).load_arrays(slot_scorer_arrays(s, q, cap)).to(dev) for s in q.fold_stacks]
+    folds = [SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D).load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q)).to(dev)
+             for s in q.fold_stacks]
     keys = th.as_tensor(_unit(np.asarray(q.tab.X[q.rows], np.float64)), device=dev)
     sc.folds = (keys, th.as_tensor(q.fold_of[q.rows], device=dev), folds)
     return model
 
-def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True, **kw):
-    """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`; `fitting`: the fitting questions
-    scored out of fold (`set_fitting_scores`), for fitting the network."""
+def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True,
+                      carry_q: bool = True, **kw):
+    """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`, and with `carry_q` (once `q` has
+    its price grid) the Q itself, so that each slot also reads the Q's value of calling it; `fitting`: the fitting
+    questions scored out of fold (`set_fitting_scores`), for fitting the network."""
     from spindleflow_rl.policy import make_model
     cap = scorer_cap(q, backend)                             # two specialists alike: refused before anything is built
-    model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q), **kw)
-    model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap))
+    model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q, carry_q=carry_q), **kw)
+    model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap, carry_q))
     return set_fitting_scores(model, q, backend) if fitting else model
 
 
@@ -773,10 +782,11 @@ def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x) -> np.n
 
 # %% ../nbs/18b_learning_from_logs.ipynb #5c035ae5
 def train_from_log(backend, seed: int = 0, episodes: int = 6000, epochs: int = 40, dagger_rounds: int = 2, n_envs: int = 4,
-                   policy_config=None, reward: RewardConfig = LOG_REWARD, progress: bool = False, scorer: bool = True) -> dict:
+                   policy_config=None, reward: RewardConfig = LOG_REWARD, progress: bool = False, scorer: bool = True,
+                   carry_q: bool = True) -> dict:
     """The whole method on a recorded backend: the log's arrays, the fitted Q (training questions only), its price grid
-    and default `cost_coef` range, and a `SpindleFlowPPO` whose network (with the stack as its `SlotScorer` unless
-    `scorer=False`) is distilled from the Q policy. Returns
+    and default `cost_coef` range, and a `SpindleFlowPPO` whose network (with the stack, and with `carry_q` the Q, as
+    its `SlotScorer` unless `scorer=False`) is distilled from the Q policy. Returns
     {'table', 'q', 'model', 'cost_coef_range', 'distil', 'seconds'}."""
     from stable_baselines3.common.vec_env import DummyVecEnv
     from spindleflow_rl.policy import make_model
@@ -784,7 +794,7 @@ def train_from_log(backend, seed: int = 0, episodes: int = 6000, epochs: int = 4
     q = FullInfoQ(tab, reward, seed=seed).fit(progress=progress); q.fit_prices(price_grid(q)); rng = default_cost_range(q)
     t1 = time.time()
     venv = DummyVecEnv([lambda: log_env(backend, 'train', rng, reward)]*n_envs)
-    model = make_scored_model(venv, q, backend, policy_config, seed) if scorer else make_model(venv, policy_config, seed=seed)
+    model = make_scored_model(venv, q, backend, policy_config, seed, carry_q=carry_q) if scorer else make_model(venv, policy_config, seed=seed)
     summ = distil(model, log_env(backend, 'train', rng, reward), QPolicy(q), episodes, epochs, dagger_rounds, seed)
     return {'table': tab, 'q': q, 'model': model, 'cost_coef_range': rng, 'distil': summ,
             'seconds': {'fit_q': t1 - t0, 'distil': time.time() - t1}}

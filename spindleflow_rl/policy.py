@@ -23,7 +23,7 @@ from .catalog import patch_into
 from .fast_lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_actions_compact
 
 # %% auto #0
-__all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
+__all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
            'infer_max_specialists', 'SlotScorer', 'SpindleFlowEncoder', 'SlotPointerExtractor', 'SlotPointerHead',
            'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
 
@@ -66,6 +66,7 @@ def _graph_matrix(M: int) -> th.Tensor:
 
 # %% ../nbs/08_policy.ipynb #e2f374b4
 SCORER_FEATURES = ('scored_quality', 'scored_known')    # per-slot inputs a `SlotScorer` adds to the slot MLP
+Q_FEATURES = ('scored_advantage',)                      # ... and one more when it carries a fitted Q (spec key 'q')
 
 class SlotScorer(nn.Module):
     """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
@@ -74,8 +75,11 @@ class SlotScorer(nn.Module):
     specialists have answered: for each answer, a ridge regression on [task, the answer's embedding (when answers were
     logged), its standardised log cost and log latency], averaged over the answers. A slot is recognised by its
     capability embedding (cosine above 0.999 to one of the `specialists` it was fitted on); any other slot scores 0 with
-    `known` 0. Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers, saved
-    with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}`."""
+    `known` 0. With `spec['q']` (the number of prices on a Q's grid) it also carries a fitted Q (chapter 18b's
+    `FullInfoQ`) and gives each slot the Q's value of calling it now, at the price read from the observation
+    (`advantage`). Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers,
+    saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`."""
+    Q_SCALE = 10.0               # the advantage feature is tanh(Q_SCALE * value), as the Q policy grades its stop logit
     def __init__(self, spec: dict, emb_dim: int = 384):
         super().__init__()
         need = {'n', 'specialists', 'k', 'mf_dim', 'text'}
@@ -83,11 +87,15 @@ class SlotScorer(nn.Module):
             raise ConfigError(f"a slot scorer's spec needs the keys {sorted(need)}, got {spec!r}.")
         N, M, d, D = int(spec['n']), int(spec['specialists']), int(spec['mf_dim']), emb_dim
         if len(spec['text']) != M: raise ConfigError(f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists.")
-        self.spec, self.k, self.M, self.D = dict(spec), min(int(spec['k']), N), M, D
-        for name, shape in dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,),
-                                mf_V=(M, d), mf_w2=(d,), mf_b=(M,), ans_W=(M, 2*D + 2, M), ans_b=(M, M),
-                                obs_mu=(M, 2), obs_sd=(M, 2)).items():
-            self.register_buffer(name, th.zeros(shape, dtype=th.float64))
+        G = spec.get('q')
+        if G is not None and (isinstance(G, bool) or not isinstance(G, int) or G < 1):
+            raise ConfigError(f"a slot scorer's spec: 'q' is the number of prices on the Q's grid (an integer >= 1), got {G!r}.")
+        self.spec, self.k, self.M, self.D, self.has_q = dict(spec), min(int(spec['k']), N), M, D, G is not None
+        shapes = dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,), mf_V=(M, d),
+                      mf_w2=(d,), mf_b=(M,), ans_W=(M, 2*D + 2, M), ans_b=(M, M), obs_mu=(M, 2), obs_sd=(M, 2))
+        if self.has_q: shapes.update(q_prices=(G,), q0_W=(G, 3*M, M), q0_b=(G, M), meta_W=(M, 4*M + 2, M), meta_b=(M, M), cbar=(M,))
+        for name, shape in shapes.items(): self.register_buffer(name, th.zeros(shape, dtype=th.float64))
+        self.n_features = len(SCORER_FEATURES) + (len(Q_FEATURES) if self.has_q else 0)
         self.folds = None            # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
         self.given = None            # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
 
@@ -101,14 +109,19 @@ class SlotScorer(nn.Module):
 
 # %% ../nbs/08_policy.ipynb #75ee4ac8
 @patch_into(SlotScorer)
-def prompt(self, x: th.Tensor) -> th.Tensor:
-    "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of kNN, ridge and MF."
+def prompt_models(self, x: th.Tensor) -> th.Tensor:
+    "`(B, 3*specialists)` probabilities from the task embedding alone (float64): kNN, ridge and MF, side by side."
     xu = x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     nn_ = th.topk(xu @ self.E.T, self.k, dim=-1).indices
     knn = self.Y[nn_].mean(1)
     ridge = (x @ self.ridge_W + self.ridge_b).clamp(0, 1)
     mf = th.sigmoid(((x @ self.mf_W1 + self.mf_b1).unsqueeze(1)*self.mf_V) @ self.mf_w2 + self.mf_b)
-    return (knn + ridge + mf)/3
+    return th.cat([knn, ridge, mf], -1)
+
+@patch_into(SlotScorer)
+def prompt(self, x: th.Tensor) -> th.Tensor:
+    "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of kNN, ridge and MF."
+    return self.prompt_models(x).reshape(len(x), 3, self.M).mean(1)
 
 @patch_into(SlotScorer)
 def slots(self, r: th.Tensor) -> tuple:
@@ -119,10 +132,13 @@ def slots(self, r: th.Tensor) -> tuple:
 
 # %% ../nbs/08_policy.ipynb #a5705f48
 @patch_into(SlotScorer)
-def quality(self, x, a, called_mask, slot_obs, idx, known) -> th.Tensor:
-    "`(B, specialists)` probabilities (float64): from the prompt, or averaged over the answers read so far."
+def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
+    """`(B, specialists)` probabilities (float64): from the prompt, or averaged over the answers read so far. `parts`:
+    also what the Q reads, `(P, Z0, Pa, o, ans)`: the prompt models `(B, 3*specialists)`, each slot's answer model
+    `(B, slots, specialists)` and standardised cost and log latency `(B, slots, 2)` (`None` before any answer), and the
+    mask of slots whose answer is read."""
     B, S, D = a.shape
-    P = self.prompt(x)
+    Z0 = self.prompt_models(x); P = Z0.reshape(B, 3, self.M).mean(1); Pa = o = None
     ans = (called_mask.double() > 0.5).double()*known                                        # slots whose answer is read
     if bool(ans.any()):
         cost, lat = slot_obs[..., 7].double()*0.05, slot_obs[..., 6].double()*60.0          # the env's call_cost, call_latency
@@ -132,26 +148,67 @@ def quality(self, x, a, called_mask, slot_obs, idx, known) -> th.Tensor:
         Pa = Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)   # ... the slot's own
         n = ans.sum(1, keepdim=True)
         P = th.where(n > 0, (Pa*ans.unsqueeze(-1)).sum(1)/n.clamp_min(1), P)
-    return P
+    return (P, Z0, Pa, o, ans) if parts else P
+
+@patch_into(SlotScorer)
+def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
+    """`(B, slots)`: the carried Q's value of calling each slot's specialist now at price `c` `(B,)`, as chapter 18b's
+    `QPolicy.values` computes it. Before any answer: its first-decision value (interpolated between the grid prices)
+    minus the best other uncalled slot's. After one answer from specialist m: the advantage over stopping of calling it
+    next (m's stacked answer features through the second decision's ridge, minus `c` times its mean cost). 0 after two
+    answers, for a called slot and for a slot the scorer does not know."""
+    B, S = idx.shape; p, G = self.q_prices, len(self.q_prices)
+    free = known*(1 - (called_mask.double() > 0.5).double())                                 # known, not called yet
+    lin = lambda j: th.einsum('bi,bim->bm', Z0, self.q0_W[j]) + self.q0_b[j]
+    if G == 1: V0 = lin(th.zeros(B, dtype=th.long, device=Z0.device))
+    else:
+        j = (th.searchsorted(p, c.contiguous()) - 1).clamp(0, G - 2)
+        f = ((c - p[j])/(p[j + 1] - p[j])).clamp(0, 1).unsqueeze(1)
+        V0 = (1 - f)*lin(j) + f*lin(j + 1)
+    v = th.where(free > 0, V0.gather(1, idx), th.full_like(free, -th.inf))
+    top = v.topk(min(2, S), dim=1).values; top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
+    best_other = th.where(th.arange(S, device=v.device) == v.argmax(1, keepdim=True), top[:, 1:2], top[:, :1])
+    out = th.where(free > 0, (v - best_other).clamp(-1e6, 1e6), th.zeros_like(v))
+    n = ans.sum(1)
+    if Pa is not None and bool((n == 1).any()):
+        s = ans.argmax(1); r = th.arange(B, device=idx.device); m = idx[r, s]
+        Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)                                             # (B, 4*specialists + 2)
+        adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1)*self.cbar
+        out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx)*free, out)
+    return th.tanh(self.Q_SCALE*th.where((n >= 2).unsqueeze(1), th.zeros_like(out), out))
 
 # %% ../nbs/08_policy.ipynb #ad409fc7
 @patch_into(SlotScorer)
-def forward(self, task, roster, called, called_mask, slot_obs) -> th.Tensor:
-    """`(B, slots, 2)`: [probability, known] per slot, from the observation's task `(B, D)`, roster and called
-    embeddings `(B, slots, D)`, called mask `(B, slots)` and per-slot features `(B, slots, 8)`."""
+def slot_features(self, x, a, called_mask, slot_obs, idx, known, c=None) -> th.Tensor:
+    "`(B, slots, n_features)` float64: [probability, known] per slot, and with a Q its `advantage` at price `c`."
+    if not self.has_q: return th.stack([self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx)*known, known], -1)
+    P, Z0, Pa, o, ans = self.quality(x, a, called_mask, slot_obs, idx, known, parts=True)
+    return th.stack([P.gather(1, idx)*known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1)
+
+@patch_into(SlotScorer)
+def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> th.Tensor:
+    """`(B, slots, n_features)`: [probability, known] per slot (and with a Q, its advantage), from the observation's
+    task `(B, D)`, roster and called embeddings `(B, slots, D)`, called mask `(B, slots)`, per-slot features
+    `(B, slots, 8)` and (a scorer with a Q reads the price) scalars `(B, 9)`, the last `log1p(cost_coef)`."""
     if self.given is not None:
         if len(self.given) != len(task): raise ValueError(f"scores given for {len(self.given)} observations, called with {len(task)}.")
         return self.given
+    c = None
+    if self.has_q:
+        if scalars is None or scalars.shape[-1] != len(SCALAR_FEATURES) + 1:
+            raise ConfigError("a slot scorer that carries a Q reads the episode's price from the observation: it needs the "
+                              "cost-conditioned observation (an environment with EnvConfig.cost_coef_range set).")
+        c = th.expm1(scalars[..., -1].double())
     x, a = task.double(), called.double(); idx, known = self.slots(roster.double())
-    args = (x, a, called_mask, slot_obs, idx, known)
-    if self.folds is None: P = self.quality(*args)
+    args = (x, a, called_mask, slot_obs, idx, known, c)
+    if self.folds is None: F = self.slot_features(*args)
     else:                                                    # a fitting question: the scorer of the fold that held it out
         keys, fold, scorers = self.folds
         s, j = ((x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ keys.T).max(-1)
-        f = th.where(s > 1 - 1e-9, fold[j], th.full_like(j, -1)); P = x.new_zeros(len(x), self.M)
+        f = th.where(s > 1 - 1e-9, fold[j], th.full_like(j, -1)); F = x.new_zeros(*idx.shape, self.n_features)
         for g in th.unique(f).tolist():
-            on = f == g; P[on] = (self if g < 0 else scorers[g]).quality(*(t[on] for t in args))
-    return th.stack([P.gather(1, idx)*known, known], -1).float()
+            on = f == g; F[on] = (self if g < 0 else scorers[g]).slot_features(*(t[on] if t is not None else None for t in args))
+    return F.float()
 
 # %% ../nbs/08_policy.ipynb #5baa89e7
 class SpindleFlowEncoder(BaseFeaturesExtractor):
@@ -166,13 +223,16 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
         self.M, self.D, self.slot_dim, self.slot_features, self.context_dim = M, emb_dim, slot_dim, slot_features, context_dim
         assert L.slices['scratchpad'].stop == (2*M + 2)*emb_dim     # task, roster, called, scratchpad are contiguous
         self.proj = nn.Linear(emb_dim, slot_dim)     # ONE projection for every roster slot, called slot, task and scratchpad
-        n_in = 2*slot_dim + N_REL + N_GRAPH + L.n_slot_features + (len(SCORER_FEATURES) if scorer else 0)
+        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None     # a run-time scorer (chapter 18b), else none
+        if self.scorer is not None and self.scorer.has_q and L.n_scalars != len(SCALAR_FEATURES) + 1:
+            raise ConfigError("a slot scorer that carries a Q needs the cost-conditioned observation (the price is one of "
+                              "its inputs): build the environment with EnvConfig.cost_coef_range set.")
+        n_in = 2*slot_dim + N_REL + N_GRAPH + L.n_slot_features + (self.scorer.n_features if scorer else 0)
         self.slot_mlp = nn.Sequential(nn.Linear(n_in, slot_hidden), nn.ReLU(),
                                       nn.Linear(slot_hidden, slot_features), nn.ReLU())
         self.context_mlp = nn.Sequential(nn.Linear(2*slot_features + 2*slot_dim + L.n_scalars + 17 + 2, context_dim), nn.ReLU())
         self.register_buffer('_graph', _graph_matrix(M), persistent=False)
         self.register_buffer('_eye', th.eye(M), persistent=False)
-        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None     # a run-time scorer (chapter 18b), else none
 
 # %% ../nbs/08_policy.ipynb #26a1c924
 @patch_into(SpindleFlowEncoder)
@@ -198,7 +258,7 @@ def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
                    called.mean(-1, keepdim=True)], -1)
     so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)      # the env's per-slot run-time features
     if self.scorer is not None:                                  # a scorer carried in the policy: its per-slot scores
-        so = th.cat([so, self.scorer(V[:, 0], V[:, 1:M+1], V[:, M+1:2*M+1], called, so)], -1)
+        so = th.cat([so, self.scorer(V[:, 0], V[:, 1:M+1], V[:, M+1:2*M+1], called, so, obs[:, L.slices['scalars']])], -1)
     return V, th.cat([rel, graph, so], -1), misc
 
 # %% ../nbs/08_policy.ipynb #39f7e11a
@@ -218,15 +278,15 @@ def forward(self, obs: th.Tensor) -> th.Tensor:
 # %% ../nbs/08_policy.ipynb #937a0f78
 @patch_into(SpindleFlowEncoder)
 def slot_scores(self, obs: th.Tensor, chunk: int = 4096) -> th.Tensor | None:
-    "The scorer's per-slot features `(B, M, 2)` of flat observations `(B, obs_dim)`, in chunks, without gradient; `None` without a scorer."
+    "The scorer's per-slot features `(B, M, n_features)` of flat observations `(B, obs_dim)`, in chunks, without gradient; `None` without a scorer."
     if self.scorer is None: return None
     L, M = self.layout, self.M
     with th.no_grad():
         out = []
         for i in range(0, len(obs), chunk):
             P = L.split(obs[i:i + chunk]); so = P['slot_obs']
-            out.append(self.scorer(P['task'], P['roster'], P['called'], P['called_mask'], so))
-        return th.cat(out) if out else obs.new_zeros(0, M, len(SCORER_FEATURES))
+            out.append(self.scorer(P['task'], P['roster'], P['called'], P['called_mask'], so, P['scalars']))
+        return th.cat(out) if out else obs.new_zeros(0, M, self.scorer.n_features)
 
 
 # %% ../nbs/08_policy.ipynb #bda337f3
