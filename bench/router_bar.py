@@ -7,7 +7,12 @@ The bar: at every point (strong-call rates 5%, 10%, ..., 95% with two specialist
 candidate's PGR is at least the best *other* router's minus 0.02, with the paired 95% interval's upper end >= 0. A
 router that fails it against methods no better than itself shows how much of a per-point miss is noise: with 627
 held-out questions a point's paired interval is about +/-0.03 to +/-0.08 wide, and "the best of three at each point"
-picks up whatever noise favours one of them there. Prints each router's failing points and its APGR. Seeded."""
+picks up whatever noise favours one of them there. Prints each router's failing points and its APGR. Seeded.
+
+On the two-model logs it also plays an **oracle**: escalation ranked by the generator's hidden probabilities
+(`make_two_model_log(..., hidden=True)`: strong-minus-cheap probability of a right answer), the best any router can do
+in expectation, since the cheap answer's wording depends on those probabilities and on noise, not on the drawn grade.
+No deployable policy can know them; the oracle only shows whether the bar can be met on these held-out questions at all."""
 import argparse, sys, time
 from pathlib import Path
 import numpy as np
@@ -40,6 +45,21 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
         apgr = c['apgr_policy']
         out_[k] = {'apgr': apgr, 'fails': fails}
         print(f"{name}: {k:8s} APGR {apgr:.3f}; fails the bar against the other routers at {len(fails)} of {len(xs)} points: {fails}", flush=True)
+    if tab.M == 2:                                                      # the oracle: the hidden probabilities, against every router
+        from spindleflow_rl.routers import make_two_model_log, at_rate
+        hid = {(r['task'], r['specialist_id']): r['p_right'] for r in make_two_model_log(n, seed, hidden=True)}
+        text = {t.id: t.text for t in be.world.bank.tasks()}
+        p = lambda m: np.array([hid[(text[tab.task_ids[i]], tab.ids[m])] for i in rows])
+        gain, c, s = p(tab.strongest) - p(tab.cheapest), tab.cheapest, tab.strongest
+        xs = np.array([round(x*len(rows))/len(rows) for x in ll.RATE_GRID])
+        Qa = np.array([ll.play_calls(tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1))[0] for x in xs])
+        cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers}
+        c_ = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})
+        fails = [(round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']]) for f in c_['failing_points']]
+        out_['oracle'] = {'apgr': c_['apgr_policy'], 'fails': fails, 'apgr_routers': c_['apgr']}
+        print(f"{name}: oracle   APGR {c_['apgr_policy']:.3f} (routers at its points: "
+              + ', '.join(f"{k} {v:.3f}" for k, v in c_['apgr'].items())
+              + f"); fails the bar against the routers at {len(fails)} of {len(xs)} points: {fails}", flush=True)
     return out_
 
 def main(argv=None):

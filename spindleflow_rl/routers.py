@@ -103,10 +103,12 @@ def _wording(conf: float, answer: str, rng) -> str:
     pool = _CONFIDENT if conf > 0.8 else _FAIRLY if conf > 0.55 else _HEDGED if conf > 0.3 else _VERY_UNSURE
     return pool[int(rng.integers(len(pool)))].format(a=answer)
 
-def make_two_model_log(n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01) -> list[dict]:
+def make_two_model_log(n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01, hidden: bool = False) -> list[dict]:
     """A seeded synthetic log of a cheap and a strong model (`cheap-model`, `strong-model`) answering `n_questions`
     distinct questions: rows with task, specialist_id, quality (1 right / 0 wrong), cost_usd, latency_s, status,
-    response (the answer text) and category (the subject)."""
+    response (the answer text) and category (the subject). `hidden`: each row also carries `p_right`, the generator's
+    hidden probability that this model answers this question right (the rows are otherwise the same): for measuring
+    what a router that knew it could reach (`bench/router_bar.py`), never a column of a log anyone learns from."""
     rng = np.random.default_rng(seed); rows, seen = [], set()
     while len(seen) < n_questions:
         subj = SUBJECTS[int(rng.integers(len(SUBJECTS)))]
@@ -130,7 +132,7 @@ def make_two_model_log(n_questions: int = 200, seed: int = 0, fail_rate: float =
             rows.append({'task': q, 'specialist_id': sid, 'quality': float(ok) if status == 'ok' else 0.0,
                          'cost_usd': round(t_in*pr['usd_in'] + t_out*pr['usd_out'], 7),
                          'latency_s': round(lat if status == 'ok' else 30.0, 3), 'status': status,
-                         'response': text if status == 'ok' else '', 'category': subj})
+                         'response': text if status == 'ok' else '', 'category': subj, **({'p_right': float(p)} if hidden else {})})
     return rows
 
 # %% ../nbs/18_routers.ipynb #eb4cd927
