@@ -1,14 +1,21 @@
-"""SpindleFlow RL in the browser (the Hugging Face Space app): pick a task from the bank or type one (decomposed by the
-project's decomposer), pick or upload a roster, and watch the shipped trained policy's plan step by step next to the
-best scripted baselines: the delegation DAG, the calls and why they were allowed, the reward terms, cost and latency.
+"""SpindleFlow RL in the browser (the Hugging Face Space app). First screen: the shipped trained policy against every
+baseline over many episodes (the committed evaluation, huggingface_blog/figures/eval.md). Below it: pick a task from the
+bank or type one (decomposed by the project's decomposer), pick or upload a roster, and watch the shipped policy's plan
+step by step next to the best scripted baselines: the delegation DAG, the calls and why they were allowed, the reward
+terms, cost and latency.
 Simulated backend, no network.   Run:  pip install -e ".[app]" && streamlit run streamlit_app.py"""
 from __future__ import annotations
-import base64, csv, io, os
+import base64, csv, io, os, re
+from pathlib import Path
 os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
 os.environ.setdefault('TOKENIZERS_PARALLELISM', 'false'); os.environ.setdefault('MPLBACKEND', 'Agg')
+import numpy as np
 import yaml
 
 TITLE = 'SpindleFlow RL: a learned orchestrator of LLM specialists'
+# the committed evaluation of the shipped policy against every baseline (the README's table; the blog's figures):
+# `python huggingface_blog/make_figures.py` writes it
+EVAL_MD = Path(__file__).resolve().parent/'huggingface_blog'/'figures'/'eval.md'
 
 
 def parse_roster(name: str, data: bytes, known, max_n: int) -> list[str]:
@@ -34,6 +41,96 @@ def parse_roster(name: str, data: bytes, known, max_n: int) -> list[str]:
     if len(set(ids)) != len(ids): raise ValueError(f"{name}: an id appears twice.")
     if not 1 <= len(ids) <= max_n: raise ValueError(f"{name}: a roster has 1 to {max_n} specialists, got {len(ids)}.")
     return ids
+
+
+SPLIT_NAMES = {'heldout': 'held-out tasks', 'unseen-roster': 'unseen roster', 'train': 'training tasks'}
+_NUM = r'[-+]?\d+(?:\.\d+)?'
+
+
+def parse_eval_md(text: str) -> dict:
+    """The tables of an evaluation's markdown (`spindleflow-eval`'s eval.md, chapter 10's `markdown_table`):
+    {split: {'episodes': n, 'paired': the policy-vs-best-baseline line or '', 'table': {policy: {'return', 'return_ci95',
+    'normalised', 'normalised_ci95': (lo, hi), 'cost_usd'}}}}. Raises ValueError when the text holds no such table."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r'### (\S+) \((\d+) episodes per policy\)', line)
+        if m: cur = out[m[1]] = {'episodes': int(m[2]), 'paired': '', 'table': {}}; continue
+        if cur is None: continue
+        m = re.match(rf'\| ([\w.+-]+) \| ({_NUM}) ± ({_NUM}) \| ({_NUM}) \[({_NUM}), ({_NUM})\] \| {_NUM} \| ({_NUM}) \|',
+                     line)                                     # policy | return ± ci | normalised [lo, hi] | quality | cost
+        if m: cur['table'][m[1]] = {'return': float(m[2]), 'return_ci95': float(m[3]), 'normalised': float(m[4]),
+                                    'normalised_ci95': (float(m[5]), float(m[6])), 'cost_usd': float(m[7])}
+        elif line.startswith('**Policy vs the best baseline'): cur['paired'] = line
+    if not any(v['table'] for v in out.values()):
+        raise ValueError("no evaluation table in the text: expected '### split (N episodes per policy)', "
+                         "then '| policy | ...' rows")
+    return out
+
+
+def comparison_png(ev: dict) -> bytes:
+    """One panel per split: each policy's normalised score (random 0, oracle 1) with its 95% interval, best on top, in
+    the colours of the evaluation's own figures (the trained policy red, the oracle black)."""
+    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from spindleflow_rl.evaluate import policy_colours
+    splits = [s for s, v in ev.items() if 'policy' in v['table']]
+    n = max(len(ev[s]['table']) for s in splits)
+    fig = Figure(figsize=(5.2*len(splits), 0.32*n + 1.4)); FigureCanvasAgg(fig)
+    for k, s in enumerate(splits):
+        tab = ev[s]['table']; ax = fig.add_subplot(1, len(splits), k + 1); col = policy_colours(list(tab))
+        names = sorted(tab, key=lambda p: tab[p]['normalised'])
+        v = np.array([tab[p]['normalised'] for p in names])
+        ci = np.array([tab[p]['normalised_ci95'] for p in names]).T
+        ax.barh(range(len(names)), v, xerr=np.abs(ci - v), capsize=2, color=[col[p] for p in names])
+        ax.set_yticks(range(len(names)), ['trained policy' if p == 'policy' else p for p in names], fontsize=8)
+        for lab in ax.get_yticklabels(): lab.set_fontweight('bold' if lab.get_text() == 'trained policy' else 'normal')
+        for y, (x, hi) in enumerate(zip(v, ci[1])): ax.text(max(x, hi, 0) + 0.03, y, f'{x:.2f}', va='center', fontsize=7)
+        ax.set_xlim(min(0, ci[0].min()) - 0.05, max(1, ci[1].max()) + 0.2)   # room for the numbers right of the bars
+        ax.axvline(0, color='black', lw=0.8); ax.axvline(1, color='black', lw=0.8, ls='--')
+        ax.set_xlabel('normalised score, 95% CI (random 0, oracle 1)', fontsize=8)
+        ax.tick_params(axis='x', labelsize=8)
+        ax.set_title(f"{SPLIT_NAMES.get(s, s)} ({ev[s]['episodes']} episodes each)", fontsize=9)
+    fig.tight_layout(); buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=100)
+    return buf.getvalue()
+
+
+def comparison_headline(ev: dict) -> str:
+    """One line per split: the trained policy's normalised score, the best scripted baseline's, and their paired
+    difference with its 95% interval (from the evaluation's own paired line): level when the interval holds 0."""
+    out = []
+    for s, v in ev.items():
+        tab = v['table']
+        if 'policy' not in tab: continue
+        best = max((p for p in tab if p not in ('policy', 'oracle', 'random')), key=lambda p: tab[p]['normalised'])
+        line = (f"- **{SPLIT_NAMES.get(s, s)}**: trained policy **{tab['policy']['normalised']:.2f}**, "
+                f"best scripted baseline {best} {tab[best]['normalised']:.2f}")
+        m = re.search(rf'policy − ([\w.+-]+): .* return, ({_NUM}) \[({_NUM}), ({_NUM})\] normalised', v['paired'])
+        if m:
+            lo, hi = float(m[3]), float(m[4])
+            verdict = 'level (the interval holds 0)' if lo <= 0 <= hi else 'ahead' if lo > 0 else 'behind'
+            line += (f"; paired on the same {v['episodes']} episodes, policy − {m[1]} = {m[2]} [{m[3]}, {m[4]}] "
+                     f"normalised: **{verdict}**")
+        out.append(line)
+    return '\n'.join(out)
+
+
+def show_comparison(st):
+    "The first screen: the shipped policy against every baseline over many episodes, from the committed evaluation."
+    st.header('The shipped policy against the baselines')
+    if not EVAL_MD.exists():
+        st.info(f"The committed evaluation ({EVAL_MD.name}) is not next to this app: "
+                "`python huggingface_blog/make_figures.py` writes it.")
+        return
+    text = EVAL_MD.read_text()
+    ev = parse_eval_md(text)
+    n = max(v['episodes'] for v in ev.values())
+    st.markdown(f"Every policy plays the same **{n} episodes** per split (held-out tasks; an unseen roster of specialists), "
+                "simulated backend. Normalised score: 0 = a random policy, 1 = the oracle, which knows each episode's hidden "
+                "parameters.\n\n" + comparison_headline(ev))
+    st.image(st.cache_data(comparison_png, show_spinner=False)(ev), width='stretch')
+    with st.expander('The full table (return, cost, latency, success, ... per policy)'): st.markdown(text)
+    st.caption(f"From `huggingface_blog/figures/{EVAL_MD.name}`: `spindleflow-eval` of the shipped policy (the README's "
+               "table), regenerated by `python huggingface_blog/make_figures.py`.")
 
 
 def baseline_policies() -> dict:
@@ -130,8 +227,13 @@ def main():
     st.set_page_config(page_title='SpindleFlow RL', layout='wide')
     st.title(TITLE)
     st.markdown("An RL policy decides **which specialists to call, in which mode (sequential, parallel, debate) and when to "
-                "stop**. Here the shipped trained policy plans a task next to the best scripted baselines, on the simulated "
-                "backend (no network, no API key).")
+                "stop**. First how the shipped trained policy compares with the scripted baselines over many episodes, then one "
+                "episode of your choice step by step, on the simulated backend (no network, no API key).")
+    show_comparison(st)
+    st.header('One episode, step by step')
+    st.markdown("Pick a task, a roster and a seed in the sidebar: the trained policy and the strongest baselines play **the same "
+                "episode**. One episode is one draw (a policy can score 0 on a seed where it wins on average); the comparison "
+                "above is the average.")
     world, model, env_cfg, err, embedder = st.cache_resource(load_resources, show_spinner='Embedding the catalog and tasks...')()
     if err: st.error(f"The shipped policy cannot run on this version of the environment, so only the baselines are shown: {err}")
     M, cat, bank = env_cfg.max_specialists, world.catalog, world.bank

@@ -28,7 +28,7 @@ def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
     out, times = Path(argv[0]), Path(argv[1]).read_text()
     machine = argv[2] if len(argv) > 2 else '2-core CPU, shared (timings are noisy)'   # say so when the commands ran alone
-    res = {'command': 'bash bench/log_runs_readme.sh ' + str(out), 'machine': machine, 'logs': {}}
+    res = {'command': 'bash bench/log_runs_readme.sh OUT', 'machine': machine, 'logs': {}}   # paths below: relative to OUT
     for d in sorted(p for p in out.iterdir() if (p/'runs'/'run'/'log_learning.json').exists()):
         run = d/'runs'/'run'; info = json.loads((run/'log_learning.json').read_text())
         ev = json.loads((run/'eval.json').read_text())
@@ -38,6 +38,8 @@ def main(argv=None):
                  'wall_s': {m.group(2): int(m.group(3)) for m in re.finditer(rf"^({re.escape(d.name)}): (.+?) (\d+)s$", times, re.M)}}
         if (run/'sweep.json').exists():
             entry['sweep'] = json.loads((run/'sweep.json').read_text()); entry['criteria'] = criteria(entry['sweep'])
+            ck = Path(entry['sweep'].get('checkpoint', ''))
+            if ck.is_absolute() and ck.is_relative_to(out.resolve()): entry['sweep']['checkpoint'] = str(ck.relative_to(out.resolve()))
         if (run/'sweep12.json').exists(): entry['sweep12_seconds'] = json.loads((run/'sweep12.json').read_text())['seconds']
         res['logs'][d.name] = entry
     ASSET.write_text(json.dumps(res, indent=1)); print('wrote', ASSET, list(res['logs']))

@@ -6,7 +6,8 @@
 
 Figures go to huggingface_blog/figures/:
 - phases.png, pareto.png (and eval.md, their table): `spindleflow-eval` of the shipped policy (spindleflow_rl/assets/demo_policy.zip, the main
-  command's run) on held-out tasks and the unseen roster, against every baseline;
+  command's run) on held-out tasks and the unseen roster, against every baseline; phases.png is also the README's
+  figure (copied to nbs/images/phases.png, beside the README's table of the same evaluation);
 - learning_curve.png: the README's main job, phase by phase (spindleflow_rl/assets/learning_curve.json, written by
   `bench/main_run_assets.py` from the run folder; `--full` re-runs the main job and that script);
 - transfer.png: chapter 19's zero-shot / fine-tuning / from-scratch curves (assets/transfer_result.json; `--full`
@@ -54,9 +55,10 @@ def main(argv=None):
     sh('spindleflow-eval', '--checkpoint', ASSETS/'demo_policy.zip', '--episodes', a.episodes, '--split', 'heldout',
        '--split', 'unseen-roster', '--json', ev/'eval.json', '--record', 1)
     for f in ('phases.png', 'pareto.png'): shutil.copy(ev/'eval'/f, OUT/f)
+    shutil.copy(OUT/'phases.png', ROOT/'nbs'/'images'/'phases.png')       # the README's figure: the same evaluation
     shutil.copy(ev/'eval.md', OUT/'eval.md'); shutil.rmtree(ev)       # keep the table the figures come from, not the episodes
     from spindleflow_rl.train import plot_learning_curve
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(9, 4.4))       # 990 px at dpi 110: the notes above the curve, the legend below
     plot_learning_curve(json.loads((ASSETS/'learning_curve.json').read_text()), ax=ax)
     fig.tight_layout(); fig.savefig(OUT/'learning_curve.png', dpi=110); plt.close(fig)
     from spindleflow_rl.transfer import plot_transfer

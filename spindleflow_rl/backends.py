@@ -18,11 +18,13 @@ from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_pa
 
 
 # %% auto #0
-__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'BASELINE_POLICIES', 'ANSWER_RULES', 'ModeParams', 'CallResult', 'Conflict',
-           'StepResult', 'EpisodeContext', 'ExecutionBackend', 'Backend', 'EpisodeParams', 'SimState',
-           'combine_quality', 'deps_ready', 'call_outcomes', 'draw_conflicts', 'simulate_step', 'hidden_params',
-           'generalist_baseline', 'output_embedding', 'SimulatedBackend', 'load_recorded_outcomes', 'recorded_index',
-           'duplicate_report', 'task_category', 'task_bank_from_outcomes', 'embed_texts', 'RecordedOutcomesBackend']
+__all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'WIDE_TASK_COLUMNS', 'WIDE_CATEGORY_COLUMNS', 'BASELINE_POLICIES',
+           'ANSWER_RULES', 'ModeParams', 'CallResult', 'Conflict', 'StepResult', 'EpisodeContext', 'ExecutionBackend',
+           'Backend', 'EpisodeParams', 'SimState', 'combine_quality', 'deps_ready', 'call_outcomes', 'draw_conflicts',
+           'simulate_step', 'hidden_params', 'generalist_baseline', 'output_embedding', 'SimulatedBackend', 'log_files',
+           'wide_models', 'load_recorded_outcomes', 'catalog_from_log', 'log_catalog', 'recorded_index',
+           'duplicate_report', 'task_category', 'task_bank_from_outcomes', 'head_and_tail', 'embed_texts',
+           'RecordedOutcomesBackend']
 
 # %% ../nbs/05_backends.ipynb #4e9414c8
 @patch_into(World)
@@ -418,10 +420,52 @@ class SimulatedBackend(Backend):
                           cost_usd=float(self.state.cost[0]) - cost0, conflicts=conflicts, coverage=self.coverage())
 
 # %% ../nbs/05_backends.ipynb #87bb57e0
-RECORDED_COLUMNS = ('task', 'specialist_id', 'quality', 'cost_usd', 'latency_s')
+RECORDED_COLUMNS = ('task', 'specialist_id', 'quality', 'cost_usd')    # required; latency_s, status, response, category optional
+WIDE_TASK_COLUMNS = ('prompt', 'task')                                 # the question's text in a wide log
+WIDE_CATEGORY_COLUMNS = ('eval_name', 'category')                      # its category, when logged
 
+
+def log_files(spec) -> list[Path]:
+    """The files a `--recorded` value names: one file, a folder (its `.csv`/`.jsonl` files, sorted) or several paths
+    joined by commas (`a.csv,b.csv`); their rows are read as one log."""
+    p = Path(str(spec))
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in ('.csv', '.jsonl', '.ndjson'))
+        if not files:
+            raise ConfigError(f"{p}: the folder holds no .csv or .jsonl log. Put the log files there, or pass one file.")
+        return files
+    if not p.exists() and ',' in str(spec):
+        return [Path(s.strip()) for s in str(spec).split(',') if s.strip()]
+    return [p]
+
+
+def wide_models(head) -> list[str]:
+    "The models of a wide (RouterBench-style) header: every column `m` with a `m|total_cost` column beside it."
+    cols = set(head)
+    return [c for c in head if '|' not in c and f"{c}|total_cost" in cols]
+
+
+def _wide_rows(path: Path, head: list, recs: list) -> list:
+    """A wide log's rows as one raw row per logged (question, model): `prompt` (or `task`), then per model `m` its
+    0/1 or 0..1 grade, `m|total_cost`, optional `m|model_response` and `m|latency_s`. An empty grade cell is a model
+    with no outcome for that question: no row (never a 0). Other columns (an id, an oracle's pick) are not read."""
+    task_col = next((c for c in WIDE_TASK_COLUMNS if c in head), None)
+    if task_col is None:
+        raise ConfigError(f"{path}: a wide log (columns `model|total_cost`) needs the question's text in a `prompt` or "
+                          f"`task` column; the header has {head[:8]}.")
+    cat_col = next((c for c in WIDE_CATEGORY_COLUMNS if c in head), None)
+    out = []
+    for n, r in recs:
+        for m in wide_models(head):
+            if (r.get(m) or '').strip() == '': continue
+            out.append((n, {'task': r.get(task_col), 'specialist_id': m, 'quality': r[m], 'cost_usd': r.get(f"{m}|total_cost"),
+                            'latency_s': r.get(f"{m}|latency_s"), 'response': r.get(f"{m}|model_response"),
+                            'category': r.get(cat_col) if cat_col else None, '_wide': True}))
+    return out
+
+# %% ../nbs/05_backends.ipynb #51d94b19
 def _read_table(path: Path) -> list:
-    "(line number, raw row) pairs of a CSV or JSONL file, with clear errors."
+    "(line number, raw row) pairs of a CSV (long or wide) or JSONL file, with clear errors."
     if not path.exists(): raise ConfigError(f"{path}: file not found. Pass a CSV or JSONL table of logged outcomes.")
     if path.suffix.lower() in ('.jsonl', '.ndjson'):
         rows = []
@@ -432,36 +476,75 @@ def _read_table(path: Path) -> list:
             if not isinstance(obj, dict): raise ConfigError(f"{path}: line {n} is a JSON {type(obj).__name__}, not an object ({{\"task\": ..., ...}}).")
             rows.append((n, obj))
     elif path.suffix.lower() == '.csv':       # a logged response may be long: fields up to 64 MiB (the csv default is 128 KiB)
-        head, recs = read_csv(path, 'log', field_limit=64 << 20)
-        missing = [c for c in RECORDED_COLUMNS if c not in head]
-        if missing: raise ConfigError(f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)}.")
-        rows = recs
+        head, rows = read_csv(path, 'log', field_limit=64 << 20)
+        if wide_models(head): rows = _wide_rows(path, head, rows)
+        else:
+            missing = [c for c in RECORDED_COLUMNS if c not in head]
+            if missing: raise ConfigError(f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)} "
+                                          "(one row per call), or a wide log with a `model|total_cost` column per model.")
     else:
         raise ConfigError(f"{path}: unsupported file type {path.suffix!r}. Use .csv or .jsonl.")
     if not rows: raise ConfigError(f"{path}: the table is empty. Add at least one logged outcome row.")
     return rows
 
-def load_recorded_outcomes(path, catalog: Catalog) -> list[dict]:
-    "Read and validate a CSV/JSONL outcome table; return rows with typed fields (and their line number, `line`)."
-    path = Path(path); out = []
-    for n, r in _read_table(path):
-        where = f"{path}: row {n}"
-        missing = [c for c in RECORDED_COLUMNS if c not in r or r[c] in (None, '')]
-        if missing: raise ConfigError(f"{where}: missing value(s) for {missing}.")
-        if r['specialist_id'] not in catalog.ids:
-            raise ConfigError(f"{where}: unknown specialist {r['specialist_id']!r}. Add it to the catalog (--catalog FILE) or fix the id.")
-        vals = {}
-        for c in ('quality', 'cost_usd', 'latency_s'):
-            try: vals[c] = float(r[c])
-            except (TypeError, ValueError): raise ConfigError(f"{where}: {c} must be a number, got {r[c]!r}.") from None
-            if not math.isfinite(vals[c]): raise ConfigError(f"{where}: {c} is {r[c]!r} (NaN/inf). Drop the row or fill in a value.")
-        if not 0 <= vals['quality'] <= 1: raise ConfigError(f"{where}: quality must be in [0, 1], got {vals['quality']}.")
-        if vals['cost_usd'] < 0 or vals['latency_s'] < 0: raise ConfigError(f"{where}: cost_usd and latency_s must be >= 0.")
-        status = (r.get('status') or 'ok').strip().lower()
-        if status not in _STATUS: raise ConfigError(f"{where}: status must be one of {_STATUS}, got {status!r}.")
-        out.append({'task': str(r['task']), 'specialist_id': r['specialist_id'], 'status': status,
-                    'response': str(r.get('response') or ''), 'category': r.get('category') or None, 'line': n, **vals})
+
+def _typed_row(r: dict, where: str) -> dict:
+    "One raw row checked and typed; `latency_s` may be absent (0: no latency logged)."
+    missing = [c for c in RECORDED_COLUMNS if c not in r or r[c] in (None, '')]
+    if missing: raise ConfigError(f"{where}: missing value(s) for {missing}.")
+    vals = {}
+    for c in ('quality', 'cost_usd', 'latency_s'):
+        if c == 'latency_s' and r.get(c) in (None, ''): vals[c] = 0.0; continue
+        try: vals[c] = float(r[c])
+        except (TypeError, ValueError): raise ConfigError(f"{where}: {c} must be a number, got {r[c]!r}.") from None
+        if not math.isfinite(vals[c]): raise ConfigError(f"{where}: {c} is {r[c]!r} (NaN/inf). Drop the row or fill in a value.")
+    if not 0 <= vals['quality'] <= 1: raise ConfigError(f"{where}: quality must be in [0, 1], got {vals['quality']}.")
+    if vals['cost_usd'] < 0 or vals['latency_s'] < 0: raise ConfigError(f"{where}: cost_usd and latency_s must be >= 0.")
+    status = (r.get('status') or 'ok').strip().lower()
+    if status not in _STATUS: raise ConfigError(f"{where}: status must be one of {_STATUS}, got {status!r}.")
+    return {'task': str(r['task']), 'specialist_id': str(r['specialist_id']), 'status': status,
+            'response': str(r.get('response') or ''), 'category': r.get('category') or None, **vals}
+
+
+def load_recorded_outcomes(path, catalog: Catalog | None = None) -> list[dict]:
+    """Read and validate a log (one file, a folder or `a.csv,b.csv`: `log_files`); return rows with typed fields, their
+    file and line number. With a `catalog`, every specialist must be in it; without one, any id is taken (see
+    `catalog_from_log`)."""
+    out = []
+    for path in log_files(path):
+        for n, r in _read_table(path):
+            row = _typed_row(r, f"{path}: row {n}" + (f" (model {r['specialist_id']!r})" if r.get('_wide') else ''))
+            if catalog is not None and row['specialist_id'] not in catalog.ids:
+                raise ConfigError(f"{path}: row {n}: unknown specialist {row['specialist_id']!r}. Add it to the catalog "
+                                  "(--catalog FILE) or fix the id.")
+            out.append({**row, 'file': path.name, 'line': n})
     return out
+
+# %% ../nbs/05_backends.ipynb #21d84999
+def catalog_from_log(rows) -> Catalog:
+    """A catalog for a log whose specialists no catalog describes (no `--catalog`): each logged model becomes a
+    specialist known by its name, its mean logged cost and latency (0 latency: 1 s) and its share of calls that
+    ended ok. Only what a deployment knows before a call: never a grade. Pass `--catalog` to describe them better."""
+    by = {}
+    for r in rows: by.setdefault(r['specialist_id'], []).append(r)
+    specs = []
+    for sid, rs in by.items():
+        lat = float(np.mean([r['latency_s'] for r in rs]))
+        specs.append(Specialist(id=sid, role='language model', goal='answer the question it is given',
+                                specialization=f"the language model {sid}", capability=f"The language model {sid}.",
+                                domain='general', cost_per_call=float(np.mean([r['cost_usd'] for r in rs])),
+                                latency_mean=lat if lat > 0 else 1.0, latency_std=0.0,
+                                reliability=max(float(np.mean([r['status'] == 'ok' for r in rs])), 1e-3), generalist=True))
+    return Catalog(specs, source='<catalog from the log>')
+
+
+def log_catalog(rows, catalog: Catalog | None) -> tuple[Catalog, str]:
+    """`(catalog, why)` for a log: the one given; else the shipped catalog when it holds every logged specialist; else
+    `catalog_from_log`."""
+    if catalog is not None: return catalog, 'given'
+    shipped = Catalog.default(); ids = {r['specialist_id'] for r in rows}
+    if ids <= set(shipped.ids): return shipped, 'shipped'
+    return catalog_from_log(rows), 'from the log'
 
 # %% ../nbs/05_backends.ipynb #cc70b275
 def recorded_index(rows) -> dict:
@@ -501,15 +584,31 @@ def task_bank_from_outcomes(rows, catalog: Catalog, heldout_fraction: float = 0.
     return TaskBank(tasks)
 
 # %% ../nbs/05_backends.ipynb #271cc620
+def head_and_tail(texts, embedder) -> list[str]:
+    """Texts longer than the embedder's window (all-MiniLM-L6-v2: 256 word pieces), cut to their first and last halves
+    of it. A sentence transformer keeps only a text's start, and logged prompts often open with the same few-shot
+    examples (RouterBench's ARC prompts: one 5-shot prefix, every question's embedding identical): the head and tail
+    keep the instruction and the question. Shorter texts, and embedders without a tokenizer, are left as they are."""
+    load = getattr(embedder, '_load', None)
+    model = load() if load is not None else None
+    tok, window = getattr(model, 'tokenizer', None), getattr(model, 'max_seq_length', None)
+    if tok is None or not window: return list(texts)
+    half = (int(window) - 2)//2                                         # two places for [CLS] and [SEP]
+    out = list(texts); long = [i for i, t in enumerate(out) if len(t) > 2*half]      # a word piece holds >= 1 character
+    if not long: return out
+    for i, ids in zip(long, tok([out[i] for i in long], add_special_tokens=False, verbose=False)['input_ids']):
+        if len(ids) > 2*half: out[i] = tok.decode(ids[:half]) + ' ... ' + tok.decode(ids[-half:])
+    return out
+
 def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: int = 256) -> np.ndarray:
-    """Embed many texts (a log's answers: tens of thousands) in batches, with a progress bar when `progress` is set
-    and there is more than one batch. Cached on disk as one array under `cache_dir` (default
+    """Embed many texts (a log's answers: tens of thousands; long ones by `head_and_tail`) in batches, with a progress
+    bar when `progress` is set and there is more than one batch. Cached on disk as one array under `cache_dir` (default
     `$SPINDLEFLOW_CACHE/recorded`) keyed by the hash of the model id and the texts, so loading the same log again
     reads one file."""
     import hashlib
     texts = list(texts)
     if not texts: return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
-    h = hashlib.sha256(str(getattr(embedder, 'model_id', type(embedder).__name__)).encode())
+    h = hashlib.sha256(str(getattr(embedder, 'model_id', type(embedder).__name__)).encode() + b'|head+tail')
     for t in texts: h.update(t.encode('utf-8', 'surrogatepass')); h.update(b'\0')
     from spindleflow_rl.config import default_cache_dir
     f = Path(cache_dir or default_cache_dir()/'recorded')/f"{h.hexdigest()[:32]}.npy"
@@ -519,7 +618,8 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
             if E.shape[0] == len(texts): return E
         except (OSError, ValueError): pass                                 # unreadable: embed again
     from tqdm.auto import tqdm
-    parts = [np.asarray(embedder.encode(texts[i:i + batch]), np.float32)
+    view = head_and_tail(texts, embedder)
+    parts = [np.asarray(embedder.encode(view[i:i + batch]), np.float32)
              for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch)]
     E = np.concatenate(parts)
     try:
@@ -562,10 +662,15 @@ class RecordedOutcomesBackend(Backend):
 @patch_into(RecordedOutcomesBackend, cls_method=True)
 def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None, quiet: bool = True,
               baseline: str = 'cheapest', answer: str = 'last', heldout_fraction: float = 0.2, seed: int = 0):
-    """Load a table, build a `World` whose task bank is the table's tasks, and return the backend. Not `quiet`: a
-    progress bar while a large log is embedded, and a line about repeated rows."""
-    catalog = catalog or Catalog.default()
+    """Load a log (`log_files`: a file, a folder or `a.csv,b.csv`; long or wide format), build a `World` whose task bank
+    is its tasks, and return the backend. Without a `catalog`: `log_catalog`. Not `quiet`: a line on where the catalog
+    came from, a progress bar while a large log is embedded, and a line about repeated rows."""
     rows = load_recorded_outcomes(path, catalog)
+    catalog, why = log_catalog(rows, catalog)
+    if why == 'from the log' and not quiet:
+        print(f"no --catalog: the log's {len(catalog)} specialists are described by their names, mean logged cost and "
+              "latency (a --catalog CSV/YAML can describe them better).", flush=True)
+    if not quiet and not any(r['latency_s'] > 0 for r in rows): print("no latency logged: every call counts 0 s.", flush=True)
     if embedder is None:
         from spindleflow_rl.embeddings import get_embedder
         embedder = get_embedder()
@@ -576,7 +681,7 @@ def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None
     be = cls(world, rows, sim, embedder, baseline, answer, progress=not quiet)
     d = be.duplicates
     if d['pairs'] and not quiet:
-        print(f"{Path(path).name}: {d['pairs']} (task, specialist) pairs were logged more than once ({d['extra_rows']} extra rows); "
+        print(f"{', '.join(p.name for p in log_files(path))}: {d['pairs']} (task, specialist) pairs were logged more than once ({d['extra_rows']} extra rows); "
               "each call replays one of them, drawn with the episode's generator.")
     return be
 

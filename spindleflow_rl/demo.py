@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, param
+from .evaluate import policy_colours   # one colour per policy, the same in every figure of a report
 from .files import check_output
 from .rewards import REWARD_TERMS
 from .runs import DEMO_POLICY     # the shipped demo policy
-
 
 # %% auto #0
 __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
@@ -101,15 +101,16 @@ def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, epi
 
 # %% ../nbs/12_demo.ipynb #18d05495
 def plot_before_after(table: dict, path) -> Path:
-    "Mean return with 95% CI per policy (untrained grey, trained red, oracle black), normalised score annotated."
+    """Mean return with 95% CI per policy, normalised score in brackets. Each policy keeps the colour it has in the
+    report's other figures (`policy_colours` over the table's order: pareto.png, phases.png, same_episode.png)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     names = sorted(table, key=lambda n: table[n]['return'])
-    colour = {'untrained': '#8c8c8c', 'policy': '#d62728', 'oracle': '#222222'}
-    fig = Figure(figsize=(7, 0.45*len(names) + 1.2)); FigureCanvasAgg(fig); ax = fig.add_subplot()
+    colour = policy_colours(list(table))
+    fig = Figure(figsize=(8.6, 0.45*len(names) + 1.2)); FigureCanvasAgg(fig); ax = fig.add_subplot()
     y = np.arange(len(names))
     ax.barh(y, [table[n]['return'] for n in names], xerr=[table[n]['return_ci95'] for n in names],
-            color=[colour.get(n, '#4e79a7') for n in names], capsize=3)
+            color=[colour[n] for n in names], capsize=3)
     def label(n):
         nz = table[n].get('normalised')
         return ('trained policy' if n == 'policy' else n) + (f" [{nz:.2f}]" if nz is not None and np.isfinite(nz) else '')
@@ -145,22 +146,26 @@ def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) ->
 
 # %% ../nbs/12_demo.ipynb #a92b4065
 def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) -> Path:
-    "Each reward term summed over one episode, a bar per policy in `names` (records of the same task and seed)."
+    """Each reward term summed over one episode, a bar per policy in `names` (records of the same task and seed), in
+    the colours `policy_colours` gives the records' policies in their order (those of the report's figures)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     by = {e['policy']: e for e in eps}; names = [n for n in names if n in by]
+    colour = policy_colours(list(by))
     tot = {n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names}
     used = [i for i in range(len(REWARD_TERMS)) if any(abs(tot[n][i]) >= 5e-4 for n in names)] or [0]
-    colour = {'untrained': '#8c8c8c', 'policy': '#d62728', 'oracle': '#222222'}
-    fig = Figure(figsize=(6, 0.32*len(used)*len(names) + 1.3)); FigureCanvasAgg(fig); ax = fig.add_subplot()
+    fig = Figure(figsize=(8.6, 0.28*len(used)*len(names) + 1.8)); FigureCanvasAgg(fig); ax = fig.add_subplot()
     y, h = np.arange(len(used)), 0.8/len(names)
     for j, n in enumerate(names):
         lab = ('trained policy' if n == 'policy' else n) + f" (return {by[n]['summary']['return']:+.3f})"
-        ax.barh(y + (j - (len(names) - 1)/2)*h, tot[n][used], h, color=colour.get(n, '#4e79a7'), label=lab)
+        ax.barh(y + (j - (len(names) - 1)/2)*h, tot[n][used], h, color=colour[n], label=lab)
     ax.set_yticks(y); ax.set_yticklabels([REWARD_TERMS[i].replace('_', ' ') for i in used], fontsize=8); ax.invert_yaxis()
-    ax.axvline(0, color='black', lw=0.8); ax.tick_params(axis='x', labelsize=8)
+    ax.axvline(0, color='black', lw=0.8); ax.tick_params(axis='x', labelsize=8); ax.set_xlabel('reward, summed over the episode', fontsize=8)
     ax.set_title(f"One held-out episode ({by[names[0]]['task']['id']}): reward terms per policy", fontsize=9)
-    ax.legend(fontsize=7, loc='best'); fig.tight_layout(); fig.savefig(path, dpi=100)
+    fig.tight_layout(); fig.canvas.draw()                                   # the legend goes below the x label: no bar hidden
+    below = ax.transAxes.inverted().transform((0, ax.xaxis.label.get_window_extent().y0))[1]
+    ax.legend(fontsize=8, ncol=len(names), loc='upper center', bbox_to_anchor=(0.5, below - 0.01), frameon=False)
+    fig.savefig(path, dpi=100, bbox_inches='tight')
     return Path(path)
 
 # %% ../nbs/12_demo.ipynb #4b30dad1

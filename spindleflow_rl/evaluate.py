@@ -522,7 +522,8 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     report marked `failed`, no comparison). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part. Existing output is
     replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank. `cost_coef`
     (with `cost_coef_why`): every episode at this one price. `logged(backend, model, seed, max_specialists)`: a recorded
-    run's held-out routing section (chapter 18c's `logged_section`)."""
+    run's held-out routing section (chapter 18c's `logged_section`), which is then the whole report (a routing report:
+    the simulator's baselines, splits and columns do not apply to a log)."""
     model, cfg, z = load_model(checkpoint, device)
     run_dir = Path(cfg.pop('_run_dir'))
     jpath, mdpath, side = report_paths(run_dir, json_out, overwrite)        # refused before any episode is played
@@ -551,6 +552,8 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
               **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
               **({'cost_coef': {'value': float(cost_coef), 'why': cost_coef_why}} if cost_coef is not None else {})}
     traces, t0 = {}, time.time()
+    if rec and logged is not None: return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists),
+                                                              t0, jpath, mdpath, side, quiet)
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
                      budget, quiet, workers=PAID_WORKERS if paid else 1, logged=logged)
     failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
@@ -584,6 +587,37 @@ def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
         raise Interrupted(f"interrupted: {jpath} holds the episodes that finished (marked 'partial' and stopped: interrupted).")
     if report.get('stopped'):
         print("evaluation stopped early by the budget: the report holds the finished episodes (marked 'partial').", flush=True)
+    return report
+
+# %% ../nbs/10_evaluate.ipynb #68e3930a
+def _plot_routing(logged: dict, path) -> Path:
+    "Quality against cost per question on the held-out questions: the policy, each router at its point, both ends."
+    import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt
+    pol, ends = logged['policies']['policy'], logged['ends']
+    qc, qs = ends['cheapest']['quality'], ends['strongest']['quality']
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
+    ax.plot([ends['cheapest']['cost_usd'], ends['strongest']['cost_usd']], [qc, qs], color='0.6', ls='--', lw=1,
+            label='always cheapest → always strongest')
+    for i, (n, v) in enumerate(pol['vs'].items()):
+        ax.scatter(v['cost_usd'][0], v['quality_b'][0], s=45, color=f"C{i + 1}", label=n, zorder=3)
+    ax.scatter(pol['cost_usd'][0], pol['quality'][0], s=90, marker='*', color='C0', label='policy', zorder=4)
+    ax.set_xlabel('cost per question (USD)'); ax.set_ylabel('quality (mean grade)')
+    ax.set_title(f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.4g}", fontsize=10)
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout(); path = Path(path); fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
+    return path
+
+def _write_routing_report(report: dict, logged: dict, t0: float, jpath, mdpath, side, quiet: bool) -> dict:
+    """A run on a recorded log: the report is the routing section (the policy against every router at the stated
+    price, chapter 18c), its markdown and one figure (`routing.png`: quality against cost per question)."""
+    report.update(kind='routing', logged=logged, seconds=time.time() - t0, stopped=None, eval_cost_usd=0.0)
+    report.pop('splits', None); report.pop('vs_best_baseline', None)
+    jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(jpath, report); atomic_write_text(mdpath, logged['markdown'])
+    fig = _plot_routing(logged, Path(side)/'routing.png')
+    if not quiet:
+        print('\n' + logged['markdown']); print(f"report: {jpath} (+ {mdpath.name}, {fig.name})")
+        for h in _headlines(report): print(h)
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e

@@ -96,9 +96,10 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     set_determinism(t.torch_threads); seed_everything(t.seed)
     be, _ = make_backend(t, build_world(cfg), cfg['sim'])
     tab = ll.log_table(LoggedTasks(be)); sizes = log_sizes(tab); M = cfg['env'].max_specialists
-    if tab.M > M: raise ConfigError(f"the log has {tab.M} specialists and a roster holds at most {M} (env.max_specialists): "
-                                    f"put `env: {{max_specialists: {tab.M}}}` in a --config file.")
     say(sizes_line(sizes, t.heldout_fraction)); T['load_and_embed'] = time.time() - t0
+    if tab.M > M:                              # every logged specialist gets a roster slot: the observation grows with them
+        say(f"  roster slots: {M} -> {tab.M} (env.max_specialists), one per logged specialist")
+        M = tab.M; cfg = {**cfg, 'env': cfg['env'].replace(max_specialists=M)}
     say(f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions..."); t1 = time.time()
     q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet); T['fit_q'] = time.time() - t1
     given = tuple(cfg['env'].cost_coef_range or ())
@@ -187,50 +188,80 @@ def routing_points(tab, backend, policy, prices, routers: dict, seed: int = 0, m
     xs = np.array([ll.spend_axis(tab, rows, c) for c in calls]); played = [ll.play_calls(tab, rows, c) for c in calls]
     Qp = np.array([p[0] for p in played])
     pol = {'prices': [float(c) for c in prices], 'x': xs.tolist(), 'quality': [float(p[0].mean()) for p in played],
-           'cost_usd': [float(p[1].mean()) for p in played], 'pgr': [ll.pgr_of(p[0], qc, qs) for p in played],
-           'pgr_ci95': [pgr_ci(p[0], qc, qs, seed=seed) for p in played], 'vs': {}}
+           'cost_usd': [float(p[1].mean()) for p in played], 'vs': {}}
+    defined = float(qs.mean() - qc.mean()) > 1e-12                   # else PGR is undefined: quality and cost only
+    pol['pgr'] = [ll.pgr_of(p[0], qc, qs) if defined else None for p in played]
+    pol['pgr_ci95'] = [pgr_ci(p[0], qc, qs, seed=seed) if defined else None for p in played]
     for n, r in routers.items():
         P = r.quality(rows); rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]; rp = [ll.play_calls(tab, rows, c) for c in rc]
         pol['vs'][n] = {**ll.paired_curve(Qp, np.array([p[0] for p in rp]), qc, qs, xs, seed=seed),
                         'x_router': [ll.spend_axis(tab, rows, c) for c in rc], 'cost_usd': [float(p[1].mean()) for p in rp]}
-    return {'questions': int(len(rows)), 'axis': axis_of(tab), 'specialists': list(tab.ids),
+    return {'questions': int(len(rows)), 'axis': axis_of(tab), 'specialists': list(tab.ids), 'pgr_defined': defined,
             'ends': {'cheapest': {'quality': float(qc.mean()), 'cost_usd': float(tab.C[rows, tab.cheapest].mean())},
                      'strongest': {'quality': float(qs.mean()), 'cost_usd': float(tab.C[rows, tab.strongest].mean())}},
             'policies': {'policy': pol}}
 
 def _vs_line(pol: dict, i: int) -> str:
-    return '; '.join(f"{n} {v['pgr_b'][i]:.3f} (policy − {n} {v['diff'][i]:+.3f} [{v['diff_ci95'][i][0]:+.3f}, {v['diff_ci95'][i][1]:+.3f}])"
-                     for n, v in pol['vs'].items())
+    "Each router at point `i`: its PGR and the policy's paired difference (its quality and the difference when PGR is undefined)."
+    def one(n, v):
+        if not v['pgr_defined']:
+            lo, hi = v['quality_diff_ci95'][i]
+            return f"{n} quality {v['quality_b'][i]:.3f} (policy − {n} {v['quality_diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+        lo, hi = v['diff_ci95'][i]
+        return f"{n} {v['pgr_b'][i]:.3f} (policy − {n} {v['diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+    return '; '.join(one(n, v) for n, v in pol['vs'].items())
 
 # %% ../nbs/18c_log_runs.ipynb #c0000012
+def _routing_table(rep: dict, ax: str) -> list:
+    """The markdown table of a routing report: the policy, every router at the policy's point and the two ends, by
+    quality and cost; PGR and the paired PGR difference when PGR is defined, the paired quality difference always."""
+    pol, e, ok = rep['policies']['policy'], rep['ends'], rep['pgr_defined']
+    ci = lambda v, i, k: f"{v[k][i]:+.3f} [{v[k + '_ci95'][i][0]:+.3f}, {v[k + '_ci95'][i][1]:+.3f}]"
+    head = f"| | {ax} | quality | cost $ per question |" + (' PGR (95% CI) | policy − it, PGR (95% CI) |' if ok else '')
+    out = [head + ' policy − it, quality (95% CI) |', '|---|---|---|---|' + ('---|---|' if ok else '') + '---|']
+    pgr = f" {pol['pgr'][0]:.3f} [{pol['pgr_ci95'][0][0]:.3f}, {pol['pgr_ci95'][0][1]:.3f}] | |" if ok else ''
+    out.append(f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr} |")
+    for n, v in pol['vs'].items():
+        pgr = f" {v['pgr_b'][0]:.3f} | {ci(v, 0, 'diff')} |" if ok else ''
+        out.append(f"| {n} | {v['x_router'][0]:.2f} | {v['quality_b'][0]:.3f} | {v['cost_usd'][0]:.6f} |{pgr} {ci(v, 0, 'quality_diff')} |")
+    for n, x, p in (('always cheapest', 0, 0), ('always strongest', 1, 1)):
+        end = e['cheapest' if x == 0 else 'strongest']
+        out.append(f"| {n} | {x:.2f} | {end['quality']:.3f} | {end['cost_usd']:.6f} |" + (f" {p:.3f} | |" if ok else '') + ' |')
+    return out
+
 def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, routers=None, max_specialists: int = 6,
                    quiet: bool = True) -> dict:
-    """`eval.json`'s `logged`: the policy at `cost_coef` on every held-out question once, against every tuned router at
-    the policy's strong-call rate (spend share), fitted on the training questions; with the price, why it is that price,
-    a markdown table and a headline."""
+    """A run's routing report (`eval.json`'s `logged`, the whole report of a log run): the policy at `cost_coef` on every
+    held-out question once, against every tuned router at the policy's strong-call rate (spend share), fitted on the
+    training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
+    specialist is no better than its cheapest on the held-out questions has no PGR: the report says so and compares
+    quality and cost."""
     from spindleflow_rl.routers import LoggedTasks
     from spindleflow_rl.policies import ModelPolicy
     tab = ll.log_table(LoggedTasks(backend))
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
     ranged = price_env(backend, cost_coef, max_specialists).observation_space.shape == model.observation_space.shape
     rep = routing_points(tab, backend, ModelPolicy(model), [cost_coef], fitted, seed, max_specialists, ranged)
-    pol = rep['policies']['policy']; ax = AXIS_WORDS[rep['axis']]
+    pol, e = rep['policies']['policy'], rep['ends']; ax = AXIS_WORDS[rep['axis']]
     rep.update(cost_coef=float(cost_coef), cost_coef_why=why, skipped=skipped)
-    lo, hi = pol['pgr_ci95'][0]
-    rep['headline'] = (f"headline (held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.4g}: {why}): policy "
-                       f"PGR {pol['pgr'][0]:.3f} [{lo:.3f}, {hi:.3f}] at {ax} {pol['x'][0]:.2f}, ${pol['cost_usd'][0]:.6f} per question"
+    c, s = tab.ids[tab.cheapest], tab.ids[tab.strongest]
+    where = f"held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.4g}: {why}"
+    if rep['pgr_defined']:
+        lo, hi = pol['pgr_ci95'][0]
+        score = f"PGR {pol['pgr'][0]:.3f} [{lo:.3f}, {hi:.3f}] (quality {pol['quality'][0]:.3f})"
+        note = (f"PGR = (q − q_cheapest)/(q_strongest − q_cheapest): the share of the gap between always {c} (cheapest, "
+                f"{e['cheapest']['quality']:.3f}) and always {s} (strongest, {e['strongest']['quality']:.3f}) recovered.")
+    else:
+        score = f"quality {pol['quality'][0]:.3f}"
+        note = (f"**PGR is undefined on these questions**: the priciest specialist {s} ({e['strongest']['quality']:.3f}) is no "
+                f"better than the cheapest {c} ({e['cheapest']['quality']:.3f}), so there is no gap to recover; the table "
+                "compares quality and cost.")
+    rep['headline'] = (f"headline ({where}): policy {score} at {ax} {pol['x'][0]:.2f}, ${pol['cost_usd'][0]:.6f} per question"
                        + (f"; at the same {ax}: " + _vs_line(pol, 0) if pol['vs'] else ''))
     head = [f"### held-out: policy and routers at cost_coef {cost_coef:.4g} ({why})", '',
             f"{rep['questions']} questions, each once; routers fitted on the training questions and put at the policy's {ax}. "
-            f"PGR = (q − q_cheapest)/(q_strongest − q_cheapest): cheapest {rep['ends']['cheapest']['quality']:.3f}, "
-            f"strongest {rep['ends']['strongest']['quality']:.3f}.", '']
-    table = ['| policy | ' + ax + ' | quality | cost $ | PGR (95% CI) | policy − it (95% CI) |', '|---|---|---|---|---|---|',
-             f"| policy | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} | {pol['pgr'][0]:.3f} [{lo:.3f}, {hi:.3f}] | |"]
-    for n, v in pol['vs'].items():
-        q = rep['ends']['cheapest']['quality'] + v['pgr_b'][0]*(rep['ends']['strongest']['quality'] - rep['ends']['cheapest']['quality'])
-        table.append(f"| {n} | {v['x_router'][0]:.2f} | {q:.3f} | {v['cost_usd'][0]:.6f} | {v['pgr_b'][0]:.3f} | "
-                     f"{v['diff'][0]:+.3f} [{v['diff_ci95'][0][0]:+.3f}, {v['diff_ci95'][0][1]:+.3f}] |")
-    rep['markdown'] = '\n'.join(head + table + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
+            + note, '']
+    rep['markdown'] = '\n'.join(head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
     return rep
 
 # %% ../nbs/18c_log_runs.ipynb #c0000014

@@ -756,19 +756,27 @@ def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost
 # %% ../nbs/18b_learning_from_logs.ipynb #2cd115ae
 def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
     """Policy `a` minus router `b` on the same questions at the same points (`Q*`: `(points, n)` per-question qualities,
-    `xs` the points' strong-call rate or spend share): PGR difference per point and the area under the PGR curve (APGR,
-    trapezoids over the sorted points, per unit of x), each with a paired bootstrap 95% interval (questions resampled)."""
+    `xs` the points' strong-call rate or spend share): the quality difference per point, and the PGR difference per point
+    and the area under the PGR curve (APGR, trapezoids over the sorted points, per unit of x), each with a paired
+    bootstrap 95% interval (questions resampled). When the strongest specialist is no better than the cheapest on these
+    questions PGR is undefined: `pgr_defined` is False and the PGR fields are None (the quality fields still hold)."""
     Qa, Qb, qc, qs = (np.asarray(v, float) for v in (Qa, Qb, qc, qs)); xs = np.asarray(xs, float); n = len(qc)
     o = np.argsort(xs, kind='stable'); w = np.zeros(len(xs))
     if len(xs) > 1:
         dx = np.diff(xs[o]); w[o[:-1]] += dx/2; w[o[1:]] += dx/2; w /= w.sum() if w.sum() > 0 else 1
     else: w[:] = 1
     idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
-    den = qs[idx].mean(1) - qc[idx].mean(1); ok = den > 1e-12
-    pa, pb = (Qa[:, idx].mean(2) - qc[idx].mean(1))[:, ok]/den[ok], (Qb[:, idx].mean(2) - qc[idx].mean(1))[:, ok]/den[ok]
-    d0 = qs.mean() - qc.mean(); A, B = (Qa.mean(1) - qc.mean())/d0, (Qb.mean(1) - qc.mean())/d0
     ci = lambda v: np.quantile(v, [0.025, 0.975], axis=-1)
-    return {'x': xs.tolist(), 'pgr_a': A.tolist(), 'pgr_b': B.tolist(), 'diff': (A - B).tolist(),
+    qa_b, qb_b = Qa[:, idx].mean(2), Qb[:, idx].mean(2)                    # (points, n_boot)
+    out = {'x': xs.tolist(), 'quality_a': Qa.mean(1).tolist(), 'quality_b': Qb.mean(1).tolist(),
+           'quality_diff': (Qa.mean(1) - Qb.mean(1)).tolist(), 'quality_diff_ci95': ci(qa_b - qb_b).T.tolist()}
+    den = qs[idx].mean(1) - qc[idx].mean(1); ok = den > 1e-12; d0 = qs.mean() - qc.mean()
+    if d0 <= 1e-12 or not ok.any():
+        return {**out, 'pgr_defined': False, 'pgr_a': None, 'pgr_b': None, 'diff': None, 'diff_ci95': None,
+                'apgr_a': None, 'apgr_b': None, 'apgr_diff': None, 'apgr_diff_ci95': None}
+    pa, pb = (qa_b - qc[idx].mean(1))[:, ok]/den[ok], (qb_b - qc[idx].mean(1))[:, ok]/den[ok]
+    A, B = (Qa.mean(1) - qc.mean())/d0, (Qb.mean(1) - qc.mean())/d0
+    return {**out, 'pgr_defined': True, 'pgr_a': A.tolist(), 'pgr_b': B.tolist(), 'diff': (A - B).tolist(),
             'diff_ci95': ci(pa - pb).T.tolist(), 'apgr_a': float(w @ A), 'apgr_b': float(w @ B),
             'apgr_diff': float(w @ (A - B)), 'apgr_diff_ci95': ci(w @ (pa - pb)).tolist()}
 

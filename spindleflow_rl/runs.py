@@ -470,7 +470,8 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
     if train.backend == 'sim': return SimulatedBackend(world, sim), None
     if train.backend == 'recorded':
         if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
-        return RecordedOutcomesBackend.from_file(train.recorded, world.catalog if world is not None else None, sim=sim,
+        cat = world.catalog if world is not None and train.catalog else None     # no --catalog: chapter 05's log_catalog
+        return RecordedOutcomesBackend.from_file(train.recorded, cat, sim=sim,
                                                  quiet=not train.progress, heldout_fraction=train.heldout_fraction), None
     from spindleflow_rl.llm import OpenAIConfig, LLMClient
     from spindleflow_rl.openai_backend import make_judge_scorers

@@ -436,7 +436,8 @@ LEARNING_CURVE = PACKAGE_DIR/'assets'/'learning_curve.json'
 
 def learning_curve_data(run_dir) -> dict:
     """A run's learning curve as plain data: per rollout the timesteps, mean episode return and phase (from its
-    `progress*.csv` files, resumed runs concatenated) and the curriculum's phase changes (from `train_summary.json`)."""
+    `progress*.csv` files, resumed runs concatenated), the curriculum's phase changes (from `train_summary.json`) and
+    the rule that moves it on early (`success_threshold`, `success_window`, from the run's `config.json`)."""
     import csv
     rows = []
     for p in sorted(Path(run_dir).glob('progress*.csv')):
@@ -447,21 +448,42 @@ def learning_curve_data(run_dir) -> dict:
     summ = json.loads((Path(run_dir)/'train_summary.json').read_text()) if (Path(run_dir)/'train_summary.json').exists() else {}
     changes = [{'at': int(h['end']), 'from': int(h['phase']), 'reason': h['reason'], 'success_rate': round(float(h['success_rate']), 3)}
                for h in summ.get('curriculum', [])]
-    return {'timesteps': [r[0] for r in rows], 'return': [r[1] for r in rows], 'phase': [r[2] for r in rows], 'changes': changes}
+    cfg = json.loads((Path(run_dir)/'config.json').read_text()).get('train', {}) if (Path(run_dir)/'config.json').exists() else {}
+    rule = {k: cfg[k] for k in ('success_threshold', 'success_window') if k in cfg}
+    return {'timesteps': [r[0] for r in rows], 'return': [r[1] for r in rows], 'phase': [r[2] for r in rows], 'changes': changes, **rule}
 
+# %% ../nbs/09_train.ipynb #b39d30d9
 def plot_learning_curve(curve: dict, ax=None, title: str = ''):
-    "Mean episode return per rollout, the phases shaded, each phase change marked with its reason."
+    """Mean episode return per rollout with the phases shaded; at each phase change, why the curriculum moved on and
+    the success rate it had reached. The notes sit in headroom above the curve and the legend, which explains them,
+    below the axes: neither covers a point."""
     import matplotlib.pyplot as plt
-    if ax is None: _, ax = plt.subplots(figsize=(6, 3.5), dpi=72)
-    x, y, ph = (np.asarray(curve[k]) for k in ('timesteps', 'return', 'phase'))
-    shades = {1: '#e8f1fb', 2: '#fdf1e3', 3: '#eaf6ea'}
-    bounds = [0] + [c['at'] for c in curve['changes']] + [int(x.max()) if len(x) else 0]
-    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])): ax.axvspan(a, b, color=shades.get(k + 1, '#f4f4f4'), zorder=0)
-    ax.plot(x, y, '-', color='tab:blue', lw=1.2, label='mean episode return per rollout')
+    from matplotlib.lines import Line2D
+    if ax is None: _, ax = plt.subplots(figsize=(9, 4.4), dpi=100)
+    x, y = np.asarray(curve['timesteps']), np.asarray(curve['return'])
+    thr = curve.get('success_threshold', TrainConfig().success_threshold)
+    win = curve.get('success_window', TrainConfig().success_window)
+    bounds = [0] + [c['at'] for c in curve['changes']] + [int(x.max()) if len(x) else 1]
+    lo, hi = (float(y.min()), float(y.max())) if len(y) else (0.0, 1.0)
+    span = hi - lo or 1.0
+    ax.set_xlim(0, bounds[-1]); ax.set_ylim(lo - 0.05*span, hi + 0.42*span)       # the top third: room for the notes
+    shades = ('#e8f1fb', '#fdf1e3', '#eaf6ea')
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])): ax.axvspan(a, b, color=shades[k % 3], zorder=0)
+    ax.plot(x, y, '-', color='tab:blue', lw=1.2)
+    top, dx = hi + 0.38*span, 0.008*bounds[-1]
+    ax.text(dx, top, 'phase 1', va='top', fontsize=8, fontweight='bold')
     for c in curve['changes']:
         ax.axvline(c['at'], color='k', ls='--', lw=1)
-        ax.text(c['at'], ax.get_ylim()[1], f" phase {c['from']}->{c['from'] + 1}\n {c['reason']} ({c['success_rate']:.0%} ok)",
-                va='top', ha='left', fontsize=7)
-    ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.legend(fontsize=7, loc='upper right')
-    if title: ax.set_title(title, fontsize=9)
+        ax.text(c['at'] + dx, top, f"phase {c['from'] + 1}", va='top', fontsize=8, fontweight='bold')
+        ax.text(c['at'] + dx, top - 0.09*span, f"from {c['at']:,}: {c['reason']}\n{c['success_rate']:.0%} success in phase {c['from']}",
+                va='top', fontsize=8)
+    ax.set_xlabel('timesteps'); ax.set_ylabel('mean episode return')
+    ax.xaxis.set_major_formatter(lambda v, _: f'{v:,.0f}')
+    ax.legend([Line2D([], [], color='tab:blue', lw=1.2), Line2D([], [], color='k', ls='--', lw=1)],
+              ['mean episode return per rollout (each phase has its own scale: read the curve band by band)',
+               f"phase change, and why: 'budget' = the phase used its share of the timesteps, 'success' = {thr:.0%} of\n"
+               f"its last {win} episodes succeeded (an episode succeeds when the team beats the generalist alone by\n"
+               "0.25, at most 10% over its latency budget); 'x% success' = that share when the phase ended"],
+              fontsize=8, loc='upper left', bbox_to_anchor=(0, -0.13), frameon=False)
+    if title: ax.set_title(title, fontsize=10)
     return ax

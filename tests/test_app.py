@@ -41,6 +41,61 @@ def test_parse_roster_formats_and_errors():
     with pytest.raises(ValueError, match='empty'): streamlit_app.parse_roster('r.txt', b'  ', known, 2)
 
 
+def elements(at) -> list:
+    "The page's elements in reading order, as (type, text) pairs (text for headers, markdown and captions)."
+    out = []
+    def walk(node):
+        for c in getattr(node, 'children', {}).values():
+            out.append((c.type, str(getattr(c, 'value', '')) if c.type in ('header', 'subheader', 'markdown', 'caption') else ''))
+            walk(c)
+    walk(at.main)
+    return out
+
+
+def test_parse_eval_md_reads_what_the_evaluation_writes():
+    "The first screen's numbers: parse_eval_md reads `markdown_table`'s format (round trip) and the committed eval.md."
+    from spindleflow_rl.evaluate import markdown_table
+    row = lambda r, nz, lo, hi: {'return': r, 'return_ci95': 0.02, 'normalised': nz, 'normalised_ci95': [lo, hi], 'quality': 0.3,
+                                 'cost_usd': 0.04, 'latency_s': 25.0, 'success_rate': 0.2, 'recovery_rate': 0.6,
+                                 'specialists_per_task': 1.5, 'plan_consistency': 0.6, 'episodes': 50}
+    rep = {'splits': {'heldout': {'policy': row(0.115, 0.92, 0.88, 0.97), 'random': row(-0.17, 0.0, 0.0, 0.0),
+                                  'adaptive-planner': row(0.112, 0.92, 0.87, 0.96), 'oracle': row(0.138, 1.0, 1.0, 1.0)}},
+           'vs_best_baseline': {'heldout': {'best_baseline': 'adaptive-planner', 'episodes': 50, 'return_diff': 0.003,
+                                            'return_diff_ci95': [-0.008, 0.014]}}}
+    ev = streamlit_app.parse_eval_md(markdown_table(rep))
+    assert list(ev) == ['heldout'] and ev['heldout']['episodes'] == 50
+    assert list(ev['heldout']['table']) == ['policy', 'random', 'adaptive-planner', 'oracle']
+    assert ev['heldout']['table']['policy'] == {'return': 0.115, 'return_ci95': 0.02, 'normalised': 0.92,
+                                                'normalised_ci95': (0.88, 0.97), 'cost_usd': 0.04}
+    assert 'policy − adaptive-planner: +0.003 [-0.008, +0.014] return' in ev['heldout']['paired']
+    with pytest.raises(ValueError, match='no evaluation table'): streamlit_app.parse_eval_md('# nothing here')
+    text = streamlit_app.EVAL_MD.read_text()                            # the committed one: every row of every table read
+    ev = streamlit_app.parse_eval_md(text)
+    assert sum(len(v['table']) for v in ev.values()) == len(re.findall(r'^\| (?!policy \| return)', text, re.M))
+    assert all('policy' in v['table'] and 'oracle' in v['table'] for v in ev.values())
+
+
+def test_first_screen_leads_with_the_comparison():
+    """Above any single episode: the shipped policy against every baseline over the committed evaluation's episodes (its
+    numbers and a figure), then the one-episode replay below it."""
+    at = run_app()
+    els = elements(at)
+    heads = [i for i, (t, _) in enumerate(els) if t == 'header']
+    assert [els[i][1] for i in heads] == ['The shipped policy against the baselines', 'One episode, step by step']
+    first, below = els[heads[0]:heads[1]], els[heads[1]:]
+    assert not any(t in ('subheader', 'tab') for t, _ in els[:heads[1]])      # no single episode before the comparison
+    assert 'image' in [t for t, _ in first]                                  # the comparison figure
+    ev = streamlit_app.parse_eval_md(streamlit_app.EVAL_MD.read_text())
+    txt = '\n'.join(v for _, v in first)
+    n = ev['heldout']['episodes']; assert n >= 100 and f'**{n} episodes**' in txt
+    for split, v in ev.items():
+        assert f"trained policy **{v['table']['policy']['normalised']:.2f}**" in txt, split
+    assert 'best scripted baseline adaptive-planner' in txt
+    d = r'[-+]\d\.\d+'
+    assert re.search(rf'paired on the same {n} episodes, policy − adaptive-planner = {d} \[{d}, {d}\] normalised: \*\*(level|ahead|behind)', txt)
+    assert any(t == 'subheader' and v == 'Trained policy' for t, v in below)   # the replay, below
+
+
 def test_app_interactions():
     at = run_app()
     from spindleflow_rl.tasks import TaskBank

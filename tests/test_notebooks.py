@@ -1,6 +1,10 @@
 """Run every chapter in nbs/ (the literate tests live there), one pytest test each, and check that its saved outputs
-are not stale: re-executing it must give the outputs committed on GitHub, timing lines aside (tools/chapters.py)."""
-import sys
+are not stale: re-executing it must give the outputs committed on GitHub, timing lines aside (tools/chapters.py).
+
+Each chapter runs as it runs from its Colab badge: a copy alone in a temporary folder outside the repository, the
+package imported as installed, no `../settings.ini`, no `images/`, no `bench/`. One execution checks both (a chapter
+that reads a repository file fails here), and no output may show an absolute path (tests/test_chapters_outside.py)."""
+import shutil, sys
 from pathlib import Path
 import nbformat, pytest
 
@@ -12,11 +16,17 @@ NBS = ROOT/'nbs'
 NOTEBOOKS = sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith('_'))
 
 @pytest.mark.parametrize('nb', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook(nb, request):
+def test_notebook(nb, request, tmp_path):
+    from test_chapters_outside import known
     saved = nbformat.read(nb, as_version=4)
-    fresh = chapters.execute(nb, run_slow=request.config.getoption('--slow'))
+    outside = tmp_path/'chapter'; outside.mkdir()
+    assert ROOT not in outside.resolve().parents, f"{outside} is inside the repository: run pytest with --basetemp outside it"
+    fresh = chapters.execute(shutil.copy(nb, outside/nb.name), run_slow=request.config.getoption('--slow'))
     probs = chapters.differences(saved, fresh)
-    assert not probs, f"{nb.name}: " + '\n'.join(probs) + "\nFix: `python tools/chapters.py run nbs/" + nb.name + "`, review the diff, commit."
+    probs += [f"absolute path in an output: {h}" for h in chapters.paths_printed(fresh) if not known(nb.name, h)]
+    assert not probs, (f"{nb.name} (run from a copy outside the repository, as from its Colab badge): " + '\n'.join(probs)
+                       + "\nFix: read files through the package (PACKAGE_DIR/'assets', importlib.metadata), not the repository;"
+                       " print paths relative to a folder; then `python tools/chapters.py run nbs/" + nb.name + "`, review the diff, commit.")
 
 def test_timing_mask_and_tolerance():
     "The normalisation masks only timing lines and tolerates only last-digit float noise."

@@ -1,6 +1,7 @@
 """The recorded backend through the environment: what the orchestrator sees carries no grade, the episode scores the
 answer it returns, the reward's baseline is a named policy, rosters follow the split, and large logs are cached."""
 import json
+from pathlib import Path
 import numpy as np
 import pytest
 from spindleflow_rl.backends import RecordedOutcomesBackend, embed_texts
@@ -97,3 +98,30 @@ def test_large_log_embedding_progress_and_cache(tmp_path, capsys):
     assert 'embedding log' in capsys.readouterr().err and ce.n == 600 and E.shape == (600, 384)
     E2 = embed_texts(texts, ce, progress=False, cache_dir=tmp_path)
     assert ce.n == 600 and np.array_equal(E, E2) and len(list(tmp_path.glob('*.npy'))) == 1
+
+
+RB = Path(__file__).resolve().parents[2]/'shared'/'data'/'routerbench_subset'
+
+@pytest.mark.skipif(not RB.exists(), reason='the development copy of RouterBench lies in ../shared/data (CI has it)')
+def test_a_real_wide_log_is_read_as_it_is():
+    "RouterBench's wide CSVs: one row per logged (question, model), empty grade cells skipped (never a 0), costs and answers kept."
+    import csv
+    from spindleflow_rl.backends import load_recorded_outcomes, log_catalog, wide_models
+    csv.field_size_limit(1 << 30); total, texts = 0, set()
+    for f in sorted(RB.glob('*.csv')):
+        with open(f, newline='', encoding='utf-8') as fh: raw = list(csv.DictReader(fh))
+        models = wide_models(list(raw[0]))
+        assert len(models) == 11 and 'oracle_model_to_route_to' not in models
+        rows = load_recorded_outcomes(f); total += len(rows); texts |= {r['task'] for r in rows}
+        cells = {(r['prompt'], m): r for r in raw for m in models if r[m].strip() != ''}
+        assert len(rows) == len(cells) > 0 and {(r['task'], r['specialist_id']) for r in rows} == set(cells)
+        for r in rows[::97]:
+            c = cells[(r['task'], r['specialist_id'])]
+            assert r['quality'] == float(c[r['specialist_id']]) and r['cost_usd'] == float(c[r['specialist_id'] + '|total_cost'])
+            assert r['response'] == c[r['specialist_id'] + '|model_response'] and r['latency_s'] == 0.0 and r['category'] == c['eval_name']
+        empty = sum(r[m].strip() == '' for r in raw for m in models)
+        assert len(rows) + empty == len(raw)*11                     # every cell is a row or a model with no outcome
+    together = load_recorded_outcomes(RB)                            # the folder: the three files as one log
+    assert len(together) == total and len({r['task'] for r in together}) == len(texts)
+    cat, why = log_catalog(together, None)
+    assert why == 'from the log' and len(cat) == 11 and cat['gpt-4-1106-preview'].cost_per_call > cat['mistralai/mistral-7b-chat'].cost_per_call

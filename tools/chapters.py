@@ -5,7 +5,8 @@
 
 Cells flagged `#| slow`, `#| llm` or `#| eval: false` are skipped, as `nbdev_test` skips them; their saved outputs are
 cleared by `run` and ignored by `check`. The closing `nbdev_export()` cell is skipped too (run `nbdev_export` yourself). `check` fails when a cell raises, when a chapter has no saved output at all,
-or when a cell's fresh output differs from the saved one ("stale"). Before comparing, both sides are normalised:
+when a cell's fresh output differs from the saved one ("stale"), or when an output shows an absolute path of this
+machine (`/tmp/...`, the checkout: it means nothing on a reader's machine, and a chapter must run from any folder). Before comparing, both sides are normalised:
 - a *timing line* (a number followed by a time or speed unit: `3.2 s`, `12 ms`, `715 timesteps/s`) is masked;
 - numbers are compared with a relative tolerance of 1e-3, or one unit in their last printed decimal place (a value
   that sits on a rounding boundary may print either way); integers and text exactly. Measured: re-executing every
@@ -18,7 +19,7 @@ or when a cell's fresh output differs from the saved one ("stale"). Before compa
 - an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels;
 - a progress bar (tqdm, as a widget or as `NN%|` text) is dropped: whether one shows depends on what is cached on
   the machine (a cold cache embeds, a warm one reads a file), not on the chapter.
-The kernel runs without `MPLBACKEND` so that `plt.show()` saves an inline PNG.
+The kernel runs without `MPLBACKEND` so that `plt.show()` saves an inline PNG, and without `OMP_NUM_THREADS`.
 """
 from __future__ import annotations
 import os, re, sys, math
@@ -41,6 +42,10 @@ def skipped(cell) -> bool:
     return cell.cell_type == 'code' and (bool(SKIP.search(cell.source)) or EXPORT_CELL in cell.source)
 def is_slow(cell) -> bool: return cell.cell_type == 'code' and bool(re.search(r'^#\|\s*slow\b', cell.source, re.M))
 
+# not passed to the kernel: MPLBACKEND (so `plt.show()` saves an inline PNG), OMP_NUM_THREADS (tests/conftest.py pins
+# one thread per test worker; a chapter runs with torch's default threads, as its saved outputs were made)
+KERNEL_UNSET = ('MPLBACKEND', 'OMP_NUM_THREADS')
+
 def execute(path, timeout: int = 900, run_slow: bool = False):
     "Execute the notebook at `path` (skipping flagged cells) in a fresh kernel whose cwd is its folder; return it."
     from nbclient import NotebookClient
@@ -48,10 +53,9 @@ def execute(path, timeout: int = 900, run_slow: bool = False):
     nb = nbformat.read(path, as_version=4)
     keep = [c for c in nb.cells if not skipped(c) or (run_slow and is_slow(c))]
     run = nbformat.from_dict(dict(nb)); run.cells = keep
-    old = os.environ.pop('MPLBACKEND', None)
+    old = {k: os.environ.pop(k) for k in KERNEL_UNSET if k in os.environ}
     try: NotebookClient(run, timeout=timeout, kernel_name='python3', resources={'metadata': {'path': str(path.parent)}}).execute()
-    finally:
-        if old is not None: os.environ['MPLBACKEND'] = old
+    finally: os.environ.update(old)
     for c in nb.cells:
         if skipped(c) and not run_slow: c.outputs = []; c.execution_count = None
     return nb
@@ -92,6 +96,29 @@ def same(a: str, b: str, rtol: float = 1e-3, atol: float = 1e-9, numbers: bool =
         return False
     return True
 
+# an absolute path of this machine in an output or asset (a temp folder, the checkout, a home folder): it churns from run to
+# run and means nothing on a reader's machine. A URL's path (`https://host/home/...`) and a data: URI's base64 are not.
+ABSPATH = re.compile(r'(?<![\w.~-])(?:/(?:tmp|work|root|home|Users|usr|var|private|opt|mnt|srv|content|data|etc)/|[A-Za-z]:\\)')
+DATA_URI = re.compile(r'data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+')
+
+def absolute_paths(text: str) -> list[str]:
+    "Each absolute path in `text`, with a little context (images embedded as data: URIs are skipped)."
+    text = DATA_URI.sub('data:…', text)
+    return [text[max(0, m.start() - 40):m.end() + 40].replace('\n', ' ') for m in ABSPATH.finditer(text)]
+
+def output_texts(outputs):
+    "The text of each output as saved (streams, rich text, errors), images aside: what `absolute_paths` reads."
+    for o in outputs:
+        if 'text' in o: yield _text(o['text'])
+        for k, v in o.get('data', {}).items():
+            if not k.startswith('image/'): yield v if isinstance(v, str) else ''.join(v) if isinstance(v, list) else str(v)
+        if o.get('output_type') == 'error': yield f"{o.get('evalue', '')}\n" + '\n'.join(o.get('traceback', []))
+
+def paths_printed(nb) -> list[str]:
+    "`cell i: ...path...` for every absolute path in the outputs of notebook `nb`."
+    return [f"code cell {i}: {hit}" for i, c in enumerate(c for c in nb.cells if c.cell_type == 'code')
+            for t in output_texts(c.outputs) for hit in absolute_paths(t)]
+
 def differences(saved, fresh) -> list[str]:
     "Human-readable list of problems: errors, a chapter without saved outputs, stale cells."
     probs = []
@@ -121,7 +148,7 @@ def main(argv=None):
         except Exception as e:
             print(f"{p}: FAILED to execute: {type(e).__name__}: {str(e)[-2000:]}"); bad += 1; continue
         if argv[0] == 'run': nbformat.write(fresh, p); print(f"{p}: executed and saved"); continue
-        probs = differences(saved, fresh)
+        probs = differences(saved, fresh) + [f"absolute path in an output: {h}" for h in paths_printed(fresh)]
         print(f"{p}: " + ('ok' if not probs else f"{len(probs)} problem(s)\n  " + '\n  '.join(probs))); bad += bool(probs)
     return 1 if bad else 0
 
