@@ -552,8 +552,11 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
               **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
               **({'cost_coef': {'value': float(cost_coef), 'why': cost_coef_why}} if cost_coef is not None else {})}
     traces, t0 = {}, time.time()
-    if rec and logged is not None: return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists),
-                                                              t0, jpath, mdpath, side, quiet)
+    if rec and logged is not None:      # a log: the routing report, and the policy's held-out episodes for replay and audit
+        _evaluate_splits(report, traces, ('heldout',), model, sec, world, backend_fn, (), {}, rec, episodes, seed, record,
+                         budget, True)
+        return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists), traces,
+                                     t0, jpath, mdpath, side, quiet)
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
                      budget, quiet, workers=PAID_WORKERS if paid else 1, logged=logged)
     failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
@@ -607,14 +610,18 @@ def _plot_routing(logged: dict, path) -> Path:
     fig.tight_layout(); path = Path(path); fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
     return path
 
-def _write_routing_report(report: dict, logged: dict, t0: float, jpath, mdpath, side, quiet: bool) -> dict:
+def _write_routing_report(report: dict, logged: dict, traces: dict, t0: float, jpath, mdpath, side, quiet: bool) -> dict:
     """A run on a recorded log: the report is the routing section (the policy against every router at the stated
-    price, chapter 18c), its markdown and one figure (`routing.png`: quality against cost per question)."""
+    price, chapter 18c), its markdown, one figure (`routing.png`: quality against cost per question) and the policy's
+    held-out episodes (`episodes.jsonl`, for the replay viewer and the audit)."""
     report.update(kind='routing', logged=logged, seconds=time.time() - t0, stopped=None, eval_cost_usd=0.0)
     report.pop('splits', None); report.pop('vs_best_baseline', None)
     jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report); atomic_write_text(mdpath, logged['markdown'])
     fig = _plot_routing(logged, Path(side)/'routing.png')
+    from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
+    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
+                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
     if not quiet:
         print('\n' + logged['markdown']); print(f"report: {jpath} (+ {mdpath.name}, {fig.name})")
         for h in _headlines(report): print(h)

@@ -16,8 +16,7 @@ NOTEBOOKS = sorted(p for p in (ROOT/'nbs').glob('*.ipynb') if not p.name.startsw
 ASSETS = sorted(p for p in (ROOT/'spindleflow_rl'/'assets').iterdir() if p.suffix in ('.json', '.yaml', '.yml', '.csv', '.jsonl', '.md', '.txt'))
 
 # (file name, pattern of the path it may still show): known, open, owned elsewhere (issue 32 item 6). Empty this as they go.
-KNOWN_PATHS = [('18c_log_runs.ipynb', r'run folder: /tmp/tmp\w+/mine'),    # cell 24 prints its temp run folder
-               ('18c_log_runs.ipynb', r'log_runs_readme\.sh /tmp/lr7')]     # a saved output from before the asset's fix
+KNOWN_PATHS = []                   # (chapter, pattern) of an absolute path still shown; none today
 
 def known(name: str, hit: str) -> bool: return any(n == name and re.search(pat, hit) for n, pat in KNOWN_PATHS)
 
