@@ -512,18 +512,14 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
                  catalog=None, tasks=None, base_url: str | None = None, budget_why: str = '', cost_coef: float | None = None,
                  cost_coef_why: str = '', logged=None) -> dict:
     """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
-    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline;
-    the simulator's oracle needs its hidden parameters: on recorded logs the oracle is the hindsight one of chapter 18,
-    and on OpenAI there is none, so no normalised score). Recorded logs play every task of a split once (`episodes`
-    is ignored) and, with `logged`, the routers at the policy's rate. `episodes` None: 1000, or the run's
-    `paid_eval_episodes` on a paid backend. A paid backend evaluates on the server the run recorded (`base_url`: another
-    one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and
-    stays inside it, playing `PAID_WORKERS` episodes at once (each waits on the network); more than `max_failed_calls` of its calls failing makes it a failure (`CallsFailedError`, the
-    report marked `failed`, no comparison). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part. Existing output is
-    replaced only with `overwrite`. `catalog`/`tasks` (files) replace the run's own roster and task bank. `cost_coef`
-    (with `cost_coef_why`): every episode at this one price. `logged(backend, model, seed, max_specialists)`: a recorded
-    run's held-out routing section (chapter 18c's `logged_section`), which is then the whole report (a routing report:
-    the simulator's baselines, splits and columns do not apply to a log)."""
+    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline and
+    has no oracle). A recorded log run with `logged(backend, model, seed, max_specialists)` (chapter 18c's
+    `logged_section`) gets a routing report: the policy against the routers at `cost_coef` (with `cost_coef_why`).
+    `episodes` None: 1000, or the run's `paid_eval_episodes` on a paid backend, which evaluates on the server the run
+    recorded (`base_url`: another one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's
+    `paid_eval_budget_usd`) and stays inside it, playing `PAID_WORKERS` episodes at once; more than `max_failed_calls`
+    failed calls make it a failure (`CallsFailedError`, the report marked `failed`). A stop (budget, Ctrl-C, SIGTERM)
+    keeps the finished part. `overwrite` replaces existing output; `catalog`/`tasks` files replace the run's own."""
     model, cfg, z = load_model(checkpoint, device)
     run_dir = Path(cfg.pop('_run_dir'))
     jpath, mdpath, side = report_paths(run_dir, json_out, overwrite)        # refused before any episode is played
@@ -552,13 +548,12 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
               **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
               **({'cost_coef': {'value': float(cost_coef), 'why': cost_coef_why}} if cost_coef is not None else {})}
     traces, t0 = {}, time.time()
-    if rec and logged is not None:      # a log: the routing report, and the policy's held-out episodes for replay and audit
-        _evaluate_splits(report, traces, ('heldout',), model, sec, world, backend_fn, (), {}, rec, episodes, seed, record,
-                         budget, True)
-        return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists), traces,
-                                     t0, jpath, mdpath, side, quiet)
+    log_run = rec and logged is not None      # a log: the routing report, and the policy's held-out episodes (replay, audit)
+    if log_run: splits, baselines, extra = ('heldout',), (), {}
     _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet, workers=PAID_WORKERS if paid else 1, logged=logged)
+                     budget, quiet, workers=PAID_WORKERS if paid else 1, logged=None if log_run else logged)
+    if log_run: return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists),
+                                             traces, t0, jpath, mdpath, side, quiet)
     failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
     if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
     if not report['splits']:
