@@ -566,16 +566,20 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
     return _write_report(report, traces, run_dir, jpath, mdpath, side, quiet)
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
+def _write_episodes(side: Path, traces: dict):
+    "The recorded episodes of every split and policy, as `episodes.jsonl` for the replay viewer (chapter 11) and the audit."
+    from spindleflow_rl.replay import episode_record, write_episodes   # records layer, below this one
+    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
+                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
+
 def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
     "Write the report, its markdown, plots and episodes; then say how it ended (a failure or an interrupt raises)."
-    from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
     jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report)
     md = (f"**FAILED: {report['failed']}**\n\n" if report.get('failed') else '') + markdown_table(report)
     atomic_write_text(mdpath, md)
     figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, side)
-    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
-                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
+    _write_episodes(side, traces)
     if not quiet:
         print('\n' + md); print(f"report: {jpath} (+ {mdpath.name}; {side/'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
         if not report.get('failed'):
@@ -614,9 +618,7 @@ def _write_routing_report(report: dict, logged: dict, traces: dict, t0: float, j
     jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report); atomic_write_text(mdpath, logged['markdown'])
     fig = _plot_routing(logged, Path(side)/'routing.png')
-    from spindleflow_rl.replay import episode_record, write_episodes   # recorded episodes for the replay viewer (chapter 11)
-    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
-                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
+    _write_episodes(side, traces)
     if not quiet:
         print('\n' + logged['markdown']); print(f"report: {jpath} (+ {mdpath.name}, {fig.name})")
         for h in _headlines(report): print(h)
