@@ -69,7 +69,7 @@ def parse_eval_md(text: str) -> dict:
 
 def comparison_png(ev: dict) -> bytes:
     """One panel per split: each policy's normalised score (random 0, oracle 1) with its 95% interval, best on top, in
-    the colours of the evaluation's own figures (the trained policy red, the oracle black)."""
+    the colours every figure gives these names (`POLICY_COLOURS`: the trained policy red, the oracle black)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from spindleflow_rl.evaluate import policy_colours

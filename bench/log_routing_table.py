@@ -59,7 +59,7 @@ def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dag
     rep.update(log=name, specialists=tab.ids, n_questions=tab.n, n_train=int(len(tr)), axis=axis, skipped=skipped,
                cost_coef_range=list(fit['cost_coef_range']), target_points=ll.RATE_GRID.tolist(), prices=prices.tolist(),
                distil=fit['distil'], settings={k: [str(r.setting), r.kind] for k, r in routers.items()},
-               stack={'knn_k': q.stack.k, 'ridge_alpha': q.stack.alpha, 'mf': list(q.stack.mf_cfg), 'answer_alpha': q.stack.alpha_a},
+               stack=q.summary(),
                seconds={k: round(v, 1) for k, v in T.items()})
     for who in ('policy', 'q-policy'):
         print(f"\n### {name}: {who} vs routers ({rep['questions']} held-out questions, by {axis})\n")

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     pols = {'warm start': ModelPolicy(model_w), 'warm start + PPO': ModelPolicy(model_f),
             **make_baselines(a.seed, ('random', 'adaptive-planner', 'oracle'))}
     out = {'run': run.name, 'episodes': a.episodes, 'seed': a.seed,
-           'timesteps': json.loads((run/'train_summary.json').read_text()).get('timesteps'), 'splits': {}}
+           'timesteps': json.loads((run/'train_summary.json').read_text()).get('num_timesteps'), 'splits': {}}
     for name in SPLITS:
         env_fn = split_env_fn(name, sec['env'], sec['reward'], sec['sim'], world)
         returns: dict = {}

@@ -51,13 +51,14 @@ def run(path: Path, seed: int) -> dict:
     per_model = {s: {'quality': float(tab.Y[rows, m].mean()), 'cost_usd': float(tab.C[rows, m].mean())} for m, s in enumerate(tab.ids)}
     return {'questions': int(tab.n), 'fitting': int(len(fit_rows)), 'heldout': int(len(rows)), 'specialists': list(tab.ids),
             'cheapest': tab.ids[tab.cheapest], 'strongest': tab.ids[tab.strongest], 'per_model': per_model,
-            'q': {'knn_k': q.stack.k, 'ridge_alpha': q.stack.alpha, 'mf': list(q.stack.mf_cfg)},
+            'q': q.summary(),
             'prices': prices.tolist(), 'x': xs.tolist(), 'vs': vs, 'seconds': {k: round(v, 1) for k, v in T.items()}}
 
 
 def summary(name: str, r: dict) -> list:
     out = [f"{name}: {r['questions']:,} questions x {len(r['specialists'])} models, {r['fitting']:,} fitted / {r['heldout']:,} held out; "
-           f"cheapest {r['cheapest']}, strongest {r['strongest']}; seconds {r['seconds']}"]
+           f"cheapest {r['cheapest']}, strongest {r['strongest']}; seconds {r['seconds']}",
+           f"  the Q took {r['q']['taken']!r} (validation values {r['q']['validation_values']})"]
     for n, v in r['vs'].items():
         below = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_ci95']) if hi < 0]
         above = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_ci95']) if lo > 0]
@@ -77,7 +78,8 @@ def main(argv=None):
     if a.truncate:                             # the ablation: MiniLM's own cut, cached apart from the head-and-tail vectors
         import spindleflow_rl.backends as b
         os.environ['SPINDLEFLOW_CACHE'] = tempfile.mkdtemp(); b.head_and_tail = lambda texts, embedder: list(texts)
-    res = {'command': 'python bench/real_log_table.py ' + ' '.join(argv if argv is not None else sys.argv[1:]),
+    args = [x for x in (argv if argv is not None else sys.argv[1:]) if not x.startswith('--out') and x != a.out]
+    res = {'command': ' '.join(['python bench/real_log_table.py'] + args),      # no output path: it may be absolute
            'embedding': 'truncated (first 256 word pieces)' if a.truncate else 'head and tail', 'seed': a.seed, 'logs': {}}
     for name in a.logs.split(','):
         t = time.time(); r = run(data if name == 'all' else data/name, a.seed); r['wall_s'] = round(time.time() - t, 1)

@@ -101,8 +101,8 @@ def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, epi
 
 # %% ../nbs/12_demo.ipynb #18d05495
 def plot_before_after(table: dict, path) -> Path:
-    """Mean return with 95% CI per policy, normalised score in brackets. Each policy keeps the colour it has in the
-    report's other figures (`policy_colours` over the table's order: pareto.png, phases.png, same_episode.png)."""
+    """Mean return with 95% CI per policy, normalised score in brackets. Each policy keeps the colour its name has in
+    every figure (`policy_colours`: pareto.png, phases.png, same_episode.png, chapter 09, the app)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     names = sorted(table, key=lambda n: table[n]['return'])
@@ -147,11 +147,11 @@ def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) ->
 # %% ../nbs/12_demo.ipynb #a92b4065
 def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) -> Path:
     """Each reward term summed over one episode, a bar per policy in `names` (records of the same task and seed), in
-    the colours `policy_colours` gives the records' policies in their order (those of the report's figures)."""
+    the colours `policy_colours` gives their names (those of every other figure)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     by = {e['policy']: e for e in eps}; names = [n for n in names if n in by]
-    colour = policy_colours(list(by))
+    colour = policy_colours(names)
     tot = {n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names}
     used = [i for i in range(len(REWARD_TERMS)) if any(abs(tot[n][i]) >= 5e-4 for n in names)] or [0]
     fig = Figure(figsize=(8.6, 0.28*len(used)*len(names) + 1.8)); FigureCanvasAgg(fig); ax = fig.add_subplot()

@@ -16,10 +16,10 @@ from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make
                                  calls_failed, CallsFailedError, Interrupted)
 
 # %% auto #0
-__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'MIN_PHASE_SPAN', 'EVAL_EPISODES', 'plan_consistency', 'metrics',
-           'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference', 'compare_to_best', 'fmt_comparison',
-           'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours', 'plot_report', 'fmt_normalised',
-           'markdown_table', 'report_paths', 'evaluate_run', 'EvalOptions']
+__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS', 'MIN_PHASE_SPAN', 'EVAL_EPISODES',
+           'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference',
+           'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours',
+           'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -261,15 +261,24 @@ def learning_curve(run_dir) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a = np.array(rows) if rows else np.zeros((0, 3))
     return a[:, 0], a[:, 1], a[:, 2]
 
+POLICY_COLOURS = {   # one colour per policy name, the same in every figure (chapters 09, 10, 12, the blog, the app)
+    'policy': 'tab:red', 'warm start + PPO': 'tab:red', 'warm start': '#f4a3a3', 'untrained': 'tab:gray',
+    'oracle': 'black', 'random': 'tab:orange', 'adaptive-planner': 'tab:blue', 'adaptive-planner-tuned': '#6baed6',
+    'subtask-planner': 'tab:cyan', 'greedy-topk-par': 'tab:green', 'greedy-topk-seq': '#98df8a',
+    'greedy-top3-par': 'tab:purple', 'greedy-top3-seq': '#c5b0d5', 'call-all-parallel': 'tab:brown',
+    'call-all-sequential': '#c49c94', 'llm-planner': 'tab:pink', 'bayes-cascade': 'tab:olive'}
+
 def policy_colours(names) -> dict:
-    "One colour per policy: the trained policy red, the oracle black, the baselines from a palette without red."
-    import matplotlib.pyplot as plt
-    pal = [c for i, c in enumerate(plt.cm.tab10.colors) if i not in (3, 7)] + list(plt.cm.Set2.colors)
-    out, j = {}, 0
+    """`{name: colour}` from `POLICY_COLOURS`, so a policy keeps its colour whichever figure it is in and whatever else
+    is drawn; a name not in the map gets a fixed colour from its CRC32 (Set2 + Set3), the next free one if taken."""
+    import zlib, matplotlib.pyplot as plt
+    pal = list(plt.cm.Set2.colors) + list(plt.cm.Set3.colors)
+    out = {n: POLICY_COLOURS[n] for n in names if n in POLICY_COLOURS}
     for n in names:
-        if n == 'policy': out[n] = 'tab:red'
-        elif n == 'oracle': out[n] = 'black'
-        else: out[n] = pal[j % len(pal)]; j += 1
+        if n in out: continue
+        j = zlib.crc32(str(n).encode()) % len(pal)
+        while pal[j] in out.values() and len(out) < len(pal): j = (j + 1) % len(pal)
+        out[n] = pal[j]
     return out
 
 # %% ../nbs/10_evaluate.ipynb #0ec2c6d7
@@ -277,7 +286,7 @@ def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
     "learning_curve.png: mean episode return per rollout, its moving average, and where the curriculum changed phase."
     import matplotlib.pyplot as plt
     t, r, ph = learning_curve(run_dir) if run_dir else (np.zeros(0),)*3
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(9, 4.4))
     if len(t):
         ax.plot(t, r, lw=1, color='tab:blue', alpha=0.4, label='mean episode return (per rollout)')
         k = max(1, len(r)//40); sm = np.convolve(r, np.ones(k)/k, mode='valid')
@@ -285,23 +294,27 @@ def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
         for p in (2, 3):
             if (ph == p).any(): ax.axvline(t[np.argmax(ph == p)], color='grey', ls='--', lw=1); ax.text(t[np.argmax(ph == p)], ax.get_ylim()[1], f' phase {p}', va='top', fontsize=8)
     ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.set_title('Learning curve (training tasks, curriculum)')
-    if len(t): ax.legend(fontsize=8, loc='lower right')
+    if len(t): ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.14), frameon=False)   # below the axes: no point hidden
     else: ax.text(0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes)
-    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=100); plt.close(fig)
+    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
     return f
+
+def _n_eps(report: dict) -> str:
+    "', N episodes' (per policy) for a figure's title: two evaluations of different sizes never share one title."
+    return f", {report['episodes']} episodes" if report.get('episodes') else ''
 
 def _plot_pareto(report: dict, out_dir: Path) -> Path:
     """pareto.png: quality against cost per split. Policies are told apart by colour and a legend below the axes
     (labels written next to the points ran into each other where policies sit close together)."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(report['splits']), figsize=(4.2*len(report['splits']), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(report['splits']), figsize=(max(8.4, 4.2*len(report['splits'])), 4.2), squeeze=False)
     for ax, (split, tab) in zip(axes[0], report['splits'].items()):
         col = policy_colours(tab)
         for name, v in tab.items():
             ax.scatter(v['cost_usd'], v['quality'], s=110 if name == 'policy' else 40, marker='*' if name == 'policy' else 'o',
                        zorder=3, color=col[name], label=name, edgecolor='black' if name == 'policy' else 'none')
-        ax.set_xlabel('cost per episode (USD)'); ax.set_ylabel('quality'); ax.set_title(f'{split}: quality vs cost')
-    h, l = axes[0][0].get_legend_handles_labels(); nc = 2 if len(report['splits']) == 1 else 4   # one narrow panel: 2 columns fit
+        ax.set_xlabel('cost per episode (USD)'); ax.set_ylabel('quality'); ax.set_title(f'{split}{_n_eps(report)}: quality vs cost')
+    h, l = axes[0][0].get_legend_handles_labels(); nc = 4   # the figure is at least 8.4 in wide
     fig.legend(h, l, fontsize=7, ncol=nc, loc='lower center', frameon=False)
     fig.tight_layout(rect=(0, 0.03 + 0.035*((len(l) + nc - 1)//nc), 1, 1)); f = Path(out_dir)/'pareto.png'
     fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
@@ -328,7 +341,7 @@ def _plot_phases(report: dict, out_dir: Path) -> Path:
     names = [n for n in tab if n not in ('random',)]
     phases = sorted(next(iter(tab.values()))['return_by_phase'])
     val, out = _phase_scores(tab) if norm else ({n: tab[n]['return_by_phase'] for n in tab}, [])
-    fig, ax = plt.subplots(figsize=(8, 4.4)); w = 0.8/len(names); col = policy_colours(tab)   # the colours of pareto.png
+    fig, ax = plt.subplots(figsize=(8.6, 4.4)); w = 0.8/len(names); col = policy_colours(tab)   # the colours of pareto.png
     for i, n in enumerate(names):
         ax.bar(np.arange(len(phases)) + i*w, [val[n][p] for p in phases], w, label=n, color=col[n])
     ys = [val[n][p] for n in names for p in phases if np.isfinite(val[n][p])] + [0.0] + ([1.0] if norm else [])
@@ -339,7 +352,7 @@ def _plot_phases(report: dict, out_dir: Path) -> Path:
     ax.axhline(0, color='black', lw=0.8)
     if norm: ax.axhline(1, color='black', lw=0.8, ls='--')
     ylabel = 'normalised score (random 0, oracle 1)' if norm else 'return'
-    ax.set_ylabel(ylabel); ax.set_title(f"{'Normalised score' if norm else 'Return'} per phase (held-out tasks)" +
+    ax.set_ylabel(ylabel); ax.set_title(f"{'Normalised score' if norm else 'Return'} per phase (held-out tasks{_n_eps(report)})" +
                                         (f"\nphase {', '.join(map(str, out))} left out: oracle − random < {MIN_PHASE_SPAN:.0%} of the split's" if out else ''), fontsize=10)
     ax.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False)   # below the axes: no bar hidden
     fig.tight_layout(); f = Path(out_dir)/'phases.png'; fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)

@@ -78,8 +78,8 @@ def _fit_q(tab, t, say, progress: bool) -> tuple:
     ax = AXIS_WORDS[axis_of(tab)]
     if t.log_price >= 0: price, why = float(t.log_price), '--cost-coef'
     else: price, why = price_at(cal, 0.5), f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose"
-    say(f"  fitted: kNN k={q.stack.k}, ridge alpha={q.stack.alpha:g}, matrix factorisation {q.stack.mf_cfg}; calibrated prices: "
-        + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.4g}" for x in (0.1, 0.5, 0.9)))
+    say(f"  fitted: {', '.join(f'{k} {v}' for k, v in q.stack.setting.items())}; it plays {ll.choice_words(q)}")
+    say("  calibrated prices: " + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.4g}" for x in (0.1, 0.5, 0.9)))
     return q, cal, price, why
 
 # %% ../nbs/18c_log_runs.ipynb #c000000c
@@ -129,8 +129,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
         'learner': 'full-info', 'log': t.recorded, 'sizes': sizes, 'heldout_fraction': t.heldout_fraction,
         'cost_coef_range': [float(v) for v in rng], 'cost_coef_range_from': '--cost-coef-range' if given else 'the log',
         'price': price, 'price_why': why, 'calibration': cal, 'reward': 'LOG_REWARD (chapter 18b)',
-        'q': {'knn_k': q.stack.k, 'ridge_alpha': q.stack.alpha, 'mf': list(q.stack.mf_cfg), 'answer_alpha': q.stack.alpha_a,
-              'prices': len(q.prices), 'slot_scorer': ll.slot_scorer_spec(q)},
+        'q': {**q.summary(), 'slot_scorer': ll.slot_scorer_spec(q)},
         'distil': dist, 'finetune': fine, 'seconds': {k: round(v, 1) for k, v in T.items()}}, quiet)
 
 # %% ../nbs/18c_log_runs.ipynb #c000000d

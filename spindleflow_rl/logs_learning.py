@@ -4,21 +4,22 @@
 
 # %% ../nbs/18b_learning_from_logs.ipynb #dfb297ae
 from __future__ import annotations
-import math, time
+import copy, math, time
 from dataclasses import dataclass, replace as dc_replace
 import numpy as np
 from .config import ConfigError, RewardConfig, patch_into
-from .routers import LoggedTasks, at_rate
+from .routers import LoggedTasks, at_rate, pgr, _sigmoid
 
 # %% auto #0
-__all__ = ['LOG_REWARD', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'RATE_GRID', 'LogTable', 'log_table', 'returned_quality',
-           'sequence_returns', 'kfolds', 'Linear', 'ridge_path', 'fit_ridge', 'fit_logistic_lbfgs', 'knn_path',
-           'MatrixFactorisation', 'GainMLP', 'QualityStack', 'FullInfoQ', 'play_calls', 'price_grid', 'QPolicy',
-           'log_env', 'env_calls', 'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores',
-           'make_scored_model', 'pgr_of', 'spend_axis', 'ends', 'curve_area', 'TunedRouter', 'KNNQuality', 'GainRouter',
-           'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range', 'fit_network', 'distil', 'agreement',
-           'carve_validation', 'validation_area', 'guarded_finetune', 'paired_curve', 'matched_router_calls',
-           'train_from_log', 'routing_report', 'routing_markdown']
+__all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'LOGISTIC_L2', 'BLOCKS', 'LogTable',
+           'log_table', 'returned_quality', 'sequence_returns', 'kfolds', 'Linear', 'ridge_path', 'fit_ridge',
+           'fit_logistic_lbfgs', 'knn_path', 'MatrixFactorisation', 'GainMLP', 'play_calls', 'pgr_of', 'spend_axis',
+           'ends', 'curve_area', 'prompt_calls', 'decision_value', 'break_even_prices', 'logistic_path', 'prompt_paths',
+           'QualityStack', 'FullInfoQ', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls',
+           'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model',
+           'TunedRouter', 'KNNQuality', 'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range',
+           'fit_network', 'distil', 'agreement', 'carve_validation', 'validation_area', 'guarded_finetune',
+           'paired_curve', 'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7989e56e
 LOG_REWARD = RewardConfig(efficiency_coef=0.0, consistency_coef=0.0, explanation_bonus=0.0, latency_weight=0.0)
@@ -100,7 +101,6 @@ def sequence_returns(tab: LogTable, seq, reward: RewardConfig = LOG_REWARD) -> t
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7089a165
 def _logit(p): p = np.clip(p, 1e-3, 1 - 1e-3); return np.log(p/(1 - p))
-def _sigmoid(z): return 1/(1 + np.exp(-np.clip(z, -30, 30)))
 def _unit(E): return E/np.maximum(np.linalg.norm(E, axis=-1, keepdims=True), 1e-12)
 
 def kfolds(n: int, k: int = 5, seed: int = 0) -> list:
@@ -131,17 +131,26 @@ def fit_ridge(F, Y, alpha: float) -> Linear:
     return Linear(W, ym - mu @ W)
 
 def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
-    "L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft. Read it as `_sigmoid(fit(F))`."
-    import torch as th
-    X = th.as_tensor(np.asarray(F, np.float64)); t = th.as_tensor(np.asarray(y, np.float64))
-    w = th.zeros(X.shape[1], dtype=th.float64, requires_grad=True); b = th.zeros(1, dtype=th.float64, requires_grad=True)
-    opt = th.optim.LBFGS([w, b], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20, line_search_fn='strong_wolfe')
-    def closure():
-        opt.zero_grad()
-        loss = th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum') + 0.5*l2*(w*w).sum()
-        loss.backward(); return loss
-    opt.step(closure)
-    return Linear(w.detach().numpy()[:, None], b.detach().numpy())
+    """L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft, one target `(n,)` or several
+    `(n, T)` (one regression per column: apart, each converges in a few steps). Read it as `_sigmoid(fit(F))`."""
+    import torch as th                        # heavy: imported where the fit runs
+    X = th.as_tensor(np.asarray(F, np.float64))
+    Y = np.asarray(y, np.float64).reshape(len(X), -1)
+    W, B = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
+    for j in range(Y.shape[1]):
+        t = th.as_tensor(Y[:, j])
+        w = th.zeros(X.shape[1], dtype=th.float64, requires_grad=True)
+        b = th.zeros(1, dtype=th.float64, requires_grad=True)
+        opt = th.optim.LBFGS([w, b], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20,
+                             line_search_fn='strong_wolfe')
+        def closure():
+            opt.zero_grad()
+            loss = th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum') + 0.5*l2*(w*w).sum()
+            loss.backward()
+            return loss
+        opt.step(closure)
+        W[:, j], B[j] = w.detach().numpy(), float(b.detach()[0])
+    return Linear(W, B)
 
 def knn_path(Etr, Ytr, E, ks, skip_first: bool = False) -> np.ndarray:
     """Mean of `Ytr` over the k most cosine-similar training rows (ties: the earlier row), for every k:
@@ -205,8 +214,92 @@ class GainMLP:
         W1, b1, w2, b2 = self.params
         return np.maximum(np.asarray(X, np.float64) @ W1 + b1, 0) @ w2 + b2
 
+# %% ../nbs/18b_learning_from_logs.ipynb #501665bd
+RATE_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)          # strong-call rates (two specialists)
+PRICE_POINTS = np.r_[0, np.geomspace(1, 1e5, 60)]              # prices (more specialists)
+
+def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    "Quality of the returned answer (the last successful call's) and the spend of `calls` (`(n, K)` indices, -1: none)."
+    rows = np.asarray(rows)
+    calls = np.asarray(calls)
+    q, c = np.zeros(len(rows)), np.zeros(len(rows))
+    for j in range(calls.shape[1]):
+        m = calls[:, j]
+        on, mm = m >= 0, np.maximum(m, 0)
+        q = np.where(on & tab.OK[rows, mm], tab.Y[rows, mm], q)
+        c = c + np.where(on, tab.C[rows, mm], 0.0)
+    return q, c
+
+def pgr_of(q, qc, qs) -> float:
+    "PGR of per-question qualities `q` between the two ends' (chapter 18's `pgr`: NaN when the strongest is no better)."
+    return pgr(np.mean(q), np.mean(qc), np.mean(qs))
+
+def spend_axis(tab: LogTable, rows, calls) -> float:
+    """Where a run sits on the x-axis of the curves: with two specialists the strong-call rate; with more, the share of
+    the way from the cheapest specialist's spend to the strongest's (0 always-cheapest, 1 always-strongest)."""
+    rows = np.asarray(rows)
+    calls = np.asarray(calls)
+    if tab.M == 2: return float(((calls == tab.strongest).any(1)).mean())
+    _, c = play_calls(tab, rows, calls)
+    cc, cs = tab.C[rows, tab.cheapest].mean(), tab.C[rows, tab.strongest].mean()
+    return float((c.mean() - cc)/(cs - cc))
+
+def ends(tab: LogTable, rows) -> tuple:
+    "Per-question quality of always-cheapest and always-strongest (PGR's 0 and 1)."
+    rows = np.asarray(rows)
+    f = lambda m: np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
+    return f(tab.cheapest), f(tab.strongest)
+
+def curve_area(xs, ys, grid=None) -> float:
+    "Mean of the curve `ys(xs)` (linearly interpolated, sorted by x) over `grid` (default `RATE_GRID`): the area under it per unit of x."
+    grid = RATE_GRID if grid is None else grid
+    o = np.argsort(xs, kind='stable')
+    return float(np.mean(np.interp(grid, np.asarray(xs)[o], np.asarray(ys)[o])))
+
+# %% ../nbs/18b_learning_from_logs.ipynb #dv0a1b2d
+def prompt_calls(tab: LogTable, P, x: float, cbar, reads_answer: bool = False, score=None) -> np.ndarray:
+    """`(n, 2)` calls (-1: none) of a router predicting each specialist's quality `P` `(n, M)`. Two specialists: at
+    strong-call rate `x`, escalating on the top `x` of `score` (default the predicted gain). More: at price `x`, the
+    argmax of `P - x*cbar` (`cbar`: mean cost per call). `reads_answer`: the cheapest first, then that argmax (if not it)."""
+    c, s, n = tab.cheapest, tab.strongest, len(P)
+    if tab.M == 2:
+        esc = at_rate(P[:, s] - P[:, c] if score is None else score, x)
+        if reads_answer: return np.stack([np.full(n, c), np.where(esc, s, -1)], 1)
+        return np.stack([np.where(esc, s, c), np.full(n, -1)], 1)
+    u = P - x*np.asarray(cbar)[None]
+    if not reads_answer: return np.stack([u.argmax(1), np.full(n, -1)], 1)
+    u[:, c] = P[:, c]
+    k = u.argmax(1)
+    return np.stack([np.full(n, c), np.where(k == c, -1, k)], 1)
+
+def decision_value(tab: LogTable, rows, calls_at, points) -> float:
+    """The area under a policy's curve on questions `rows`, the measure every choice on a log is made by: `calls_at(p)`
+    are its calls at each point `p` (a strong-call rate or a price), placed on the spend axis; the mean quality is
+    averaged over the axis (`curve_area`) and read on PGR's scale (when the strongest is no better: the quality itself,
+    which ranks policies the same way)."""
+    qc, qs = ends(tab, rows)
+    xs, ys = [], []
+    for p in points:
+        calls = calls_at(p)
+        xs.append(spend_axis(tab, rows, calls))
+        ys.append(play_calls(tab, rows, calls)[0].mean())
+    a, d = curve_area(xs, ys), qs.mean() - qc.mean()
+    return (a - qc.mean())/d if d > 1e-12 else a
+
+def break_even_prices(P, cbar, n: int = 120) -> np.ndarray:
+    """Prices at which routing by `P` (the argmax of `P - price*cbar`) changes on some question: `n` quantiles of the
+    pairwise break-even prices, with 0 and a price above them all (only the cheapest then)."""
+    M = P.shape[1]
+    b = [(P[:, k] - P[:, m])/(cbar[k] - cbar[m]) for m in range(M) for k in range(M) if cbar[k] > cbar[m]]
+    b = np.concatenate(b) if b else np.zeros(0)
+    b = b[np.isfinite(b) & (b > 0)]
+    if not len(b): return np.array([0.0, 1.0])
+    return np.unique(np.r_[0.0, np.quantile(b, np.linspace(0, 1, n)), 1.25*b.max()])
+
 # %% ../nbs/18b_learning_from_logs.ipynb #80fbd68a
-KNN_KS, RIDGE_ALPHAS, MF_GRID = (10, 20, 40, 80, 160, 320), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0), ((16, 1e-3), (64, 1e-3))
+KNN_KS, RIDGE_ALPHAS = (10, 20, 40, 80, 160, 320), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
+MF_GRID, LOGISTIC_L2 = ((16, 1e-3), (64, 1e-3), (16, 1e-2)), (1.0, 3.0, 10.0, 30.0)
+BLOCKS = ('knn', 'ridge', 'mf', 'logistic')      # the prompt models, in the order of their columns in the stack
 
 def _oof(fit_predict, n: int, folds: list) -> np.ndarray:
     "Out-of-fold predictions: `fit_predict(fit_rows, held_rows) -> (grid, n_held, ...)` stitched into `(grid, n, ...)`."
@@ -219,21 +312,38 @@ def _oof(fit_predict, n: int, folds: list) -> np.ndarray:
 
 def _brier(P, Y) -> list: return [float(((np.clip(p, 0, 1) - Y)**2).mean()) for p in P]
 
+def logistic_path(Ftr, Ytr, F, l2s) -> np.ndarray:
+    "A logistic regression per specialist (`fit_logistic_lbfgs`) for every L2 strength: `(len(l2s), n, M)` probabilities."
+    return np.stack([_sigmoid(fit_logistic_lbfgs(Ftr, Ytr, l2)(F)) for l2 in l2s])
+
+def prompt_paths(X, Y, seed: int = 0) -> dict:
+    "Each prompt model's grid and `(fit_rows, rows) -> (grid, n, M)` predictions, by name (`BLOCKS`)."
+    mf = lambda a, b: np.stack([MatrixFactorisation(d, wd, seed=seed).fit(X[a], Y[a])(X[b]) for d, wd in MF_GRID])
+    return {'knn': (KNN_KS, lambda a, b: knn_path(X[a], Y[a], X[b], KNN_KS)),
+            'ridge': (RIDGE_ALPHAS, lambda a, b: np.clip(ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), 0, 1)),
+            'mf': (MF_GRID, mf), 'logistic': (LOGISTIC_L2, lambda a, b: logistic_path(X[a], Y[a], X[b], LOGISTIC_L2))}
+
 class QualityStack:
-    """Level 0 of the stack: per-specialist predicted quality from the prompt (kNN, ridge, matrix factorisation) and,
-    for each specialist `m1` that has answered, from the prompt plus its answer (embedding when logged, cost, latency).
-    Each learner's setting is chosen by its out-of-fold Brier score on the fitting questions."""
-    def __init__(self, X, obs, A, text, Y, folds, seed: int = 0, progress=None):
-        self.M, tick = Y.shape[1], progress or (lambda s: None)
-        n = len(Y)
-        self.k = KNN_KS[int(np.argmin(_brier(_oof(lambda a, b: knn_path(X[a], Y[a], X[b], KNN_KS), n, folds), Y)))]; tick('knn')
-        self.alpha = RIDGE_ALPHAS[int(np.argmin(_brier(_oof(lambda a, b: ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), n, folds), Y)))]; tick('ridge')
-        mfs = _oof(lambda a, b: np.stack([MatrixFactorisation(d, wd, seed=seed).fit(X[a], Y[a])(X[b]) for d, wd in MF_GRID]), n, folds)
-        self.mf_cfg = MF_GRID[int(np.argmin(_brier(mfs, Y)))]; tick('matrix factorisation')
+    """Level 0 of the stack: per-specialist predicted quality from the prompt (kNN, ridge, matrix factorisation, a
+    logistic regression per specialist: `BLOCKS`) and, for each specialist `m1` that has answered, from the prompt plus
+    its answer (embedding when logged, cost, latency). Each prompt model's setting is chosen by `value(P)`, the decision
+    value of routing the fitting questions by its out-of-fold predictions `P` (Brier score without one; `areas` keeps
+    the values); the answer models' strength by Brier score."""
+    def __init__(self, X, obs, A, text, Y, folds, seed: int = 0, progress=None, value=None):
+        self.M, tick, n = Y.shape[1], progress or (lambda s: None), len(Y)
+        self.setting, self.areas = {}, {}
+        for name, (grid, path) in prompt_paths(X, Y, seed).items():
+            P = _oof(path, n, folds)
+            v = [value(p) for p in P] if value else [-b for b in _brier(P, Y)]
+            i = int(np.argmax(v))
+            self.setting[name], self.areas[name] = grid[i], (float(v[i]) if value else None)
+            tick(name)
+        self.k, self.alpha, self.mf_cfg, self.l2 = (self.setting[b] for b in BLOCKS)
         self.text = text
         F = [self.answer_inputs(m, X, A[:, m], obs[:, m]) for m in range(self.M)]
-        self.alpha_a = RIDGE_ALPHAS[int(np.argmin(np.sum([_brier(_oof(lambda a, b: ridge_path(F[m][a], Y[a], F[m][b], RIDGE_ALPHAS), n, folds), Y)
-                                                           for m in range(self.M)], 0)))]; tick('answer ridge')
+        brier = [_brier(_oof(lambda a, b: ridge_path(F[m][a], Y[a], F[m][b], RIDGE_ALPHAS), n, folds), Y) for m in range(self.M)]
+        self.alpha_a = RIDGE_ALPHAS[int(np.argmin(np.sum(brier, 0)))]
+        tick('answer ridge')
         self.seed = seed
     def answer_inputs(self, m, X, a, obs) -> np.ndarray:
         "What reading specialist m's answer adds: its embedding (when answers were logged), its cost and latency."
@@ -241,12 +351,15 @@ class QualityStack:
     def fit(self, X, obs, A, Y):
         "Fit every level-0 learner on these rows; returns `self` (a run-time scorer)."
         self.Etr, self.Ytr = _unit(np.asarray(X, np.float32)), np.asarray(Y, np.float64)
-        self.ridge = fit_ridge(X, Y, self.alpha); self.mf = MatrixFactorisation(*self.mf_cfg, seed=self.seed).fit(X, Y)
+        self.ridge = fit_ridge(X, Y, self.alpha)
+        self.mf = MatrixFactorisation(*self.mf_cfg, seed=self.seed).fit(X, Y)
+        self.logistic = fit_logistic_lbfgs(X, Y, self.l2)
         self.ans = [fit_ridge(self.answer_inputs(m, X, A[:, m], obs[:, m]), Y, self.alpha_a) for m in range(self.M)]
         return self
     def prompt(self, X) -> np.ndarray:
-        "`(n, 3M)` probabilities that each specialist answers right, from the prompt alone (kNN, ridge, MF)."
-        return np.concatenate([knn_path(self.Etr, self.Ytr, X, [self.k])[0], np.clip(self.ridge(X), 0, 1), self.mf(X)], 1)
+        "`(n, 4M)` probabilities that each specialist answers right, from the prompt alone (`BLOCKS`, side by side)."
+        knn = knn_path(self.Etr, self.Ytr, X, [self.k])[0]
+        return np.concatenate([knn, np.clip(self.ridge(X), 0, 1), self.mf(X), _sigmoid(self.logistic(X))], 1)
     def answer(self, m, X, a, obs) -> np.ndarray:
         "`(n, M)` probabilities that each specialist answers right once specialist `m` has answered."
         return np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1)
@@ -262,7 +375,13 @@ class FullInfoQ:
         self.tab, self.reward, self.k_folds, self.seed, self.meta_alpha = tab, reward, folds, seed, meta_alpha
         self.M = tab.M
     def _inputs(self, rows):
-        t = self.tab; return t.X[rows], (t.obs()[rows] - self.obs_mu)/self.obs_sd, t.A[rows]
+        t = self.tab
+        return t.X[rows], (t.obs()[rows] - self.obs_mu)/self.obs_sd, t.A[rows]
+    def routing_value(self, P) -> float:
+        "Decision value of routing the fitting questions by predicted qualities `P` (one call each), as a tuned router is scored."
+        t = self.sub
+        pts = RATE_GRID if t.M == 2 else PRICE_POINTS
+        return decision_value(t, np.arange(len(P)), lambda x: prompt_calls(t, P, x, self.cbar), pts)
     def z_answer(self, stack, m, Z0, X, a, obs) -> np.ndarray:
         "The stacked features once specialist `m` has answered: prompt and answer probabilities, its cost and latency."
         return np.hstack([Z0, stack.answer(m, X, a, obs), obs])
@@ -271,25 +390,33 @@ class FullInfoQ:
 @patch_into(FullInfoQ)
 def fit(self, rows=None, progress: bool = False):
     "Fit level 0 (tuned, out of fold) and the second decision's advantages on `rows` (default: complete training questions)."
-    import copy
-    t = self.tab; tick = (lambda s: print(f"  fitted {s}", flush=True)) if progress else None
+    t = self.tab
+    tick = (lambda s: print(f"  fitted {s}", flush=True)) if progress else None
     rows = np.flatnonzero(t.train & t.avail.all(1)) if rows is None else np.asarray(rows)
     if len(rows) < 20: raise ConfigError(f"full-information learning needs at least 20 training questions with every specialist "
                                          f"logged; found {len(rows)}. Log more questions (or every specialist on more of them), or hold "
                                          "fewer out (--heldout-fraction).")
-    self.rows = rows; ob = t.obs()[rows]; self.obs_mu, self.obs_sd = ob.mean(0), ob.std(0) + 1e-9
-    X, obs, A = self._inputs(rows); Y = t.Y[rows]
+    self.rows = rows
+    ob = t.obs()[rows]
+    self.obs_mu, self.obs_sd = ob.mean(0), ob.std(0) + 1e-9
+    X, obs, A = self._inputs(rows)
+    Y = t.Y[rows]
     self.folds = kfolds(len(rows), self.k_folds, self.seed)
-    base = QualityStack(X, obs, A, t.text, Y, self.folds, self.seed, tick)
-    self.Z0 = np.zeros((len(rows), 3*self.M)); self.Z1 = [np.zeros((len(rows), 4*self.M + 2)) for _ in range(self.M)]
+    keep = ('X', 'A', 'C', 'L', 'fail', 'avail', 'Y', 'train', 'budget', 'base', 'expected')
+    self.sub = sub = dc_replace(t, **{k: getattr(t, k)[rows] for k in keep})
+    self.cbar = t.C[rows].mean(0)
+    base = QualityStack(X, obs, A, t.text, Y, self.folds, self.seed, tick, value=self.routing_value)
+    B, M = len(BLOCKS), self.M
+    self.Z0, self.Z1 = np.zeros((len(rows), B*M)), [np.zeros((len(rows), (B + 1)*M + 2)) for _ in range(M)]
     self.fold_stacks, self.fold_of = [], np.full(t.n, -1)     # a fitting question is scored by the stack that never saw it
     for f, (a, b) in enumerate(self.folds):                   # out-of-fold level-0 features of every fitting question
-        s = copy.copy(base).fit(X[a], obs[a], A[a], Y[a]); z0 = s.prompt(X[b]); self.Z0[b] = z0
-        for m in range(self.M): self.Z1[m][b] = self.z_answer(s, m, z0, X[b], A[b, m], obs[b, m])
-        self.fold_stacks.append(s); self.fold_of[rows[b]] = f
-    self.stack = base.fit(X, obs, A, Y); self.row_of = {tid: i for i, tid in enumerate(t.task_ids)}
-    sub = dc_replace(t, **{k: getattr(t, k)[rows] for k in ('X', 'A', 'C', 'L', 'fail', 'avail', 'Y', 'train', 'budget', 'base', 'expected')})
-    self.sub = sub; self.cbar = t.C[rows].mean(0)
+        s = copy.copy(base).fit(X[a], obs[a], A[a], Y[a])
+        self.Z0[b] = z0 = s.prompt(X[b])
+        for m in range(M): self.Z1[m][b] = self.z_answer(s, m, z0, X[b], A[b, m], obs[b, m])
+        self.fold_stacks.append(s)
+        self.fold_of[rows[b]] = f
+    self.stack = base.fit(X, obs, A, Y)
+    self.row_of = {tid: i for i, tid in enumerate(t.task_ids)}
     self.R0 = {s_: sequence_returns(sub, s_, self.reward) for s_ in [(m,) for m in range(self.M)] + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]}
     self.meta, self.A1 = [], []                               # advantage of calling k after m: exact return difference
     for m in range(self.M):
@@ -324,14 +451,18 @@ def sequence_value(self, m: np.ndarray, k: np.ndarray, cost_coef: float) -> np.n
     return out
 
 @patch_into(FullInfoQ)
-def fit_prices(self, prices) -> FullInfoQ:
+def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
     """The first decision at every price of the grid: regress the exact return of (start with m, then the out-of-fold
-    second decision) on the prompt-level logits; between grid prices the values are interpolated."""
-    self.prices = np.unique(np.asarray(prices, float)); self.Q0 = []
+    second decision) on the prompt-level probabilities; between grid prices the values are interpolated. `choose`: then
+    keep whichever candidate routes the fitting questions best, out of fold (`choose`)."""
+    self.prices, self.Q0, self.T0 = np.unique(np.asarray(prices, float)), [], []
+    n = len(self.rows)
     for c in self.prices:
-        T = np.stack([self.sequence_value(np.full(len(self.rows), m), self.second(m, self.A1[m], c), c) for m in range(self.M)], 1)
+        T = np.stack([self.sequence_value(np.full(n, m), self.second(m, self.A1[m], c), c) for m in range(self.M)], 1)
+        self.T0.append(T)
         self.Q0.append(fit_ridge(self.Z0, T, self.meta_alpha))
-    return self
+    self.choice = {'taken': 'q', 'values': {}}
+    return self.choose() if choose else self
 
 @patch_into(FullInfoQ)
 def first_q(self, Z0: np.ndarray, cost_coef: float) -> np.ndarray:
@@ -369,13 +500,89 @@ def stack_of(self, row: int) -> QualityStack:
     f = self.fold_of[row] if 0 <= row < len(self.fold_of) else -1
     return self.fold_stacks[f] if f >= 0 else self.stack
 
-def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    "Quality of the returned answer (the last successful call's) and the spend of `calls` (`(n, K)` indices, -1: none)."
-    rows = np.asarray(rows); calls = np.asarray(calls); q, c = np.zeros(len(rows)), np.zeros(len(rows))
-    for j in range(calls.shape[1]):
-        m = calls[:, j]; on = m >= 0; mm = np.maximum(m, 0)
-        q = np.where(on & tab.OK[rows, mm], tab.Y[rows, mm], q); c = c + np.where(on, tab.C[rows, mm], 0.0)
-    return q, c
+# %% ../nbs/18b_learning_from_logs.ipynb #ch0a1b2c
+@patch_into(FullInfoQ)
+def then_second(self, m: np.ndarray, cost_coef: float) -> np.ndarray:
+    "`(n, 2)` calls on the fitting questions: first `m`, then the Q's out-of-fold second decision at `cost_coef`."
+    k = np.full(len(m), -1)
+    for j in range(self.M):
+        s = m == j
+        if s.any(): k[s] = self.second(j, self.A1[j][s], cost_coef)
+    return np.stack([m, k], 1)
+
+@patch_into(FullInfoQ)
+def candidates(self) -> dict:
+    """Every policy the Q may play, `{name: (calls_at(price), prices)}` on the fitting questions, all out of fold: 'q'
+    (its two decisions, the first's ridge refitted without each fold), each prompt model of the stack alone as a router
+    ('knn', 'ridge', 'mf', 'logistic': played exactly as the tuned router of that name, `prompt_calls`), and each such
+    router's first call (at a price) followed by the Q's second decision ('knn+q', ...), and a cascade: the cheapest
+    first, then the Q's second decision ('cheapest+q')."""
+    n, M, p = len(self.rows), self.M, self.prices
+    oof = lambda T: _oof(lambda a, b: fit_ridge(self.Z0[a], T[a], self.meta_alpha)(self.Z0[b])[None], n, self.folds)[0]
+    V = np.stack([oof(T) for T in self.T0])                                  # (prices, n, M)
+    def q_calls(c):
+        j = int(np.clip(np.searchsorted(p, c) - 1, 0, max(len(p) - 2, 0)))
+        f = 0.0 if len(p) == 1 else float(np.clip((c - p[j])/(p[j + 1] - p[j]), 0, 1))
+        v = V[j] if len(p) == 1 else (1 - f)*V[j] + f*V[j + 1]
+        return self.then_second(v.argmax(1), c)
+    out = {'q': (q_calls, np.unique(np.r_[p, np.linspace(p.min(), p.max(), 200)]))}
+    for b, name in enumerate(BLOCKS):                       # each prompt model as the tuned router of its name plays
+        P = self.Z0[:, b*M:(b + 1)*M]
+        out[name] = (lambda x, P=P: prompt_calls(self.sub, P, x, self.cbar), RATE_GRID if M == 2 else PRICE_POINTS)
+        first = lambda c, P=P: (P - c*self.cbar).argmax(1)
+        out[name + '+q'] = (lambda c, first=first: self.then_second(first(c), c), break_even_prices(P, self.cbar))
+    cheap = np.full(n, self.tab.cheapest)                   # a cascade: the cheapest first, then the Q's second decision
+    out['cheapest+q'] = (lambda c: self.then_second(cheap, c), out['q'][1])
+    return out
+
+@patch_into(FullInfoQ)
+def choose(self) -> FullInfoQ:
+    """Play every candidate on the fitting questions out of fold (`candidates`), score each by its decision value and
+    keep the best: the Q's own two decisions, or a prompt model's ranking (alone, or followed by the Q's second call).
+    So the policy's validated value is never below that of a router it contains. `choice` says what was taken."""
+    t, rows = self.sub, np.arange(len(self.rows))
+    vals = {name: decision_value(t, rows, f, pts) for name, (f, pts) in self.candidates().items()}
+    best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))             # a tie keeps the Q's own decisions
+    self.choice = {'taken': best, 'values': vals}
+    if best != 'q': self.take(best)
+    return self
+
+@patch_into(FullInfoQ)
+def take(self, name: str) -> FullInfoQ:
+    """Make the first decision a prompt model's ranking, `name` in `BLOCKS` (then stop after one call) or `'name+q'`
+    (then the Q's second decision): at each price the value of starting with m is that model's probability minus the
+    price times m's mean cost, a linear function of the stack's features, so the run-time scorer carries it as is.
+    `'cheapest+q'`: the cheapest specialist first at every price, then the Q's second decision."""
+    M, first = self.M, name.split('+')[0]
+    if first == 'cheapest':                                      # the cheapest first at every price
+        self.Q0 = [Linear(np.zeros((self.Z0.shape[1], M)), np.eye(M)[self.tab.cheapest]) for c in self.prices]
+        return self
+    b = BLOCKS.index(first)
+    sel = np.zeros((self.Z0.shape[1], M))
+    sel[b*M:(b + 1)*M] = np.eye(M)
+    self.prices = break_even_prices(self.Z0[:, b*M:(b + 1)*M], self.cbar)
+    self.Q0 = [Linear(sel, -c*self.cbar) for c in self.prices]
+    if '+' not in name:                                          # one call: every second call is worth -1
+        self.meta = [Linear(np.zeros_like(l.W), -np.ones(M)) for l in self.meta]
+        self.A1 = [-np.ones_like(a) for a in self.A1]
+    return self
+
+@patch_into(FullInfoQ)
+def summary(self) -> dict:
+    "What was fitted and chosen, for a run's summary: each prompt model's setting, the answer ridge, what plays, the values."
+    return {'settings': {k: str(v) for k, v in self.stack.setting.items()}, 'answer_alpha': self.stack.alpha_a,
+            'taken': self.choice['taken'], 'prices': len(self.prices),
+            'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()}}
+
+def choice_words(q: FullInfoQ) -> str:
+    "One line on what the fitted Q plays and why (its validation value against the best prompt router's)."
+    v, taken = q.choice['values'], q.choice['taken']
+    if not v: return "the Q's own decisions (no choice made)"
+    best_router = max((k for k in v if '+' not in k and k != 'q'), key=v.get)
+    what = {'q': "the Q's own decisions", 'cheapest+q': "the cheapest first, then the Q's second decision"}.get(
+        taken, f"the {taken.split('+')[0]} model's ranking" + (" then the Q's second call" if '+' in taken else " (one call)"))
+    return (f"{what}: validation value {v[taken]:.3f} (the Q's own {v['q']:.3f}, the best prompt router, "
+            f"{best_router}, {v[best_router]:.3f})")
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b4851e3b
 def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
@@ -475,7 +682,8 @@ def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry
         if stack.text[m]: W[m, D:2*D] = lin.W[D:2*D]
     W1, b1, V, w2, b = stack.mf.params
     out = dict(cap=cap, E=_unit(np.asarray(stack.Etr, np.float64)), Y=stack.Ytr, ridge_W=stack.ridge.W, ridge_b=stack.ridge.b,
-               mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd)
+               mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd,
+               logit_W=stack.logistic.W, logit_b=stack.logistic.b)
     if carry_q and hasattr(q, 'prices'):
         out.update(q_prices=q.prices, q0_W=np.stack([l.W for l in q.Q0]), q0_b=np.stack([l.b for l in q.Q0]),
                    meta_W=np.stack([l.W for l in q.meta]), meta_b=np.stack([l.b for l in q.meta]), cbar=q.cbar)
@@ -485,7 +693,8 @@ def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: b
     """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers
     are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries the Q."""
     st = stack or q.stack
-    spec = {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]), 'text': [bool(t) for t in q.tab.text]}
+    spec = {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]),
+            'text': [bool(t) for t in q.tab.text], 'blocks': len(BLOCKS)}
     return {**spec, 'q': len(q.prices)} if carry_q and hasattr(q, 'prices') else spec
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
@@ -521,30 +730,6 @@ def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int 
     model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap, carry_q))
     return set_fitting_scores(model, q, backend) if fitting else model
 
-
-# %% ../nbs/18b_learning_from_logs.ipynb #501665bd
-RATE_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
-
-def pgr_of(q, qc, qs) -> float: return float((np.mean(q) - np.mean(qc))/(np.mean(qs) - np.mean(qc)))
-
-def spend_axis(tab: LogTable, rows, calls) -> float:
-    """Where a run sits on the x-axis of the curves: with two specialists the strong-call rate; with more, the share of
-    the way from the cheapest specialist's spend to the strongest's (0 always-cheapest, 1 always-strongest)."""
-    rows = np.asarray(rows); calls = np.asarray(calls)
-    if tab.M == 2: return float(((calls == tab.strongest).any(1)).mean())
-    _, c = play_calls(tab, rows, calls); cc, cs = tab.C[rows, tab.cheapest].mean(), tab.C[rows, tab.strongest].mean()
-    return float((c.mean() - cc)/(cs - cc))
-
-def ends(tab: LogTable, rows) -> tuple:
-    "Per-question quality of always-cheapest and always-strongest (PGR's 0 and 1)."
-    rows = np.asarray(rows); f = lambda m: np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
-    return f(tab.cheapest), f(tab.strongest)
-
-def curve_area(xs, ys, grid=None) -> float:
-    "Mean of the curve `ys(xs)` (linearly interpolated, sorted by x) over `grid` (default `RATE_GRID`): the area under it per unit of x."
-    grid = RATE_GRID if grid is None else grid
-    o = np.argsort(xs, kind='stable'); return float(np.mean(np.interp(grid, np.asarray(xs)[o], np.asarray(ys)[o])))
-
 # %% ../nbs/18b_learning_from_logs.ipynb #76fec904
 class TunedRouter:
     """A router fitted on training questions with its setting chosen on them (out-of-fold routing area: PGR averaged over
@@ -554,7 +739,9 @@ class TunedRouter:
     name, reads_answer, grid = 'router', False, (None,)
     kinds = (None,)                   # ways to read the same predictions (the cascade: P(cheap wrong) or the gain)
     def fit(self, tab: LogTable, rows, folds: int = 5, seed: int = 0):
-        rows = np.asarray(rows); F = kfolds(len(rows), folds, seed); self.tab, self.fit_rows = tab, rows
+        rows = np.asarray(rows)
+        F = kfolds(len(rows), folds, seed)
+        self.tab, self.fit_rows, self.seed = tab, rows, seed
         P = _oof(lambda a, b: np.stack([self.predict(g, tab, rows[a], rows[b]) for g in self.grid]), len(rows), F)
         best = (-np.inf, None, None)
         for g, p in zip(self.grid, P):
@@ -566,24 +753,15 @@ class TunedRouter:
     def quality(self, rows) -> np.ndarray: return self.predict(self.setting, self.tab, self.fit_rows, np.asarray(rows))
     def score(self, P) -> np.ndarray:
         "Two specialists: how much escalating is worth (higher first)."
-        t = self.tab; return P[:, t.strongest] - P[:, t.cheapest]
+        t = self.tab
+        return P[:, t.strongest] - P[:, t.cheapest]
     def calls_at(self, P, x) -> np.ndarray:
-        "`(n, 2)` calls at strong-call rate `x` (two specialists) or price `x` (more): argmax of predicted quality minus price."
-        t = self.tab; c, s = t.cheapest, t.strongest; n = len(P)
-        if t.M == 2:
-            esc = at_rate(self.score(P), x)
-            if self.reads_answer: return np.stack([np.full(n, c), np.where(esc, s, -1)], 1)
-            return np.stack([np.where(esc, s, c), np.full(n, -1)], 1)
-        u = P - x*t.C[self.fit_rows].mean(0)[None]
-        if not self.reads_answer: return np.stack([u.argmax(1), np.full(n, -1)], 1)
-        u[:, c] = P[:, c]; k = u.argmax(1); return np.stack([np.full(n, c), np.where(k == c, -1, k)], 1)
+        "`(n, 2)` calls at strong-call rate `x` (two specialists) or price `x` (more): `prompt_calls` with this router's score."
+        t = self.tab
+        return prompt_calls(t, P, x, t.C[self.fit_rows].mean(0), self.reads_answer, self.score(P) if t.M == 2 else None)
     def area(self, tab, rows, P) -> float:
-        qc, qs = ends(tab, rows); xs, ys = [], []
-        grid = RATE_GRID if tab.M == 2 else np.r_[0, np.geomspace(1, 1e5, 60)]
-        for x in grid:
-            calls = self.calls_at(P, x); q, _ = play_calls(tab, rows, calls)
-            xs.append(spend_axis(tab, rows, calls)); ys.append(pgr_of(q, qc, qs))
-        return curve_area(xs, ys)
+        "The decision value of these predictions on `rows` (`decision_value`)."
+        return decision_value(tab, rows, lambda x: self.calls_at(P, x), RATE_GRID if tab.M == 2 else PRICE_POINTS)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #edf92b46
 class KNNQuality(TunedRouter):
@@ -595,11 +773,11 @@ class GainRouter(TunedRouter):
     """RouteLLM's classifier routers, on the prompt embedding: a logistic regression per specialist (L2 tuned) or, with
     two specialists, an MLP regressing the strong-minus-cheap grade (the gain of escalating) directly."""
     name = 'gain'
-    grid = tuple(('logistic', l2) for l2 in (1.0, 3.0, 10.0, 30.0)) + (('mlp', (32, 1e-2)), ('mlp', (64, 1e-1)))
+    grid = tuple(('logistic', l2) for l2 in LOGISTIC_L2) + (('mlp', (32, 1e-2)), ('mlp', (64, 1e-1)))
     def predict(self, g, tab, a, b):
         kind, h = g
         if kind == 'logistic':
-            return np.stack([_sigmoid(fit_logistic_lbfgs(tab.X[a], tab.Y[a, m], h)(tab.X[b])[:, 0]) for m in range(tab.M)], 1)
+            return logistic_path(tab.X[a], tab.Y[a], tab.X[b], [h])[0]
         if tab.M != 2: return np.full((len(b), tab.M), np.nan)
         P = np.zeros((len(b), 2)); c, s = tab.cheapest, tab.strongest
         P[:, s] = GainMLP(*h).fit(tab.X[a], tab.Y[a, s] - tab.Y[a, c])(tab.X[b]); return P
@@ -607,8 +785,8 @@ class GainRouter(TunedRouter):
 
 class MFRouter(TunedRouter):
     "RouteLLM's matrix-factorisation router (`MatrixFactorisation`; dimension and weight decay tuned)."
-    name, grid = 'mf', ((16, 1e-3), (64, 1e-3), (16, 1e-2))
-    def predict(self, g, tab, a, b): return MatrixFactorisation(*g).fit(tab.X[a], tab.Y[a])(tab.X[b])
+    name, grid = 'mf', MF_GRID
+    def predict(self, g, tab, a, b): return MatrixFactorisation(*g, seed=self.seed).fit(tab.X[a], tab.Y[a])(tab.X[b])
 
 class CascadeRouter(TunedRouter):
     """Cheapest first, then read its answer: a logistic regression per specialist on the prompt and cheap-answer
@@ -625,7 +803,7 @@ class CascadeRouter(TunedRouter):
     def predict(self, l2, tab, a, b):
         c = tab.cheapest; ob = tab.obs()[:, c]; ob = (ob - ob[self.fit_rows].mean(0))/(ob[self.fit_rows].std(0) + 1e-9)
         F = np.hstack([tab.X, tab.A[:, c], ob])
-        return np.stack([_sigmoid(fit_logistic_lbfgs(F[a], tab.Y[a, m], l2)(F[b])[:, 0]) for m in range(tab.M)], 1)
+        return logistic_path(F[a], tab.Y[a], F[b], [l2])[0]
     def score(self, P):
         t = self.tab; return 1 - P[:, t.cheapest] if self.kind == 'wrong' else P[:, t.strongest] - P[:, t.cheapest]
 

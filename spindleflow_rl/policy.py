@@ -70,15 +70,17 @@ Q_FEATURES = ('scored_advantage',)                      # ... and one more when 
 
 class SlotScorer(nn.Module):
     """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
-    answers the task right, computed from the observation alone. Before any answer: the mean of three prompt models
-    (the mean grade of the `k` most similar training prompts, a ridge regression, a matrix factorisation); once
+    answers the task right, computed from the observation alone. Before any answer: the mean of the prompt models
+    (the mean grade of the `k` most similar training prompts, a ridge regression, a matrix factorisation and, with
+    `spec['blocks']` 4, a logistic regression per specialist); once
     specialists have answered: for each answer, a ridge regression on [task, the answer's embedding (when answers were
     logged), its standardised log cost and log latency], averaged over the answers. A slot is recognised by its
     capability embedding (cosine above 0.999 to one of the `specialists` it was fitted on); any other slot scores 0 with
     `known` 0. With `spec['q']` (the number of prices on a Q's grid) it also carries a fitted Q (chapter 18b's
     `FullInfoQ`) and gives each slot the Q's value of calling it now, at the price read from the observation
     (`advantage`). Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers,
-    saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`."""
+    saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`
+    and `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4)."""
     Q_SCALE = 10.0               # the advantage feature is tanh(Q_SCALE * value), as the Q policy grades its stop logit
     def __init__(self, spec: dict, emb_dim: int = 384):
         super().__init__()
@@ -90,10 +92,15 @@ class SlotScorer(nn.Module):
         G = spec.get('q')
         if G is not None and (isinstance(G, bool) or not isinstance(G, int) or G < 1):
             raise ConfigError(f"a slot scorer's spec: 'q' is the number of prices on the Q's grid (an integer >= 1), got {G!r}.")
+        nb = spec.get('blocks', 3)
+        if nb not in (3, 4): raise ConfigError(f"a slot scorer's spec: 'blocks' is the number of prompt models, 3 or 4, got {nb!r}.")
         self.spec, self.k, self.M, self.D, self.has_q = dict(spec), min(int(spec['k']), N), M, D, G is not None
+        self.blocks = nb
         shapes = dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,), mf_V=(M, d),
                       mf_w2=(d,), mf_b=(M,), ans_W=(M, 2*D + 2, M), ans_b=(M, M), obs_mu=(M, 2), obs_sd=(M, 2))
-        if self.has_q: shapes.update(q_prices=(G,), q0_W=(G, 3*M, M), q0_b=(G, M), meta_W=(M, 4*M + 2, M), meta_b=(M, M), cbar=(M,))
+        if nb == 4: shapes.update(logit_W=(D, M), logit_b=(M,))
+        if self.has_q:
+            shapes.update(q_prices=(G,), q0_W=(G, nb*M, M), q0_b=(G, M), meta_W=(M, (nb + 1)*M + 2, M), meta_b=(M, M), cbar=(M,))
         for name, shape in shapes.items(): self.register_buffer(name, th.zeros(shape, dtype=th.float64))
         self.n_features = len(SCORER_FEATURES) + (len(Q_FEATURES) if self.has_q else 0)
         self.folds = None            # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
@@ -110,18 +117,19 @@ class SlotScorer(nn.Module):
 # %% ../nbs/08_policy.ipynb #75ee4ac8
 @patch_into(SlotScorer)
 def prompt_models(self, x: th.Tensor) -> th.Tensor:
-    "`(B, 3*specialists)` probabilities from the task embedding alone (float64): kNN, ridge and MF, side by side."
+    "`(B, blocks*specialists)` probabilities from the task embedding alone (float64): kNN, ridge, MF (and logistic), side by side."
     xu = x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     nn_ = th.topk(xu @ self.E.T, self.k, dim=-1).indices
     knn = self.Y[nn_].mean(1)
     ridge = (x @ self.ridge_W + self.ridge_b).clamp(0, 1)
     mf = th.sigmoid(((x @ self.mf_W1 + self.mf_b1).unsqueeze(1)*self.mf_V) @ self.mf_w2 + self.mf_b)
-    return th.cat([knn, ridge, mf], -1)
+    if self.blocks == 3: return th.cat([knn, ridge, mf], -1)
+    return th.cat([knn, ridge, mf, th.sigmoid(x @ self.logit_W + self.logit_b)], -1)
 
 @patch_into(SlotScorer)
 def prompt(self, x: th.Tensor) -> th.Tensor:
-    "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of kNN, ridge and MF."
-    return self.prompt_models(x).reshape(len(x), 3, self.M).mean(1)
+    "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of the prompt models."
+    return self.prompt_models(x).reshape(len(x), self.blocks, self.M).mean(1)
 
 @patch_into(SlotScorer)
 def slots(self, r: th.Tensor) -> tuple:
@@ -134,11 +142,11 @@ def slots(self, r: th.Tensor) -> tuple:
 @patch_into(SlotScorer)
 def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
     """`(B, specialists)` probabilities (float64): from the prompt, or averaged over the answers read so far. `parts`:
-    also what the Q reads, `(P, Z0, Pa, o, ans)`: the prompt models `(B, 3*specialists)`, each slot's answer model
+    also what the Q reads, `(P, Z0, Pa, o, ans)`: the prompt models `(B, blocks*specialists)`, each slot's answer model
     `(B, slots, specialists)` and standardised cost and log latency `(B, slots, 2)` (`None` before any answer), and the
     mask of slots whose answer is read."""
     B, S, D = a.shape
-    Z0 = self.prompt_models(x); P = Z0.reshape(B, 3, self.M).mean(1); Pa = o = None
+    Z0 = self.prompt_models(x); P = Z0.reshape(B, self.blocks, self.M).mean(1); Pa = o = None
     ans = (called_mask.double() > 0.5).double()*known                                        # slots whose answer is read
     if bool(ans.any()):
         cost, lat = slot_obs[..., 7].double()*0.05, slot_obs[..., 6].double()*60.0          # the env's call_cost, call_latency
@@ -172,7 +180,7 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
     n = ans.sum(1)
     if Pa is not None and bool((n == 1).any()):
         s = ans.argmax(1); r = th.arange(B, device=idx.device); m = idx[r, s]
-        Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)                                             # (B, 4*specialists + 2)
+        Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)                                             # (B, (blocks + 1)*specialists + 2)
         adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1)*self.cbar
         out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx)*free, out)
     return th.tanh(self.Q_SCALE*th.where((n >= 2).unsqueeze(1), th.zeros_like(out), out))

@@ -96,7 +96,7 @@ _HEDGED = ["I think it might be {a}, but I'm not completely sure.", 'Possibly {a
 _VERY_UNSURE = ["I'm really not sure about this one. Maybe {a}?", "I don't know for certain; it could be {a}.",
                 'This is hard to say. Perhaps {a}, but I could easily be wrong.']
 
-def _sigmoid(x): return 1/(1 + np.exp(-x))
+def _sigmoid(x): return 1/(1 + np.exp(-np.clip(x, -30, 30)))
 
 def _wording(conf: float, answer: str, rng) -> str:
     "The answer in words that carry the model's confidence (assertive above 0.8, hedged below 0.55)."

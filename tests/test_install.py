@@ -101,17 +101,20 @@ def run_colab(tmp: Path, source: str, **params) -> nbformat.NotebookNode:
     assert GITHUB in cell.source, f'the install cell should install {GITHUB}'
     cell.source = cell.source.replace(GITHUB, source)
     nb.cells.append(nbformat.v4.new_code_cell(STOP_CHILDREN))
-    NotebookClient(nb, timeout=600, kernel_name=KERNEL, resources={'metadata': {'path': str(tmp)}}).execute()
+    NotebookClient(nb, timeout=3600, kernel_name=KERNEL, resources={'metadata': {'path': str(tmp)}}).execute()
     return nb
 
 
 def record_colab(v, tmp: Path):
-    """Save the Colab notebook with the outputs of a smoke run with the default flags (no Drive, no LLM), installed
-    from the tagged clone; the parameters and install cells keep their committed source (the outputs say SMOKE=True
-    and "from a local copy"). Runs only with SPINDLEFLOW_RECORD_COLAB=1."""
+    """Save the Colab notebook with the outputs of a real run of its defaults (the README's main run: 250k timesteps,
+    500 evaluation episodes; several minutes on 2 cores; no Drive, no LLM), installed from the tagged clone; the
+    parameters and install cells keep their committed source (the outputs say SMOKE=False and "from a local copy").
+    Runs only with SPINDLEFLOW_RECORD_COLAB=1. (The committed outputs were recorded the same way from a clone, with
+    the install skipped: /tmp-free, OUT relative.)"""
     uninstall(v)
     work = tmp/'record'; work.mkdir()
-    nb = run_colab(work, v['tag_url'], USE_DRIVE=False, RUN_REAL_LLM=False, OUT='spindleflow-rl', RUN_NAME='colab-smoke')
+    nb = run_colab(work, v['tag_url'], TIMESTEPS=250_000, N_ENVS=16, EVAL_EPISODES=500, RECORD=3, SMOKE=False, USE_DRIVE=False,
+                   RUN_REAL_LLM=False, OUT='spindleflow-rl', RUN_NAME='colab-curriculum')
     orig = nbformat.read(NB, as_version=4)
     assert len(nb.cells) == len(orig.cells) + 1 and nb.cells[-1].source == STOP_CHILDREN
     nb.cells = nb.cells[:-1]
