@@ -130,6 +130,7 @@ def fit_ridge(F, Y, alpha: float) -> Linear:
     W = np.linalg.solve((F - mu).T @ (F - mu) + alpha*np.eye(F.shape[1]), (F - mu).T @ (Y - ym))
     return Linear(W, ym - mu @ W)
 
+# %% ../nbs/18b_learning_from_logs.ipynb #7089a166
 def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
     """L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft, one target `(n,)` or several
     `(n, T)` (one regression per column: apart, each converges in a few steps). Read it as `_sigmoid(fit(F))`."""
@@ -323,6 +324,7 @@ def prompt_paths(X, Y, seed: int = 0) -> dict:
             'ridge': (RIDGE_ALPHAS, lambda a, b: np.clip(ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), 0, 1)),
             'mf': (MF_GRID, mf), 'logistic': (LOGISTIC_L2, lambda a, b: logistic_path(X[a], Y[a], X[b], LOGISTIC_L2))}
 
+# %% ../nbs/18b_learning_from_logs.ipynb #80fbd68b
 class QualityStack:
     """Level 0 of the stack: per-specialist predicted quality from the prompt (kNN, ridge, matrix factorisation, a
     logistic regression per specialist: `BLOCKS`) and, for each specialist `m1` that has answered, from the prompt plus
@@ -535,6 +537,7 @@ def candidates(self) -> dict:
     out['cheapest+q'] = (lambda c: self.then_second(cheap, c), out['q'][1])
     return out
 
+# %% ../nbs/18b_learning_from_logs.ipynb #ch0a1b2e
 @patch_into(FullInfoQ)
 def choose(self) -> FullInfoQ:
     """Play every candidate on the fitting questions out of fold (`candidates`), score each by its decision value and
