@@ -79,7 +79,7 @@ def _fit_q(tab, t, say, progress: bool) -> tuple:
     if t.log_price >= 0: price, why = float(t.log_price), '--cost-coef'
     else: price, why = price_at(cal, 0.5), f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose"
     say(f"  fitted: {', '.join(f'{k} {v}' for k, v in q.stack.setting.items())}; it plays {ll.choice_words(q)}")
-    say("  calibrated prices: " + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.4g}" for x in (0.1, 0.5, 0.9)))
+    say("  calibrated prices: " + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.3g}" for x in (0.1, 0.5, 0.9)))
     return q, cal, price, why
 
 # %% ../nbs/18c_log_runs.ipynb #c000000c
@@ -104,8 +104,8 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet); T['fit_q'] = time.time() - t1
     given = tuple(cfg['env'].cost_coef_range or ())
     rng = given or ll.default_cost_range(q)
-    say(f"  cost_coef range {rng[0]:g} to {rng[1]:.4g} (" + ('--cost-coef-range' if given else
-        'from the log: 0 to 1.25x the price at which 2% of the questions are escalated') + f"); reported at cost_coef {price:.4g} ({why})")
+    say(f"  cost_coef range {rng[0]:g} to {rng[1]:.3g} (" + ('--cost-coef-range' if given else
+        'from the log: 0 to 1.25x the price at which 2% of the questions are escalated') + f"); reported at cost_coef {price:.3g} ({why})")
     mk = lambda: ll.log_env(be, 'train', rng, ll.LOG_REWARD, M)
     model = ll.make_scored_model(DummyVecEnv([mk]*t.n_envs), q, be, cfg['policy'], t.seed, device=t.device, **cfg['ppo'])
     say(f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training questions, "
@@ -244,7 +244,7 @@ def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, ro
     pol, e = rep['policies']['policy'], rep['ends']; ax = AXIS_WORDS[rep['axis']]
     rep.update(cost_coef=float(cost_coef), cost_coef_why=why, skipped=skipped)
     c, s = tab.ids[tab.cheapest], tab.ids[tab.strongest]
-    where = f"held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.4g}: {why}"
+    where = f"held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.3g}: {why}"
     if rep['pgr_defined']:
         lo, hi = pol['pgr_ci95'][0]
         score = f"PGR {pol['pgr'][0]:.3f} [{lo:.3f}, {hi:.3f}] (quality {pol['quality'][0]:.3f})"
@@ -257,7 +257,7 @@ def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, ro
                 "compares quality and cost.")
     rep['headline'] = (f"headline ({where}): policy {score} at {ax} {pol['x'][0]:.2f}, ${pol['cost_usd'][0]:.6f} per question"
                        + (f"; at the same {ax}: " + _vs_line(pol, 0) if pol['vs'] else ''))
-    head = [f"### held-out: policy and routers at cost_coef {cost_coef:.4g} ({why})", '',
+    head = [f"### held-out: policy and routers at cost_coef {cost_coef:.3g} ({why})", '',
             f"{rep['questions']} questions, each once; routers fitted on the training questions and put at the policy's {ax}. "
             + note, '']
     rep['markdown'] = '\n'.join(head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
@@ -343,7 +343,7 @@ def sweep_markdown(rep: dict) -> str:
              '|' + '---|'*(4 + len(pol['vs']))]
     for i, (tg, c) in enumerate(zip(rep['targets'], pol['prices'])):
         cells = [f"{v['pgr_b'][i]:.3f} ({v['diff'][i]:+.3f} [{v['diff_ci95'][i][0]:+.2f}, {v['diff_ci95'][i][1]:+.2f}])" for v in pol['vs'].values()]
-        lines.append(f"| {tg:g} | {c:.4g} | {pol['x'][i]:.2f} | {pol['pgr'][i]:.3f} | " + ' | '.join(cells) + ' |')
+        lines.append(f"| {tg:g} | {c:.3g} | {pol['x'][i]:.2f} | {pol['pgr'][i]:.3f} | " + ' | '.join(cells) + ' |')
     if pol['vs']:
         v0 = next(iter(pol['vs'].values()))
         lines.append(f"| **APGR** | | | **{v0['apgr_a']:.3f}** | " + ' | '.join(
