@@ -8,9 +8,14 @@ import html, json, math, sys
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .config import ConfigError, SCALAR_FEATURES, param
+from .config import (ConfigError, EnvConfig, RewardConfig, SCALAR_FEATURES, SimConfig, param,
+                                   read_user_text)
 from .explain import DEFAULT_FIT_THRESHOLD, JUSTIFIED, AuditContext, audit_episode
 from .files import atomic_write_text, check_output
+from .world import default_world
+from .policies import ModelPolicy, make_baselines, run_episode
+from .replay import episode_record, read_episodes, to_record
+from .runs import TrainConfig, build_world, load_model, make_backend, resolve_checkpoint, split_env_fn
 
 # %% auto #0
 __all__ = ['gaussian_alternatives', 'model_distribution', 'decode_choice', 'AuditedPolicy', 'record_audited', 'audit_episodes',
@@ -96,8 +101,6 @@ AuditedPolicy.act = _act
 
 def record_audited(env, policy, seed: int, split: str = '', name: str | None = None, top_k: int = 3) -> dict:
     "Play one episode with `AuditedPolicy(policy)`; return its `spindleflow-episode/1` record, each step with a `policy` entry."
-    from spindleflow_rl.policies import run_episode
-    from spindleflow_rl.replay import episode_record
     ap = AuditedPolicy(policy, top_k)
     s = run_episode(env, ap, seed, record=True)
     cat = env.world.catalog
@@ -108,9 +111,7 @@ def record_audited(env, policy, seed: int, split: str = '', name: str | None = N
 # %% ../nbs/15_audit.ipynb #2fdd422c
 def audit_episodes(episodes, world=None, threshold: float = DEFAULT_FIT_THRESHOLD) -> list[dict]:
     "Per record: the record, its claims and their verification (the shipped world unless `world` is given)."
-    from spindleflow_rl.replay import to_record
     if world is None:
-        from spindleflow_rl.world import default_world
         world = default_world()
     out = []
     for i, e in enumerate(episodes):
@@ -312,8 +313,6 @@ def write_audit(rep: dict, out_dir, title: str = 'SpindleFlow RL: audit', force:
 # %% ../nbs/15_audit.ipynb #4f9469c8
 def _run_cfg(src: Path) -> dict:
     "The config of the run `src` belongs to (a run folder, one of its checkpoints, or an episodes file in it); {} if none."
-    from spindleflow_rl.runs import resolve_checkpoint
-    from spindleflow_rl.config import read_user_text
     for d in ((src,) if src.is_dir() else (src.parent, src.parent.parent)):
         if (d/'config.json').exists(): return json.loads(read_user_text(d/'config.json', 'run config'))
     return resolve_checkpoint(src)[1].get('config') or {} if src.suffix == '.zip' else {}
@@ -321,8 +320,6 @@ def _run_cfg(src: Path) -> dict:
 def _run_world(cfg: dict):
     """`(world, backend_fn)` the run's episodes are played in: its own catalog and task bank; on recorded logs the
     world of its log, with one backend shared by every env. Other runs record on the simulator (no paid calls)."""
-    from spindleflow_rl.runs import build_world, make_backend, TrainConfig
-    from spindleflow_rl.config import SimConfig
     world = build_world(cfg)
     tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
     if tc.backend != 'recorded': return world, None
@@ -331,9 +328,6 @@ def _run_world(cfg: dict):
 
 def _record_run(checkpoint, n: int, splits, seed: int, baselines) -> tuple[list, object]:
     "Record `n` episodes per split of the run's policy (audited) and the scripted `baselines`, in the run's own world."
-    from spindleflow_rl.runs import load_model, split_env_fn
-    from spindleflow_rl.policies import ModelPolicy, make_baselines
-    from spindleflow_rl.config import EnvConfig, RewardConfig, SimConfig
     model, cfg, _ = load_model(checkpoint)
     world, backend_fn = _run_world(cfg)
     ec = EnvConfig.from_dict(cfg.get('env') or {}); rc = RewardConfig.from_dict(cfg.get('reward') or {}); sc = SimConfig.from_dict(cfg.get('sim') or {})
@@ -363,7 +357,6 @@ def audit_run(source, out=None, policy=None, record: int = 0, splits=None, basel
               threshold: float = DEFAULT_FIT_THRESHOLD, overwrite: bool = False) -> tuple[dict, list]:
     """Audit a run's episodes (recorded ones, or `record` new ones per split) in the run's own world, and write the report
     into `out`; `(report, files)`. The output folder is checked before any work; `splits` without recording is refused."""
-    from spindleflow_rl.replay import read_episodes
     src = Path(source)
     if not str(source).strip() or not src.exists(): raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
     records = record > 0 or (src.is_file() and src.suffix == '.zip') or (src.is_dir() and not (src/'episodes.jsonl').exists())

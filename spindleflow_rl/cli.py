@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse, dataclasses, json, os, sys, time, traceback
 from dataclasses import dataclass, fields
 from pathlib import Path
+from .checkpoints import DEMO_POLICY, resolve_checkpoint
 from .config import ConfigError, EnvConfig, RewardConfig, allowed, check_value, config_path, default_cache_dir, load_yaml, param
+from .llm import OpenAIConfig, load_env_file
 
 # %% auto #0
 __all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'PPO_ONLY', 'FULL_INFO_ONLY', 'LOG_ONLY', 'SWEEP_IGNORES', 'add_fields',
@@ -90,7 +92,7 @@ def _internal_error(prog: str, e: BaseException) -> int:
 
 def run_command(prog: str, body, *args) -> int:
     "Run `body(*args)` and map how it ended to an exit code: 0, 2 (usage), 1 (runtime failure), 130 (interrupted)."
-    from spindleflow_rl.runs import CallsFailedError, Interrupted
+    from spindleflow_rl.runs import CallsFailedError, Interrupted   # lazy: loads torch and SB3 (~1.5 s)
     try: return body(*args) or 0
     except SystemExit as e: return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)   # argparse: usage, --help
     except ConfigError as e: print(f"{prog}: error: {e}", file=sys.stderr); return 2
@@ -103,7 +105,6 @@ def run_command(prog: str, body, *args) -> int:
 
 def read_env_files(env_file: str | None):
     "`.env` in the working folder when present (not UTF-8 or unreadable: a usage error), or the `--env-file` given, which must exist."
-    from spindleflow_rl.llm import load_env_file
     names = load_env_file(env_file, required=True) if env_file is not None else load_env_file('.env')
     if names: print(f"read {', '.join(names)} from {env_file or '.env'}")
 
@@ -125,8 +126,7 @@ TRAIN_EXTRA = (('openai', ('base_url', 'max_concurrency', 'tokens_per_minute')),
 
 def train_parser() -> argparse.ArgumentParser:
     "`spindleflow-train`'s parser: `TrainOptions`, every `TrainConfig` field, and `TRAIN_EXTRA`; defaults shown from train.yaml."
-    from spindleflow_rl.runs import TrainConfig
-    from spindleflow_rl.llm import OpenAIConfig
+    from spindleflow_rl.runs import TrainConfig   # lazy: loads torch and SB3 (~1.5 s)
     shipped = load_yaml(config_path('train.yaml'))
     ap = parser('spindleflow-train', 'Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO), then evaluate it.')
     add_fields(ap, TrainOptions)
@@ -152,7 +152,7 @@ def train_overrides(a) -> dict:
 
 def _train_config(a, ov: dict) -> dict:
     "The run config: train.yaml, then (a resume) the run's saved config, then --config, then the flags."
-    from spindleflow_rl.runs import load_run_config, resolve_checkpoint
+    from spindleflow_rl.runs import load_run_config   # lazy: loads torch and SB3 (~1.5 s)
     if not a.checkpoint: return load_run_config(a.config, ov, 'the command line')
     _, st = resolve_checkpoint(a.checkpoint)
     saved = {k: v for k, v in (st.get('config') or {}).items() if v is not None and not k.startswith('_')}
@@ -168,8 +168,8 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
     split; as many episodes in all as training played: at least 10 per policy, at most `paid_eval_episodes`, or
     `--eval-episodes` when given) inside a budget printed before it starts (`paid_eval_budget_usd`, or what
     `--max-cost-usd` left if less)."""
-    from spindleflow_rl.runs import spend_from
-    from spindleflow_rl.evaluate import PAID_BASELINES
+    from spindleflow_rl.runs import spend_from   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.evaluate import PAID_BASELINES   # lazy: loads torch and SB3 (~1.5 s)
     t = cfg['train']
     st = json.loads((run/'latest.json').read_text()) if (run/'latest.json').exists() else {}
     summ = json.loads((run/'train_summary.json').read_text()) if (run/'train_summary.json').exists() else {}
@@ -191,19 +191,18 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
 def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str | None = None) -> dict:
     """`evaluate_run`'s extra arguments for a run on a recorded log (`{}` for another backend): the one price every
     episode is played and reported at, and the routers' section (chapter 18c)."""
-    from spindleflow_rl.checkpoints import resolve_checkpoint
     _, st = resolve_checkpoint(checkpoint)
     if (backend or ((st.get('config') or {}).get('train') or {}).get('backend')) != 'recorded':
         if cost_coef is not None: raise ConfigError("--cost-coef sets the price a recorded run is evaluated at: this run is not on a log. Drop it.")
         return {}
-    from spindleflow_rl.log_runs import run_price, logged_section
+    from spindleflow_rl.log_runs import run_price, logged_section   # lazy: loads torch and SB3 (~1.5 s)
     price, why = run_price(checkpoint, cost_coef)
     return {'cost_coef': price, 'cost_coef_why': why,
             'logged': lambda be, model, seed, M: logged_section(be, model, price, why, seed, max_specialists=M, quiet=False)}
 
 def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
     "Evaluate a run just trained as `eval_plan` says (with its seed); the report is the run's own `eval.json`."
-    from spindleflow_rl.evaluate import evaluate_run
+    from spindleflow_rl.evaluate import evaluate_run   # lazy: loads torch and SB3 (~1.5 s)
     plan = eval_plan(cfg, explicit, run)
     if isinstance(plan, str):
         if plan: print(plan)
@@ -241,14 +240,13 @@ def _check_log_learner(cfg: dict, ov: dict) -> dict:
     return cfg
 
 def _train(argv) -> int:
-    from spindleflow_rl.train import train
+    from spindleflow_rl.train import train   # lazy: loads torch and SB3 (~1.5 s)
     a = train_parser().parse_args(argv)
     read_env_files(a.env_file)
     ov = train_overrides(a)
     cfg = _check_log_learner(_train_config(a, ov), ov)
     t = cfg['train']
     if a.checkpoint:
-        from spindleflow_rl.runs import resolve_checkpoint
         _, st = resolve_checkpoint(a.checkpoint)
         if st.get('learner') == 'full-info':
             print(f"{st['run_dir']}: this run was trained in one go by the full-information learner; there is nothing to resume. "
@@ -261,7 +259,7 @@ def _train(argv) -> int:
             return 0
     explicit = 'eval_episodes' in ov.get('train', {}) or 'eval_episodes' in ((load_yaml(a.config, what='config') if a.config else {}).get('train') or {})
     if t.backend == 'recorded' and t.log_learner == 'full-info':
-        from spindleflow_rl.log_runs import train_log_run
+        from spindleflow_rl.log_runs import train_log_run   # lazy: loads torch and SB3 (~1.5 s)
         run = train_log_run(cfg)
     else: run = train(cfg, checkpoint=a.checkpoint, trust_resume_state=a.trust_resume_state)
     evaluate_after_training(run, cfg, explicit)
@@ -273,8 +271,8 @@ def train_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #64405529
 def _eval(argv) -> int:
-    from spindleflow_rl.evaluate import EvalOptions, evaluate_run, BASELINES
-    from spindleflow_rl.runs import SPLITS
+    from spindleflow_rl.evaluate import EvalOptions, evaluate_run, BASELINES   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.runs import SPLITS   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'), EvalOptions).parse_args(argv)
     read_env_files(a.env_file)
     if a.demo_mode:
@@ -293,7 +291,7 @@ def _eval_sweep(a) -> int:
     """`spindleflow-eval --sweep`: every flag is used or refused by name. Used: --checkpoint, --json, --overwrite,
     --seed, --recorded and --catalog (another log or roster), --baselines (which routers), --env-file; --split and
     --backend only as heldout and recorded."""
-    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS
+    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS   # lazy: loads torch and SB3 (~1.5 s)
     bad = ['--' + k.replace('_', '-') for k in SWEEP_IGNORES if getattr(a, k) is not None and getattr(a, k) is not False]
     if a.backend not in (None, 'recorded'): bad.append(f"--backend {a.backend}")
     if a.split and set(a.split) != {'heldout'}: bad.append('--split ' + ','.join(s for s in a.split if s != 'heldout'))
@@ -319,7 +317,7 @@ def _opt(a, cls, name):
     return v if v is not None else getattr(cls(), name)
 
 def _demo(argv) -> int:
-    from spindleflow_rl.demo import DemoOptions, build_demo
+    from spindleflow_rl.demo import DemoOptions, build_demo   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-demo', 'Before/after demo in demo mode (simulated backend, no network): untrained vs trained '
                           'policy vs baselines on held-out tasks; writes a table, plots, recorded episodes and a replay page.'), DemoOptions).parse_args(argv)
     read_env_files(None)
@@ -334,8 +332,7 @@ def demo_main(argv=None) -> int:
     return run_command('spindleflow-demo', _demo, argv)
 
 def _export(argv) -> int:
-    from spindleflow_rl.export import ExportOptions, export_workflow
-    from spindleflow_rl.runs import DEMO_POLICY
+    from spindleflow_rl.export import ExportOptions, export_workflow   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-export', 'Run a trained policy on a task (simulated backend, no network) and write its plan '
                           'as a SpindleFlow workflow.'), ExportOptions).parse_args(argv)
     os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
@@ -354,7 +351,7 @@ def export_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #4f8b3317
 def _audit(argv) -> int:
-    from spindleflow_rl.audit import AuditOptions, audit_run
+    from spindleflow_rl.audit import AuditOptions, audit_run   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."), AuditOptions).parse_args(argv)
     o = {f.name: _opt(a, AuditOptions, f.name) for f in fields(AuditOptions)}
     rep, files = audit_run(a.source, a.out, a.policy, o['record'], a.split, o['baselines'], o['seed'], o['threshold'], o['overwrite'])
@@ -368,7 +365,7 @@ def audit_main(argv=None) -> int:
     return run_command('spindleflow-audit', _audit, argv)
 
 def _sweep(argv) -> int:
-    from spindleflow_rl.sweep import SweepOptions, run_sweep, parse_assignments
+    from spindleflow_rl.sweep import SweepOptions, run_sweep, parse_assignments   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-sweep', 'Run a grid of spindleflow-train configs (seeds, coefficients, any config key) through '
                           'Ray Tune when installed, else one after another; gather the results.'), SweepOptions).parse_args(argv)
     read_env_files(a.env_file)
@@ -383,7 +380,7 @@ def sweep_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #6e5f3ff0
 def _serve(argv) -> int:
-    from spindleflow_rl.openenv import ServeOptions, listen_socket, make_app
+    from spindleflow_rl.openenv import ServeOptions, listen_socket, make_app   # lazy: needs the [openenv] extra; ~4 s
     a = add_fields(parser('spindleflow-serve', 'Serve SpindleFlow-v0 over the OpenEnv protocol (HTTP + WebSocket sessions), '
                           'simulated backend.'), ServeOptions).parse_args(argv)
     o = {f.name: _opt(a, ServeOptions, f.name) for f in fields(ServeOptions)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Iterable, Sequence
 import numpy as np
-from .catalog import patch_into
+from .config import patch_into
 from .fast_dag import iter_bits, or_into, SlotBits, restore_dag_state
 
 # %% auto #0

@@ -9,10 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, param
+from .env import SpindleFlowEnv
+from .evaluate import EvalBudget, NON_DEPLOYABLE, best_baseline, evaluate_split, markdown_table
+from .evaluate import paired_difference, plot_report
 from .evaluate import policy_colours   # one colour per policy, the same in every figure of a report
-from .files import check_output
+from .files import atomic_write_json, atomic_write_text, check_output
+from .policies import ModelPolicy, make_baselines
+from .policy import infer_max_specialists, make_model
+from .replay import ReplayViewer, export_html, read_episodes, record_episodes, write_episodes
 from .rewards import REWARD_TERMS
 from .runs import DEMO_POLICY     # the shipped demo policy
+from .runs import Interrupted, build_world, check_device, load_model, load_run_config, split_env_fn
+from .runs import with_roster
+from .train import train
 
 # %% auto #0
 __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
@@ -26,8 +35,6 @@ DEMO_RUN = 'demo_run'
 def train_demo_run(out, timesteps: int = 16_384, n_envs: int = 8, seed: int = 0, ppo: dict | None = None,
                    quiet: bool = False) -> Path:
     "Train (or resume, or reuse) a short curriculum run in demo mode under `out/demo_run`; return the run folder."
-    from spindleflow_rl.runs import load_run_config
-    from spindleflow_rl.train import train
     run = Path(out)/DEMO_RUN
     tr = {'timesteps': int(timesteps), 'n_envs': int(n_envs), 'seed': int(seed), 'out': str(out), 'run_name': DEMO_RUN,
           'backend': 'sim', 'eval_episodes': 0, 'progress': not quiet, 'checkpoint_every': max(1024, int(timesteps)//4)}
@@ -50,10 +57,6 @@ def demo_checkpoint(checkpoint=None, out='demo_out', **train_kw) -> tuple[Path, 
 def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=None, tasks=None):
     """(trained model, untrained model of the same architecture, run config dict, checkpoint zip). `catalog`/`tasks`
     (files, chapter 09's `--catalog`/`--tasks`) replace the run's own roster and task bank."""
-    from spindleflow_rl.runs import with_roster
-    from spindleflow_rl.runs import load_model
-    from spindleflow_rl.policy import make_model, infer_max_specialists
-    from spindleflow_rl.env import SpindleFlowEnv
     model, cfg, z = load_model(checkpoint, device)
     if not cfg and z.with_suffix('.json').exists(): cfg = json.loads(z.with_suffix('.json').read_text())
     M = infer_max_specialists(model.observation_space.shape[0], (cfg.get('policy') or {}).get('emb_dim', 384))
@@ -66,23 +69,16 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=Non
 # %% ../nbs/12_demo.ipynb #41b3dabc
 def _demo_env_fn(cfg: dict):
     "Held-out environments of the trained model's shape, reward and simulator settings."
-    from spindleflow_rl.runs import split_env_fn
-    from spindleflow_rl.runs import build_world
     return split_env_fn('heldout', EnvConfig.from_dict(cfg['env']), RewardConfig.from_dict(cfg.get('reward') or {}),
                         SimConfig.from_dict(cfg.get('sim') or {}), world=build_world(cfg))
 
 def _demo_policies(model, untrained, seed: int, baselines) -> dict:
     "Fresh policy objects: the untrained and the trained model, then the scripted baselines."
-    from spindleflow_rl.policies import ModelPolicy, make_baselines
     return {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'), **make_baselines(seed, baselines)}
 
 def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines,
                   quiet: bool = False) -> tuple[dict, dict]:
     "Evaluate every policy on the same held-out episodes; write `report.json` and the table of `report.md`. (report, returns)"
-    from spindleflow_rl.evaluate import evaluate_split, markdown_table
-    from spindleflow_rl.files import atomic_write_json, atomic_write_text
-    from spindleflow_rl.evaluate import EvalBudget
-    from spindleflow_rl.runs import Interrupted
     model, untrained = models; out = Path(out)
     if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True)
     returns, budget = {}, EvalBudget()
@@ -172,7 +168,6 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
 def record_demo(out: Path, models: tuple, cfg: dict, seed: int, record: int, baselines) -> list[dict]:
     """Record every policy on the evaluation's first `record` seeds (the same tasks); write `episodes.jsonl`, the replay
     page (opened on the trained policy's first episode) and, in `report.md`, the first episode before and after."""
-    from spindleflow_rl.replay import record_episodes, write_episodes, export_html
     seeds = [10_000*(seed + 1) + i for i in range(record)]
     eps = record_episodes(_demo_env_fn(cfg), _demo_policies(*models, seed, baselines), seeds, split='heldout')
     write_episodes(out/'episodes.jsonl', eps)
@@ -184,7 +179,6 @@ def record_demo(out: Path, models: tuple, cfg: dict, seed: int, record: int, bas
 
 def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
     "before_after.png, same_episode.png, pareto.png and phases.png (and learning_curve.png when the run's log is there)."
-    from spindleflow_rl.evaluate import plot_report
     first = [e for e in eps if e['seed'] == eps[0]['seed']]
     figs = [plot_before_after(report['splits']['heldout'], out/'before_after.png'), plot_same_episode(first, out/'same_episode.png')]
     run_dir = z.parent if z.name == 'final.zip' else z.parent.parent
@@ -196,7 +190,6 @@ def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
 # %% ../nbs/12_demo.ipynb #8f150b00
 def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
     "Untrained and trained return, the best deployable baseline and the paired difference to it, normalised scores."
-    from spindleflow_rl.evaluate import best_baseline, paired_difference, NON_DEPLOYABLE
     g = best_baseline(table, exclude=('policy', 'untrained', *NON_DEPLOYABLE))      # the best a deployment could run
     diff = paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
     return {'untrained': table['untrained']['return'], 'policy': table['policy']['return'],
@@ -208,7 +201,6 @@ def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int
                device: str = 'cpu', quiet: bool = False, catalog=None, tasks=None, overwrite: bool = False) -> dict:
     """Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers.
     `out` must not hold files unless `overwrite`; nothing is written before the checkpoint has loaded."""
-    from spindleflow_rl.runs import check_device, Interrupted
     if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
     if record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]
@@ -250,7 +242,6 @@ def print_demo(res: dict):
 def show_demo(res: dict, viewer: bool = True):
     "Show a `build_demo` result in a notebook: the table, the plots and the replay widget."
     from IPython.display import display, Markdown, Image
-    from spindleflow_rl.replay import read_episodes, ReplayViewer
     display(Markdown(Path(res['report_md']).read_text()))
     for f in res['figures']: display(Image(filename=str(f)))
     if viewer:

@@ -10,7 +10,7 @@ import gymnasium as gym
 from gymnasium import spaces
 from .config import (EnvConfig, RewardConfig, SimConfig, ObsLayout, ConfigError, SCALAR_FEATURES,
                                    COST_COEF_SCALAR, check_cost_coef_range)
-from .catalog import patch_into
+from .config import patch_into
 from .dag import DelegationDAG
 from .explain import explanation_verified
 from .tasks import Task

@@ -11,7 +11,11 @@ from pathlib import Path
 import numpy as np
 from .config import ConfigError, param
 from .files import atomic_write_json, atomic_write_text, check_output
-from .policies import ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised
+from .llm import OpenAIConfig, LLMClient, normalise_base_url
+from .policies import (ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised,
+                                     LLMPlannerPolicy)
+from .routers import HindsightOraclePolicy
+from .replay import episode_record, write_episodes
 from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make_backend, build_world, with_roster,
                                  calls_failed, CallsFailedError, Interrupted)
 
@@ -424,7 +428,6 @@ def _headlines(report: dict) -> list:
 def _run_server(tc, cfg: dict, base_url, quiet: bool) -> dict:
     """The run's `openai` section with the server to evaluate on: the one the run recorded (never one that
     `$OPENAI_BASE_URL` happens to name), or `base_url` when given on purpose (said when it differs)."""
-    from spindleflow_rl.llm import normalise_base_url
     o = dict(cfg.get('openai') or {}); rec = o.get('base_url')
     if base_url:
         if rec and normalise_base_url(base_url) != normalise_base_url(rec) and not quiet:
@@ -466,12 +469,9 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     extra = {}
     if tc.backend != 'sim':
         if rec and 'oracle' in baselines:
-            from spindleflow_rl.routers import HindsightOraclePolicy
             extra['oracle'] = HindsightOraclePolicy()
         baselines = tuple(b for b in baselines if b != 'oracle')
     if tc.backend == 'openai':
-        from spindleflow_rl.llm import OpenAIConfig, LLMClient
-        from spindleflow_rl.policies import LLMPlannerPolicy
         ocfg = OpenAIConfig.from_dict(cfg.get('openai') or {}, where='openai')
         extra['llm-planner'] = LLMPlannerPolicy(ocfg, LLMClient(ocfg))
     return world, backend_fn, baselines, extra, rec
@@ -581,7 +581,6 @@ def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'held
 # %% ../nbs/10_evaluate.ipynb #c2761528
 def _write_episodes(side: Path, traces: dict):
     "The recorded episodes of every split and policy, as `episodes.jsonl` for the replay viewer (chapter 11) and the audit."
-    from spindleflow_rl.replay import episode_record, write_episodes   # records layer, below this one
     write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
                                            for split, tr in traces.items() for name, eps in tr.items() for s in eps])
 
@@ -617,7 +616,7 @@ def _plot_routing(logged: dict, path) -> Path:
         ax.scatter(v['cost_usd'][0], v['quality_b'][0], s=45, color=f"C{i + 1}", label=n, zorder=3)
     ax.scatter(pol['cost_usd'][0], pol['quality'][0], s=90, marker='*', color='C0', label='policy', zorder=4)
     ax.set_xlabel('cost per question (USD)'); ax.set_ylabel('quality (mean grade)')
-    ax.set_title(f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.4g}", fontsize=10)
+    ax.set_title(f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.3g}", fontsize=10)
     ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout(); path = Path(path); fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
     return path

@@ -10,6 +10,14 @@ from pathlib import Path
 import yaml
 from .config import ConfigError, EnvConfig, param
 from .files import atomic_write_text, check_output
+from .catalog import Catalog
+from .tasks import TaskDecomposer
+from .embeddings import get_embedder
+from .world import World, default_world
+from .env import SpindleFlowEnv
+from .policy import infer_max_specialists
+from .policies import ModelPolicy, run_episode
+from .runs import load_model
 
 # %% auto #0
 __all__ = ['PROVIDERS', 'DELEGATION_STRATEGIES', 'WORKFLOW_KEYS', 'AGGREGATOR_ID', 'MODERATOR_ID', 'validate_workflow',
@@ -188,7 +196,6 @@ def plan_to_workflow(plan: list[dict], catalog, model: str = 'gpt-4o-mini', prov
 def load_catalog(path):
     """A catalog file in any format train and demo accept (`Catalog.from_file`: `.csv` with a header row, `.yaml`/`.yml`
     as a list or under `specialists:`, every field but `id` and `capability` optional)."""
-    from spindleflow_rl.catalog import Catalog
     p = Path(path)
     if not p.exists(): raise ConfigError(f"--catalog {p}: file not found.")
     if p.suffix.lower() not in ('.yaml', '.yml', '.csv'):
@@ -200,9 +207,7 @@ def resolve_task(world, task: str, embedder=None):
     "A bank task by id, else free text decomposed into a `Task` and registered with `world`."
     if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
     if task in world.bank: return world.bank[task]
-    from spindleflow_rl.tasks import TaskDecomposer
     if embedder is None:
-        from spindleflow_rl.embeddings import get_embedder
         embedder = get_embedder()
     t = TaskDecomposer(world.catalog, embedder).decompose(task)
     if t.id not in world.sub_emb: world.add_task(t, embedder)
@@ -211,8 +216,6 @@ def resolve_task(world, task: str, embedder=None):
 # %% ../nbs/14_export.ipynb #8c40fcdf
 def policy_env(model, cfg: dict | None = None, world=None):
     "A `SpindleFlowEnv` matching a loaded checkpoint (its roster size and run config); a clear error if shapes differ."
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.policy import infer_max_specialists
     cfg = cfg or {}
     emb = (cfg.get('policy') or {}).get('emb_dim', 384)
     try: M = infer_max_specialists(model.observation_space.shape[0], emb)
@@ -231,7 +234,6 @@ def policy_env(model, cfg: dict | None = None, world=None):
 
 def load_policy(checkpoint):
     "(SB3 model, run config) from a checkpoint; a bare zip's config is read from the .json beside it when there is one."
-    from spindleflow_rl.runs import load_model
     if not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     if not Path(checkpoint).exists(): raise ConfigError(f"--checkpoint {checkpoint}: not found.")
     model, cfg, z = load_model(checkpoint)            # not a checkpoint, damaged, another policy's: named (appendix 94a)
@@ -242,7 +244,6 @@ def load_policy(checkpoint):
 # %% ../nbs/14_export.ipynb #d3c71a0f
 def play_plan(env, policy, task, seed: int = 0, roster=None) -> tuple[list[dict], dict]:
     "Play `policy` once on `task` (seeded; `roster` optional); return (plan, episode summary)."
-    from spindleflow_rl.policies import run_episode
     opts = {'task': task} if roster is None else {'task': task, 'roster': list(roster)}
     s = run_episode(env, policy, seed, options=opts)
     return episode_plan(env), s
@@ -265,8 +266,6 @@ def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0
                     provider: str = 'openai', max_tokens: int = 2048, overwrite: bool = False) -> dict:
     """Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow. An
     existing `out` is replaced only with `overwrite`; every input is checked before the first write."""
-    from spindleflow_rl.policies import ModelPolicy
-    from spindleflow_rl.world import World, default_world
     if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
     if out: out = check_output(out, '--out', 'file', overwrite)   # where it goes, before any work
     cat = load_catalog(catalog) if catalog else None          # bad inputs first, before the slow loads

@@ -11,6 +11,7 @@ from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from .config import ConfigError
 from .backends import RecordedOutcomesBackend
 from .policies import TEACHERS, check_teacher, AdaptivePlannerPolicy, SubtaskPlannerPolicy
+from .routers import LoggedTasks, BayesCascadeTeacher
 
 # %% auto #0
 __all__ = ['Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behaviour_clone', 'concat_demonstrations',
@@ -110,7 +111,6 @@ def make_teacher(name: str, env=None):
         if env is None: return None
         if not isinstance(env.backend, RecordedOutcomesBackend):
             raise ConfigError("the bayes-cascade teacher is fitted on a log: use it with --backend recorded --recorded LOG.")
-        from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher
         return BayesCascadeTeacher(LoggedTasks(env.backend))
     return AdaptivePlannerPolicy() if name == 'adaptive-planner' else SubtaskPlannerPolicy()
 

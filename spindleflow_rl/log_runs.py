@@ -7,9 +7,15 @@ from __future__ import annotations
 import json, math, time
 from pathlib import Path
 import numpy as np
-from .config import ConfigError
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, check_output, safe_name
 from . import logs_learning as ll
+from .checkpoints import load_model, resolve_checkpoint
+from .config import ConfigError, EnvConfig, RewardConfig, SimConfig, seed_everything
+from .env import SpindleFlowEnv
+from .policies import ModelPolicy
+from .routers import LoggedTasks, pgr_ci
+from .runs import TrainConfig, _model_bytes, build_world, make_backend, spend_fields, with_roster
+from .train import claim_run_dir, set_determinism
 
 # %% auto #0
 __all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP_AXES', 'axis_of', 'log_sizes', 'sizes_line',
@@ -87,10 +93,6 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     """Train a policy on a recorded log with the full-information learner (chapter 18b) and write its run folder; `cfg`
     from `load_run_config` (`train.backend: recorded`). Returns the run folder."""
     from stable_baselines3.common.vec_env import DummyVecEnv
-    from spindleflow_rl.config import seed_everything
-    from spindleflow_rl.runs import build_world, make_backend, _model_bytes
-    from spindleflow_rl.routers import LoggedTasks
-    from spindleflow_rl.train import set_determinism, claim_run_dir
     t = cfg['train']; say = _say(quiet); T = {}; t0 = time.time()
     run_dir, auto = _new_run_dir(t)
     set_determinism(t.torch_threads); seed_everything(t.seed)
@@ -135,7 +137,6 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
 # %% ../nbs/18c_log_runs.ipynb #c000000d
 def _write_log_run(run_dir: Path, cfg: dict, model, warm: bytes, env_cfg, price: float, info: dict, quiet: bool) -> Path:
     "Write a trained log run's folder, each file atomically, `latest.json` last (a folder with it is complete)."
-    from spindleflow_rl.runs import spend_fields, _model_bytes
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
     plain['env'] = env_cfg.to_dict(); plain['reward'] = ll.LOG_REWARD.replace(cost_coef=price).to_dict()
     atomic_write_json(run_dir/'config.json', plain)
@@ -154,8 +155,6 @@ def _write_log_run(run_dir: Path, cfg: dict, model, warm: bytes, env_cfg, price:
 # %% ../nbs/18c_log_runs.ipynb #c000000f
 def run_price(checkpoint, cost_coef: float | None = None) -> tuple[float, str]:
     "`(cost_coef, why)`: the price a recorded run is evaluated and reported at (see above)."
-    from spindleflow_rl.checkpoints import resolve_checkpoint
-    from spindleflow_rl.config import EnvConfig, RewardConfig
     p = Path(checkpoint); z, st = resolve_checkpoint(p)
     run_dir = Path(st.get('run_dir') or z.parent); cfg = st.get('config') or {}
     if cost_coef is not None: return float(cost_coef), '--cost-coef'
@@ -173,15 +172,12 @@ def run_price(checkpoint, cost_coef: float | None = None) -> tuple[float, str]:
 def price_env(backend, cost_coef: float, max_specialists: int = 6, ranged: bool = True):
     """The held-out environment at one price: a cost-conditioned policy observes it (`ranged`, a range pinned to it);
     a policy trained at one fixed price does not (no price feature), and is scored at it."""
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.config import EnvConfig
     c = float(cost_coef)
     return SpindleFlowEnv(EnvConfig(split='heldout', roster_split='all', cost_coef_range=(c, c) if ranged else (), max_specialists=max_specialists),
                           reward_config=ll.LOG_REWARD.replace(cost_coef=c), backend=backend, world=backend.world)
 
 def routing_points(tab, backend, policy, prices, routers: dict, seed: int = 0, max_specialists: int = 6, ranged: bool = True) -> dict:
     "The policy at each price and every router at the policy's point, on every held-out question once (see above)."
-    from spindleflow_rl.routers import pgr_ci
     rows = np.flatnonzero(~tab.train); qc, qs = ll.ends(tab, rows)
     calls = [ll.env_calls(tab, price_env(backend, c, max_specialists, ranged), policy, rows, seed) for c in prices]
     xs = np.array([ll.spend_axis(tab, rows, c) for c in calls]); played = [ll.play_calls(tab, rows, c) for c in calls]
@@ -235,8 +231,6 @@ def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, ro
     training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
     specialist is no better than its cheapest on the held-out questions has no PGR: the report says so and compares
     quality and cost."""
-    from spindleflow_rl.routers import LoggedTasks
-    from spindleflow_rl.policies import ModelPolicy
     tab = ll.log_table(LoggedTasks(backend))
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
     ranged = price_env(backend, cost_coef, max_specialists).observation_space.shape == model.observation_space.shape
@@ -291,11 +285,6 @@ def _sweep_calibration(run_dir: Path, tab, seed: int, fresh: bool, say) -> tuple
 def sweep_log_run(checkpoint, spec: str, json_out=None, overwrite: bool = False, seed: int = 0, recorded: str | None = None,
                   catalog: str | None = None, routers=None, quiet: bool = False) -> dict:
     "`spindleflow-eval --sweep ...` on a recorded run (see above). Returns the report."
-    from spindleflow_rl.checkpoints import load_model
-    from spindleflow_rl.config import EnvConfig, SimConfig
-    from spindleflow_rl.runs import TrainConfig, make_backend, build_world, with_roster
-    from spindleflow_rl.routers import LoggedTasks
-    from spindleflow_rl.policies import ModelPolicy
     say = _say(quiet); axis, values = parse_log_sweep(spec); t0 = time.time()
     model, cfg, z = load_model(checkpoint); run_dir = Path(cfg.pop('_run_dir'))
     jpath = Path(json_out) if json_out else run_dir/'sweep.json'

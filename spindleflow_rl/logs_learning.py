@@ -9,6 +9,14 @@ from dataclasses import dataclass, replace as dc_replace
 import numpy as np
 from .config import ConfigError, RewardConfig, patch_into
 from .routers import LoggedTasks, at_rate, pgr, _sigmoid
+from .backends import World, RecordedOutcomesBackend
+from .config import EnvConfig
+from .env import SpindleFlowEnv
+from .imitation import collect_demonstrations, concat_demonstrations, dagger_round, policy_outputs
+from .policies import ModelPolicy
+from .policy import SlotScorer, make_model
+from .routers import play_policy
+from .tasks import TaskBank
 
 # %% auto #0
 __all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'LOGISTIC_L2', 'BLOCKS', 'LogTable',
@@ -656,8 +664,6 @@ def log_env(backend, split: str, cost_coef_range, reward: RewardConfig = LOG_REW
     fixed). `price_draw='log'`: each episode draws log1p(cost_coef) uniformly (the feature the network observes), since
     the prices of the strong-call rates span orders of magnitude; 'uniform': as the environment draws (uniform prices)."""
     import types
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.config import EnvConfig
     if price_draw not in ('log', 'uniform'): raise ConfigError(f"price_draw must be 'log' or 'uniform', got {price_draw!r}.")
     lo, hi = cost_coef_range
     env = SpindleFlowEnv(EnvConfig(split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists),
@@ -667,7 +673,6 @@ def log_env(backend, split: str, cost_coef_range, reward: RewardConfig = LOG_REW
 
 def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
     "Play `policy` once on every question `rows` in `env`; its calls in order as `(n, max_steps)` indices (-1: none)."
-    from spindleflow_rl.routers import play_policy
     tasks = [env.world.bank[tab.task_ids[i]] for i in rows]
     out = np.full((len(rows), env.cfg.max_steps), -1)
     for i, p in enumerate(play_policy(env, policy, tasks, seed)):
@@ -714,7 +719,6 @@ def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
 def set_fitting_scores(model, q: FullInfoQ, backend):
     "Score `q`'s fitting questions with the stack of the fold that held each out (while the network is fitted; not saved)."
     import torch as th
-    from spindleflow_rl.policy import SlotScorer
     sc = model.policy.features_extractor.scorer; cap = scorer_cap(q, backend); dev = sc.E.device
     folds = [SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D).load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q)).to(dev)
              for s in q.fold_stacks]
@@ -727,7 +731,6 @@ def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int 
     """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`, and with `carry_q` (once `q` has
     its price grid) the Q itself, so that each slot also reads the Q's value of calling it; `fitting`: the fitting
     questions scored out of fold (`set_fitting_scores`), for fitting the network."""
-    from spindleflow_rl.policy import make_model
     cap = scorer_cap(q, backend)                             # two specialists alike: refused before anything is built
     model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q, carry_q=carry_q), **kw)
     model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap, carry_q))
@@ -832,7 +835,6 @@ def fit_network(model, demos, epochs: int = 40, batch_episodes: int = 128, lr: f
     returns-to-go. A cosine learning-rate schedule. A `SlotScorer` in the encoder is frozen and the observations are
     fixed, so its scores are computed once, not in every epoch. Returns the mean loss of each epoch."""
     import torch as th
-    from spindleflow_rl.imitation import policy_outputs
     pol = model.policy; dev = pol.device; M = model.action_space.shape[0] - 6
     w = th.ones(M + 6, device=dev); w[0] = meta_weight; w[M + 1:] = 0.1
     params = [p for n, p in pol.named_parameters() if n != 'log_std']
@@ -863,7 +865,6 @@ def distil(model, env, teacher, episodes: int = 4000, epochs: int = 40, dagger_r
     episodes on `env` (training questions, `cost_coef` drawn from its range; `fit_network`), then `dagger_rounds` rounds
     in which the network drives and the teacher labels the states it visits. `progress`: a line after each part.
     Returns a summary."""
-    from spindleflow_rl.imitation import collect_demonstrations, dagger_round, concat_demonstrations
     t0 = time.time(); say = (lambda s: print(f"  {s} ({time.time() - t0:.0f}s)", flush=True)) if progress else (lambda s: None)
     demos = collect_demonstrations(env, teacher, episodes, seed=seed); say(f"{episodes:,} teacher episodes played: {len(demos):,} steps")
     losses = fit_network(model, demos, epochs, batch_episodes, lr, seed); say(f"fitted, {epochs} epochs: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
@@ -886,8 +887,6 @@ def agreement(calls_a: np.ndarray, calls_b: np.ndarray, strongest: int | None = 
 def carve_validation(backend, fraction: float = 0.2, seed: int = 0):
     """A copy of a recorded backend whose task bank holds only the training questions, a share `fraction` of them
     relabelled 'heldout' (the validation split: what the guard scores on); the real held-out questions are left out."""
-    from spindleflow_rl.backends import World, RecordedOutcomesBackend
-    from spindleflow_rl.tasks import TaskBank
     if not 0 < fraction < 1: raise ConfigError(f"the validation fraction must be in (0, 1), got {fraction}.")
     w = backend.world; train = [t for t in w.bank.tasks() if t.split == 'train']
     val = set(np.random.default_rng(seed).permutation(len(train))[:max(1, int(round(fraction*len(train))))].tolist())
@@ -917,7 +916,6 @@ def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost
     `n_envs` log environments; `ppo`: attributes of it to override for this run (e.g. `learning_rate`). Returns a summary."""
     import copy
     from stable_baselines3.common.vec_env import DummyVecEnv
-    from spindleflow_rl.policies import ModelPolicy
     fit_be = carve_validation(backend, fraction, seed)
     before = validation_area(tab, fit_be, ModelPolicy(model), prices, seed, max_specialists)
     warm = copy.deepcopy(model.policy.state_dict())
@@ -978,7 +976,6 @@ def train_from_log(backend, seed: int = 0, episodes: int = 6000, epochs: int = 4
     its `SlotScorer` unless `scorer=False`) is distilled from the Q policy. Returns
     {'table', 'q', 'model', 'cost_coef_range', 'distil', 'seconds'}."""
     from stable_baselines3.common.vec_env import DummyVecEnv
-    from spindleflow_rl.policy import make_model
     t0 = time.time(); tab = log_table(LoggedTasks(backend))
     q = FullInfoQ(tab, reward, seed=seed).fit(progress=progress); q.fit_prices(price_grid(q)); rng = default_cost_range(q)
     t1 = time.time()

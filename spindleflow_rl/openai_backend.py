@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from .config import patch_into
 from .world import World, default_world
+from .embeddings import get_embedder
 from .backends import Backend, ModeParams, CallResult, Conflict, StepResult, EpisodeContext, MODES
 from .rewards import JudgeScorer, JudgeUnavailable
 from .llm import (OpenAIConfig, LLMClient, LLMReply, LLMCallFailed, UsageMeter, load_prompts, fill,
@@ -64,7 +65,6 @@ class OpenAIBackend(Backend):
         self.client = client or LLMClient(self.cfg)
         self._shared_embedder = embedder is None       # the process-wide MiniLM: not pickled, fetched again
         if embedder is None:
-            from spindleflow_rl.embeddings import get_embedder
             embedder = get_embedder()
         self.embedder = embedder
         self.prompts = prompts or load_prompts(self.cfg.prompts_path)
@@ -80,7 +80,6 @@ class OpenAIBackend(Backend):
     def __setstate__(self, d):
         self.__dict__.update(d)
         if self.embedder is None:
-            from spindleflow_rl.embeddings import get_embedder
             self.embedder = get_embedder()
 
     @classmethod

@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from .config import ConfigError, param
 from .env import SpindleFlowEnv, encode_action, default_world
 from .catalog import patch_into
+from . import __version__
 
 # %% auto #0
 __all__ = ['MAX_REQUEST_BYTES', 'SpindleFlowAction', 'SpindleFlowObservation', 'SpindleFlowState', 'SpindleFlowResetRequest',
@@ -218,7 +219,6 @@ class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservati
     def state(self) -> SpindleFlowState: return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:
-        from spindleflow_rl import __version__
         return EnvironmentMetadata(name='SpindleFlow-v0', version=__version__, author='SpindleFlow RL team',
             description="An orchestrator learns which LLM specialists to call, in which delegation mode (sequential, "
                         "parallel, debate), and when to stop; simulated backend, reward against a generalist baseline.",

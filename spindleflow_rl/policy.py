@@ -19,7 +19,7 @@ from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from .config import ConfigBase, ConfigError, ObsLayout, SCALAR_FEATURES, param
-from .catalog import patch_into
+from .config import patch_into
 from .fast_lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_actions_compact
 
 # %% auto #0

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import ipywidgets as widgets
 from .config import ConfigError
-from .catalog import patch_into
+from .catalog import Catalog, patch_into
+from .tasks import TaskBank
 from .rewards import REWARD_TERMS
 from .render import node_labels, dag_png, reward_png
+from .policies import run_episode
 from .files import atomic_write_text
 
 # %% auto #0
@@ -28,12 +30,10 @@ class EpisodeFormatError(ConfigError):
 
 @lru_cache(maxsize=1)
 def _default_bank():
-    from spindleflow_rl.tasks import TaskBank
     return TaskBank.default()
 
 @lru_cache(maxsize=1)
 def _default_catalog():
-    from spindleflow_rl.catalog import Catalog
     return Catalog.default()
 
 def _task_info(task_id: str, text=None, category=None, phase=None) -> dict:
@@ -153,7 +153,6 @@ def read_episodes(path) -> list[dict]:
 # %% ../nbs/11_replay.ipynb #ccee01a6
 def record_episode(env, policy, seed: int, split: str = '', options: dict | None = None, name: str | None = None) -> dict:
     "Play one episode of `policy` (seeded) and return it as a `spindleflow-episode/1` record."
-    from spindleflow_rl.policies import run_episode
     s = run_episode(env, policy, seed, options=options, record=True)
     cat = env.world.catalog
     roles = {sid: cat[sid].role for sid in s['roster'] if sid}

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 from .config import ConfigError
+from .env import encode_action
+from .policies import ModelPolicy, run_episode
 
 # %% auto #0
 __all__ = ['PRICES', 'SUBJECTS', 'TWO_MODEL_CATALOG', 'make_two_model_log', 'write_csv', 'Answer', 'LoggedTasks', 'Play', 'play',
@@ -400,7 +402,6 @@ class HindsightOraclePolicy:
     name = 'oracle'
     def reset(self, env): self.done = False
     def act(self, env, obs, info):
-        from spindleflow_rl.env import encode_action
         e = env.unwrapped; M = e.cfg.max_specialists
         if self.done: return encode_action(M, stop=True)
         self.done = True
@@ -430,7 +431,6 @@ def logged_markdown(logged: dict) -> str:
 # %% ../nbs/18_routers.ipynb #4aa2f4e8
 def play_policy(env, policy, tasks, seed: int = 0) -> list:
     "Play every task once (reset with the task's id): calls from the trace, quality of the returned answer, spend."
-    from spindleflow_rl.policies import run_episode
     out = []
     for i, t in enumerate(tasks):
         s = run_episode(env, policy, seed=10_000*(seed + 1) + i, options={'task': t.id}, record=True)
@@ -502,7 +502,6 @@ class BayesCascadeTeacher:
         return cost_coef*self.lt.cost[self.strong] + efficiency_coef*beyond
     def reset(self, env): pass
     def act(self, env, obs, info):
-        from spindleflow_rl.env import encode_action
         e = env.unwrapped; M = e.cfg.max_specialists; mask = info['action_mask']
         slot = {sid: i for i, sid in enumerate(e.roster) if sid is not None}
         c, s = slot.get(self.cheap), slot.get(self.strong)
@@ -525,7 +524,7 @@ def parse_sweep(spec: str) -> tuple[str, list]:
     return 'cost_coef', xs
 
 def _sweep_setup(checkpoint):
-    from spindleflow_rl.runs import SECTIONS, TrainConfig, load_model, make_backend, build_world
+    from spindleflow_rl.runs import SECTIONS, TrainConfig, load_model, make_backend, build_world   # lazy: SB3 (1.2 s); only the sweep
     model, cfg, z = load_model(checkpoint)
     run_dir = Path(cfg.pop('_run_dir'))
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
@@ -542,8 +541,7 @@ def _sweep_setup(checkpoint):
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
     """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
     `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
-    from spindleflow_rl.policies import ModelPolicy
-    from spindleflow_rl.runs import split_env_fn
+    from spindleflow_rl.runs import split_env_fn   # lazy: runs loads SB3 (1.2 s); only the sweep needs it
     model, sec, be, run_dir, z = _sweep_setup(checkpoint)
     lo, hi = sec['env'].cost_coef_range
     out_of = [c for c in coefs if not lo <= c <= hi]

@@ -12,8 +12,15 @@ from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig
                                    load_yaml, param, check_value)
 from .files import atomic_write_bytes, atomic_write_json
 from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv, AsyncVecEnv
+from .catalog import Catalog
+from .tasks import TaskBank
 from .world import World, default_world
+from .backends import SimulatedBackend, RecordedOutcomesBackend
+from .llm import OpenAIConfig, OPENAI_API_URL, LLMClient
+from .openai_backend import make_judge_scorers
+from .security import SandboxedOpenAIBackend   # specialists read only their DAG ancestors (chapter 16)
 from .env import SpindleFlowEnv
+from .policy import PolicyConfig
 from .policies import check_teacher
 from .checkpoints import (CheckpointError, resolve_checkpoint, load_model, init_source, DEMO_POLICY,
                                         sign_resume_state, read_resume_state, load_policy)
@@ -158,11 +165,9 @@ def pin_file(path, sha: str, what: str) -> tuple[str, str]:
 def _pin_inputs(t: TrainConfig) -> TrainConfig:
     "Pin `--catalog`/`--tasks` (absolute path + sha256) and check that they load, before any run folder exists."
     if t.catalog:
-        from spindleflow_rl.catalog import Catalog
         path, sha = pin_file(t.catalog, t.catalog_sha256, 'catalog'); Catalog.from_file(path)
         t = t.replace(catalog=path, catalog_sha256=sha)
     if t.tasks:
-        from spindleflow_rl.tasks import TaskBank
         path, sha = pin_file(t.tasks, t.tasks_sha256, 'tasks'); TaskBank.from_yaml(path)
         t = t.replace(tasks=path, tasks_sha256=sha)
     if t.init_from and t.init_from != 'demo':
@@ -176,8 +181,6 @@ RUN_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
 
 def _check_section(sec: str, values: dict, where: str) -> dict:
     "One layer's values of one section, each checked (unknown keys, types, ranges); errors name `where` and the key."
-    from spindleflow_rl.policy import PolicyConfig
-    from spindleflow_rl.llm import OpenAIConfig
     if sec == 'ppo': return _check_ppo(values, where)
     cls = {**SECTIONS, 'policy': PolicyConfig, 'openai': OpenAIConfig}[sec]
     cls.from_dict(values, where=f"{where}: {sec}")
@@ -221,7 +224,6 @@ def load_run_config(path=None, overrides: dict | None = None, overrides_where: s
     config (`base`) right above the shipped file. Every value is checked in
     its layer (errors name the file and the key, and the allowed range), then the relations between them. Returns typed
     sections; with the OpenAI backend the `openai` section is complete and names its server (recorded in the run)."""
-    from spindleflow_rl.llm import OpenAIConfig, OPENAI_API_URL
     merged, origin = _layers(path, overrides, overrides_where, base)
     where = str(path) if path is not None else overrides_where
     out = {k: cls.from_dict(merged.get(k) or {}, where=f"{where}: {k}") for k, cls in SECTIONS.items()}
@@ -251,8 +253,6 @@ def build_world(cfg):
     task_path, task_sha = pin_file(t.tasks, t.tasks_sha256, 'tasks') if t.tasks else ('', '')
     key = (cat_path, cat_sha, task_path, task_sha)
     if key not in _WORLDS:
-        from spindleflow_rl.catalog import Catalog
-        from spindleflow_rl.tasks import TaskBank
         _WORLDS[key] = World.build(Catalog.from_file(cat_path) if cat_path else None, TaskBank.from_yaml(task_path) if task_path else None)
     return _WORLDS[key]
 
@@ -466,18 +466,14 @@ class Interrupted(KeyboardInterrupt):
 def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
     """The execution backend named by the config (`sim`, `recorded` or `openai`) and the extra tier scorers
     (LLM judges for tiers 2 and 3 with the OpenAI backend). Returns `(backend, scorers)`."""
-    from spindleflow_rl.backends import SimulatedBackend, RecordedOutcomesBackend
     if train.backend == 'sim': return SimulatedBackend(world, sim), None
     if train.backend == 'recorded':
         if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
         cat = world.catalog if world is not None and train.catalog else None     # no --catalog: chapter 05's log_catalog
         return RecordedOutcomesBackend.from_file(train.recorded, cat, sim=sim,
                                                  quiet=not train.progress, heldout_fraction=train.heldout_fraction), None
-    from spindleflow_rl.llm import OpenAIConfig, LLMClient
-    from spindleflow_rl.openai_backend import make_judge_scorers
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
     client = LLMClient(ocfg)
-    from spindleflow_rl.security import SandboxedOpenAIBackend      # specialists read only their DAG ancestors (chapter 16)
     return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
 
 # %% ../nbs/94_runs.ipynb #ad306cc2

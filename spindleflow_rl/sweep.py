@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 from .config import ConfigError, param
+from .evaluate import evaluate_run
 from .files import atomic_write_text, check_output
+from .log_runs import train_log_run
+from .runs import load_run_config, spend_from
+from .train import train
 
 # %% auto #0
 __all__ = ['SWEEP_SECTIONS', 'FORWARD_ENV', 'parse_value', 'parse_assignments', 'grid', 'nest', 'trial_name', 'trial_specs',
@@ -64,7 +68,6 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
                 eval_episodes: int = 20) -> list[dict]:
     """One spec per grid point: its name, the config file, the overrides (fixed ones, then the point's, then its run
     folder), `eval_episodes`. Every trial's config is validated here, before anything runs."""
-    from spindleflow_rl.runs import load_run_config
     out = Path(out).resolve(); specs = []
     for i, point in enumerate(grid(axes)):
         name = trial_name(i, point)
@@ -78,12 +81,9 @@ def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None
 
 def run_trial(spec: dict) -> dict:
     "Train one trial (one `spindleflow-train` config) and evaluate it on the held-out tasks; return its numbers."
-    from spindleflow_rl.runs import load_run_config, spend_from
-    from spindleflow_rl.train import train
     cfg = load_run_config(spec['config'], spec['overrides'])
     t0 = time.time()
     if cfg['train'].backend == 'recorded' and cfg['train'].log_learner == 'full-info':   # a log: the full-information learner
-        from spindleflow_rl.log_runs import train_log_run
         run = train_log_run(cfg, quiet=True)
     else: run = train(cfg, quiet=True)
     s = json.loads((run/'train_summary.json').read_text())
@@ -91,7 +91,6 @@ def run_trial(spec: dict) -> dict:
            'num_timesteps': s['num_timesteps'], 'train_seconds': s['seconds'], 'cost_kind': s.get('cost_kind', 'real'),
            'train_cost_usd': spend_from(s), 'heldout': None, 'random': None, 'host': os.uname().nodename if hasattr(os, 'uname') else ''}
     if spec['eval_episodes'] >= 2 and not s.get('stopped_for_cost'):
-        from spindleflow_rl.evaluate import evaluate_run
         rep = evaluate_run(run, episodes=spec['eval_episodes'], splits=('heldout',), seed=cfg['train'].seed,
                            baselines=('random',), record=0, quiet=True, overwrite=True, json_out=run/'sweep_eval.json')
         tab = rep['splits'].get('heldout') or {}

@@ -10,8 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Sequence
 import numpy as np
-from .config import ConfigError, config_path, load_yaml
-from .catalog import DOMAINS, patch_into
+from .catalog import DOMAINS
+from .config import ConfigError, config_path, load_yaml, patch_into
 
 # %% auto #0
 __all__ = ['PHASES', 'SPLITS', 'PHASE_BUDGET_RANGE', 'NOMINAL_CALL_S', 'Subtask', 'dependency_levels', 'default_latency_budget',

@@ -10,6 +10,9 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from .config import ConfigError, PACKAGE_DIR, seed_everything
 from .rewards import REWARD_TERMS
+from .env import SpindleFlowEnv
+from .policy import DEFAULT_PPO, make_model
+from .imitation import warm_start
 from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, check_output, safe_name, claim_dir
 from .runs import (TrainConfig, load_run_config, file_sha256, SPEND_KIND, spend_fields, spend_from, RunState,
                                  capture, restore, save_checkpoint, save_crash, prune_checkpoints, resolve_checkpoint,
@@ -173,8 +176,6 @@ def set_determinism(threads: int = 0):
 def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
     """The run's imitation warm start (chapter 08a): clone `train.imitation_teacher` from episodes on the *training*
     tasks and roster of the configured backend, before PPO. Returns its summary (written to `imitation.json`)."""
-    from spindleflow_rl.imitation import warm_start
-    from spindleflow_rl.env import SpindleFlowEnv
     t = cfg['train']; world = build_world(cfg)
     backend, scorers = make_backend(t, world, cfg['sim'], cfg.get('openai'))
     env = SpindleFlowEnv(cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier), reward_config=cfg['reward'],
@@ -263,7 +264,6 @@ def fit_rollout(cfg: dict, quiet: bool = False) -> dict:
     """`cfg` with a rollout (`n_envs x ppo.n_steps` timesteps) no longer than `train.timesteps`, so `--timesteps N`
     trains at most 2N: fewer steps per environment (and a batch no larger), said in a note; more environments than
     timesteps is refused."""
-    from spindleflow_rl.policy import DEFAULT_PPO
     t, ppo = cfg['train'], dict(cfg['ppo'])
     n_steps, batch = int(ppo.get('n_steps', DEFAULT_PPO['n_steps'])), int(ppo.get('batch_size', DEFAULT_PPO['batch_size']))
     if t.n_envs*n_steps <= t.timesteps: return cfg
@@ -296,7 +296,6 @@ def _phases(t: TrainConfig, world, quiet: bool) -> tuple:
 # %% ../nbs/09_train.ipynb #3601596e
 def _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, tb, quiet):
     "The model of a resumed run (its zip; trusted only when its signed resume state vouches for it) or a new one, warm-started."
-    from spindleflow_rl.policy import make_model
     warm = None
     if checkpoint:
         try: model = load_policy(zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb)

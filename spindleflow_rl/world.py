@@ -9,6 +9,7 @@ import numpy as np
 from .config import patch_into
 from .catalog import Catalog
 from .tasks import Task, TaskBank
+from .embeddings import get_embedder
 
 # %% auto #0
 __all__ = ['fit_from_cosine', 'World', 'default_world']
@@ -80,7 +81,6 @@ def fallback_index(self, train_only: bool = False) -> np.ndarray:
 def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
     "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
     if embedder is None:
-        from spindleflow_rl.embeddings import get_embedder
         embedder = get_embedder()
     catalog = catalog or Catalog.default()
     bank = bank or TaskBank.default()
