@@ -62,6 +62,16 @@ def test_machine_dependent_cells_compare_text_with_numbers_masked():
     unflagged = _nb(('print(loss)', 'loss 0.653 -> 0.025\n'))
     assert len(chapters.differences(unflagged, _nb(('print(loss)', 'loss 0.653 -> 0.019\n')))) == 1
 
+def test_rtol_flag_widens_the_tolerance_of_its_cell_only():
+    "A fitted model's prices move ~0.1% across CPUs and print to 3 figures (144 or 145): `#| rtol: 0.01` allows that there."
+    flagged = '#| rtol: 0.01\nprint(prices)'
+    saved = _nb((flagged, '0.1: 401, 0.9: 144\n'), ('print(p)', 'price 144\n'))
+    assert chapters.differences(saved, _nb((flagged, '0.1: 400, 0.9: 145\n'), ('print(p)', 'price 144\n'))) == []
+    assert len(chapters.differences(saved, _nb((flagged, '0.1: 401, 0.9: 147\n'), ('print(p)', 'price 144\n')))) == 1
+    assert len(chapters.differences(saved, _nb((flagged, '0.1: 401, 0.9: 144\n'), ('print(p)', 'price 145\n')))) == 1
+    assert chapters.cell_rtol(nbformat.v4.new_code_cell(flagged)) == 0.01
+    assert chapters.cell_rtol(nbformat.v4.new_code_cell('print(1)')) == 1e-3
+
 def test_progress_bars_are_dropped_other_widgets_kept():
     "A tqdm bar shows on a cold cache and not on a warm one, so it is dropped; any other widget still counts."
     bar = {'output_type': 'display_data', 'data': {'application/vnd.jupyter.widget-view+json': {'model_id': 'a'},

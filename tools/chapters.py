@@ -16,6 +16,9 @@ machine (`/tmp/...`, the checkout: it means nothing on a reader's machine, and a
   between CPUs and BLAS builds: a behaviour-cloning loss printed 0.025 on one machine and 0.019 on another). Its text
   is compared with every number masked, and the cell itself must assert the properties that matter (a loss that
   falls, a policy that beats its baseline). Bit-identity is tested within one machine by the resume and seeding tests;
+- a cell flagged `#| rtol: 0.01` prints numbers out of a fitted model that moves less than training does (the log
+  learner's calibrated prices: 235.9 on this machine, 235.6 on CI's, 0.13%); its numbers, integers included, are
+  compared with that relative tolerance. Size it from a measurement and say which in a comment below the flag;
 - an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels;
 - a progress bar (tqdm, as a widget or as `NN%|` text) is dropped: whether one shows depends on what is cached on
   the machine (a cold cache embeds, a warm one reads a file), not on the chapter.
@@ -28,6 +31,7 @@ import nbformat
 
 SKIP = re.compile(r'^#\|\s*(slow|llm|eval:\s*false)\b', re.M)
 MACHINE = re.compile(r'^#\|\s*machine-dependent\b', re.M)
+RTOL = re.compile(r'^#\|\s*rtol:\s*([0-9.]+(?:[eE]-?\d+)?)', re.M)
 UNITS = r'(?:ms|µs|us|ns|s|sec|secs|seconds?|min|mins|minutes?|h|it/s|steps/s|timesteps/s|eps/s|episodes/s|calls/s|rows/s|req/s)'
 TIMING = re.compile(r'\d(?:[\d,]*)(?:\.\d+)?\s*' + UNITS + r'(?![\w])')
 NUM = re.compile(r'[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?')
@@ -78,6 +82,11 @@ def render(outputs) -> str:
     return '\n'.join('<timing>' if TIMING.search(line) else line.rstrip() for line in text.splitlines())
 
 def machine_dependent(cell) -> bool: return cell.cell_type == 'code' and bool(MACHINE.search(cell.source))
+
+def cell_rtol(cell, default: float = 1e-3) -> float:
+    "The relative tolerance a cell's numbers are compared with: its `#| rtol: X` flag, else `default`."
+    m = RTOL.search(cell.source) if cell.cell_type == 'code' else None
+    return float(m.group(1)) if m else default
 
 def last_place(x: str) -> float:
     "One unit in the last printed decimal place of `x` (`0.025` -> 0.001); 0 for integers and exponent notation."
@@ -132,7 +141,7 @@ def differences(saved, fresh) -> list[str]:
     for i, (a, b) in enumerate(zip(sc, fc)):
         if skipped(a): continue
         ra, rb = render(a.outputs), render(b.outputs)
-        if not same(ra, rb, numbers=not machine_dependent(a)):
+        if not same(ra, rb, rtol=cell_rtol(a), numbers=not machine_dependent(a)):
             first = a.source.splitlines()[0] if a.source else ''
             probs.append(f"code cell {i} ({first[:60]!r}) is stale:\n--- saved\n{ra[:800]}\n--- now\n{rb[:800]}")
     return probs
