@@ -59,14 +59,14 @@ def killed_writing_zip(ctx):
     interrupted_run(ctx)
     ck = ctx.path('{run}')/'checkpoints'
     data = (ck/'step_0000000064.zip').read_bytes()
-    (ck/'.step_0000000096.zip.tmp-99999').write_bytes(data[:len(data)//3])
+    (ck/'.step_0000000096.zip.k3j9x2.tmp').write_bytes(data[:len(data)//3])
 
 def killed_before_latest(ctx):
     "SIGKILL after step 96's zip was renamed into place, before its resume state and latest.json."
     interrupted_run(ctx)
     ck = ctx.path('{run}')/'checkpoints'
     shutil.copyfile(ck/'step_0000000064.zip', ck/'step_0000000096.zip')
-    (ck/'.step_0000000096.resume.pkl.tmp-99999').write_bytes(b'\x80\x05partial')
+    (ck/'.step_0000000096.resume.pkl.k3j9x2.tmp').write_bytes(b'\x80\x05partial')
 
 def resumed_to(n):
     def check(ctx, res):
@@ -124,7 +124,7 @@ def kill9_during_save(ctx):
     ck, t0 = tmp/'k'/'checkpoints', time.time()
     try:
         while time.time() - t0 < 120 and p.poll() is None:
-            tmps = list(ck.glob('.step_*.tmp-*')) if ck.exists() else []
+            tmps = list(ck.glob('.step_*.tmp')) if ck.exists() else []   # files.atomic_write_bytes: .<name>.<random>.tmp
             if tmps and (tmp/'k'/'latest.json').exists(): break
             time.sleep(0.001)
     finally:

@@ -83,6 +83,27 @@ SMOKE = ['--backend', 'openai', '--tier', '2', '--phase', '1', '--timesteps', '6
          '--run-name', 'smoke']
 SMOKE_ENV = {**ENV, 'OPENAI_BASE_URL': '{url}', 'SPINDLEFLOW_CACHE': '{cache}'}
 
+FIRED = {'500': 0, '429': 0, 'slow': 0}     # the faults server F served, counted for the case's check
+
+def faulty(srv):
+    """Every 10th request a 500, of the rest every 10th a 429 (Retry-After 1 s), of the rest every 10th 1.5 s late: each
+    kind fires a few times in the smoke run (a 500 costs the client's default 1 s backoff: every 4th made the case wait
+    ~100 s)."""
+    def every(k, kind):
+        c = itertools.count()
+        def match(body):
+            hit = next(c) % 10 == k
+            if hit: FIRED[kind] += 1
+            return hit
+        return match
+    srv.script(ScriptedReply(status=500), match=every(9, '500'), times=None)
+    srv.script(ScriptedReply(status=429, retry_after=1), match=every(8, '429'), times=None)
+    srv.script(ScriptedReply(delay_s=1.5), match=every(7, 'slow'), times=None)
+    return srv
+
+def every_fault_served(ctx, res):
+    assert all(FIRED.values()), f"the smoke run met no fault of some kind: {FIRED}"
+
 CASES = [
     Case('paid-eval-without-base-url', 'eval', EVAL, (0, 2), (),
          "a run trained with --base-url, evaluated without it: use the run's recorded server, or refuse naming --base-url; "
@@ -113,16 +134,9 @@ CASES = [
          proc=True, env=SMOKE_ENV, setup=lambda c: smoke_env(c, 'A'), check=sized_evaluation, timeout=180),
     Case('paid-train-smoke-faults', 'train', SMOKE, (0, 1), (),
          'the same smoke run against a server with faults (500s, 429 with Retry-After, slow replies): finishes promptly, '
-         'exit 0 or a clear failure, no traceback', proc=True, env=SMOKE_ENV, setup=lambda c: smoke_env(c, 'F'), timeout=180),
+         'exit 0 or a clear failure, no traceback', proc=True, env=SMOKE_ENV, setup=lambda c: smoke_env(c, 'F'),
+         check=every_fault_served, timeout=180),
 ]
-
-def faulty(srv):
-    "Every 4th request a 500, of the rest every 5th a 429 (Retry-After 1 s), of the rest every 6th 1.5 s late."
-    c1, c2, c3 = itertools.count(), itertools.count(), itertools.count()
-    srv.script(ScriptedReply(status=500), match=lambda b: next(c1) % 4 == 3, times=None)
-    srv.script(ScriptedReply(status=429, retry_after=1), match=lambda b: next(c2) % 5 == 4, times=None)
-    srv.script(ScriptedReply(delay_s=1.5), match=lambda b: next(c3) % 6 == 5, times=None)
-    return srv
 
 @pytest.fixture(scope='module')
 def servers():
