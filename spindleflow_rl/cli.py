@@ -271,7 +271,7 @@ def train_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #64405529
 def _eval(argv) -> int:
-    from spindleflow_rl.evaluate import EvalOptions, evaluate_run, BASELINES   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.evaluate import EvalOptions, EvalRequest, evaluate_run, BASELINES   # lazy: loads torch and SB3 (~1.5 s)
     from spindleflow_rl.runs import SPLITS   # lazy: loads torch and SB3 (~1.5 s)
     a = add_fields(parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'), EvalOptions).parse_args(argv)
     read_env_files(a.env_file)
@@ -279,10 +279,12 @@ def _eval(argv) -> int:
         if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
         a.backend = 'sim'
     if a.sweep: return _eval_sweep(a)
-    evaluate_run(a.checkpoint, a.episodes, tuple(a.split or SPLITS), a.seed or 0, a.json,
-                 tuple(b.strip() for b in a.baselines.split(',')) if a.baselines else BASELINES, 5 if a.record is None else a.record,
-                 backend=a.backend, tier=a.tier, recorded=a.recorded, max_cost_usd=a.max_cost_usd, overwrite=a.overwrite,
-                 catalog=a.catalog, tasks=a.tasks, base_url=a.base_url, **recorded_eval_args(a.checkpoint, a.cost_coef, a.backend))
+    req = EvalRequest(episodes=a.episodes, splits=tuple(a.split or SPLITS), seed=a.seed or 0, json_out=a.json,
+                      baselines=tuple(b.strip() for b in a.baselines.split(',')) if a.baselines else BASELINES,
+                      record=5 if a.record is None else a.record, backend=a.backend, tier=a.tier, recorded=a.recorded,
+                      max_cost_usd=a.max_cost_usd, overwrite=bool(a.overwrite), catalog=a.catalog, tasks=a.tasks,
+                      base_url=a.base_url, **recorded_eval_args(a.checkpoint, a.cost_coef, a.backend))
+    evaluate_run(a.checkpoint, req)
     return 0
 
 SWEEP_IGNORES = ('episodes', 'tasks', 'record', 'base_url', 'max_cost_usd', 'tier', 'cost_coef', 'demo_mode')

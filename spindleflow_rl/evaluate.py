@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_evaluate.ipynb #30276f95
 from __future__ import annotations
-import copy, os, sys, threading, time
+import copy, dataclasses, os, sys, threading, time, warnings
 from dataclasses import dataclass
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -23,7 +23,8 @@ from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make
 __all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS', 'MIN_PHASE_SPAN', 'EVAL_EPISODES',
            'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference',
            'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours',
-           'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'evaluate_run', 'EvalOptions']
+           'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'EvalRequest', 'evaluate_run',
+           'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -483,9 +484,64 @@ def _one_price(sec: dict, cost_coef: float) -> dict:
     if sec['env'].cost_coef_range: sec['env'] = sec['env'].replace(cost_coef_range=(cost_coef, cost_coef))
     return sec
 
+# %% ../nbs/10_evaluate.ipynb #e7a1c0de
+@dataclass
+class EvalRequest:
+    """What `evaluate_run` plays, as one object; `None` means the run's own setting. `backend`/`tier`/`recorded`/`catalog`/
+    `tasks`/`base_url` override the run's; `max_cost_usd`, `cost_per_episode` and `budget_why` size a paid evaluation;
+    `cost_coef` (with `cost_coef_why`) is the one price a recorded run is played at, and `logged` builds its routers'
+    section (chapter 18c). `spindleflow-eval` makes one from its `EvalOptions` (appendix 97)."""
+    episodes: int | None = None                 # per policy and split: EVAL_EPISODES, or a paid run's paid_eval_episodes
+    splits: tuple = ('train', 'heldout', 'unseen-roster')
+    seed: int = 0
+    json_out: str | None = None                 # the report file; None: the run's own eval.json
+    baselines: tuple = BASELINES
+    record: int = 5                             # episodes per policy recorded for the replay
+    quiet: bool = False
+    device: str = 'cpu'
+    backend: str | None = None
+    tier: int | None = None
+    recorded: str | None = None
+    max_cost_usd: float | None = None
+    cost_per_episode: float | None = None
+    overwrite: bool = False
+    catalog: str | None = None
+    tasks: str | None = None
+    base_url: str | None = None
+    budget_why: str = ''
+    cost_coef: float | None = None
+    cost_coef_why: str = ''
+    logged: object = None                       # logged(backend, model, seed, max_specialists) -> the routing section
+
+@dataclass
+class _EvalPlan:
+    "What `evaluate_run` resolved from the run and the request: the policies, environments and budget of every split."
+    model: object
+    sec: dict
+    world: object
+    backend_fn: object
+    baselines: tuple
+    extra: dict
+    rec: bool
+    episodes: int
+    budget: EvalBudget
+    workers: int = 1
+
+def _request(request, old: tuple, given: dict) -> EvalRequest:
+    "`evaluate_run`'s request: an `EvalRequest` with `given` fields replaced; the old positional form (0.1.0) with a warning."
+    if request is not None and not isinstance(request, EvalRequest): old = (request, *old); request = None
+    if old:
+        warnings.warn("evaluate_run(checkpoint, episodes, splits, ...) with positional options is deprecated: pass "
+                      "EvalRequest(...) or keywords, e.g. evaluate_run(run, episodes=100).", DeprecationWarning, stacklevel=3)
+        names = ('episodes', 'splits', 'seed', 'json_out', 'baselines', 'record', 'quiet', 'device')
+        if len(old) > len(names): raise TypeError(f"evaluate_run takes at most {len(names)} positional options; pass the rest by name.")
+        given = {**dict(zip(names, old)), **given}
+    bad = sorted(set(given) - set(EvalRequest.__dataclass_fields__))
+    if bad: raise TypeError(f"evaluate_run got unknown option(s) {', '.join(bad)}; the options are EvalRequest's fields.")
+    return dataclasses.replace(request or EvalRequest(), **given)
+
 # %% ../nbs/10_evaluate.ipynb #91007f07
-def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet, workers: int = 1, logged=None):
+def _evaluate_splits(report, traces, splits, p: _EvalPlan, o: EvalRequest, logged=None):
     """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
     baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
@@ -493,90 +549,84 @@ def _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, base
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
     try:
         for split in splits:
-            if budget.stopped: break
-            pols = {'policy': ModelPolicy(model), **make_baselines(seed, baselines), **extra}
-            fn = split_env_fn(split, sec['env'], sec['reward'], sec['sim'], None if rec else world, backend_fn)
+            if p.budget.stopped: break
+            pols = {'policy': ModelPolicy(p.model), **make_baselines(o.seed, p.baselines), **p.extra}
+            fn = split_env_fn(split, p.sec['env'], p.sec['reward'], p.sec['sim'], None if p.rec else p.world, p.backend_fn)
             try:
                 e = fn(); pool = e.task_pool()
-                if rec: e.roster_pool(pool[0])      # e.g. no 'unseen' roster when the catalog holds out none of the logged specialists
-            except ConfigError as e:          # e.g. a small table of recorded outcomes with no held-out task
-                print(f"  skipped {split}: {e}"); continue
-            if not quiet: print(f"evaluating on {split} ({len(pool) if rec else episodes} episodes per policy"
-                                + (": every task once" if rec else '') + ")...", flush=True)
+                if p.rec: e.roster_pool(pool[0])      # e.g. no 'unseen' roster when the catalog holds out none of the logged specialists
+            except ConfigError as err:          # e.g. a small table of recorded outcomes with no held-out task
+                print(f"  skipped {split}: {err}"); continue
+            if not o.quiet: print(f"evaluating on {split} ({len(pool) if p.rec else p.episodes} episodes per policy"
+                                  + (": every task once" if p.rec else '') + ")...", flush=True)
             rets = {}
-            tab, tr = evaluate_split(fn, pols, episodes, seed, record, progress=not quiet, budget=budget, returns_out=rets, workers=workers,
-                                     tasks=pool if rec else None)
-            if rec and tab and logged is not None and split == 'heldout':      # routers fitted on the training tasks: held out only
-                try: report['logged'] = logged(e.backend, model, seed, sec['env'].max_specialists)
+            tab, tr = evaluate_split(fn, pols, p.episodes, o.seed, o.record, progress=not o.quiet, budget=p.budget,
+                                     returns_out=rets, workers=p.workers, tasks=pool if p.rec else None)
+            if p.rec and tab and logged is not None and split == 'heldout':      # routers fitted on the training tasks: held out only
+                try: report['logged'] = logged(e.backend, p.model, o.seed, p.sec['env'].max_specialists)
                 except ConfigError as err: report['logged'] = {'error': str(err), 'markdown': f"routers not evaluated: {err}\n"}
             if tab: report['splits'][split] = tab; traces[split] = tr
-            c = compare_to_best(tab, rets, seed) if tab else None
+            c = compare_to_best(tab, rets, o.seed) if tab else None
             if c: report['vs_best_baseline'][split] = c
-    except KeyboardInterrupt: budget.stopped = 'interrupted'
+    except KeyboardInterrupt: p.budget.stopped = 'interrupted'
     finally:
         if old_term is not None: signal.signal(signal.SIGTERM, old_term)
 
-
 # %% ../nbs/10_evaluate.ipynb #6a0992a8
-def evaluate_run(checkpoint, episodes: int | None = None, splits=('train', 'heldout', 'unseen-roster'), seed: int = 0,
-                 json_out=None, baselines=BASELINES, record: int = 5, quiet: bool = False, device: str = 'cpu',
-                 backend: str | None = None, tier: int | None = None, recorded: str | None = None,
-                 max_cost_usd: float | None = None, cost_per_episode: float | None = None, overwrite: bool = False,
-                 catalog=None, tasks=None, base_url: str | None = None, budget_why: str = '', cost_coef: float | None = None,
-                 cost_coef_why: str = '', logged=None) -> dict:
-    """Evaluate a trained run against the baselines; write the JSON/markdown report and plots; return the report.
-    `backend`/`tier`/`recorded` override the run's own settings (`backend='openai'` adds the `llm-planner` baseline and
-    has no oracle). A recorded log run with `logged(backend, model, seed, max_specialists)` (chapter 18c's
-    `logged_section`) gets a routing report: the policy against the routers at `cost_coef` (with `cost_coef_why`).
-    `episodes` None: 1000, or the run's `paid_eval_episodes` on a paid backend, which evaluates on the server the run
-    recorded (`base_url`: another one, on purpose), prints its size and a budget first (`max_cost_usd`, else the run's
-    `paid_eval_budget_usd`) and stays inside it, playing `PAID_WORKERS` episodes at once; more than `max_failed_calls`
-    failed calls make it a failure (`CallsFailedError`, the report marked `failed`). A stop (budget, Ctrl-C, SIGTERM)
-    keeps the finished part. `overwrite` replaces existing output; `catalog`/`tasks` files replace the run's own."""
-    model, cfg, z = load_model(checkpoint, device)
+def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) -> dict:
+    """Evaluate a trained run against the baselines as `request` (or keywords naming its fields) says; write the
+    JSON/markdown report and plots; return the report. `backend='openai'` adds the `llm-planner` baseline and has no
+    oracle. A recorded log run with `logged` gets a routing report: the policy against the routers at `cost_coef`.
+    A paid backend evaluates on the server the run recorded (`base_url`: another one, on purpose), prints its size and
+    a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and stays inside it, playing `PAID_WORKERS`
+    episodes at once; more than `max_failed_calls` failed calls make it a failure (`CallsFailedError`, the report
+    marked `failed`). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part."""
+    o = _request(request, old, given)
+    model, cfg, z = load_model(checkpoint, o.device)
     run_dir = Path(cfg.pop('_run_dir'))
-    jpath, mdpath, side = report_paths(run_dir, json_out, overwrite)        # refused before any episode is played
-    if catalog or tasks: cfg['train'] = with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()
+    jpath, mdpath, side = report_paths(run_dir, o.json_out, o.overwrite)        # refused before any episode is played
+    if o.catalog or o.tasks: cfg['train'] = with_roster(cfg.get('train') or {}, o.catalog, o.tasks).to_dict()
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
     tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
-    tc = tc.replace(**{k: v for k, v in dict(backend=backend, tier=tier, recorded=recorded).items() if v is not None})
-    _check_flags(tc, backend, recorded, base_url)
+    tc = tc.replace(**{k: v for k, v in dict(backend=o.backend, tier=o.tier, recorded=o.recorded).items() if v is not None})
+    _check_flags(tc, o.backend, o.recorded, o.base_url)
     paid = tc.backend == 'openai'
-    if paid: cfg['openai'] = _run_server(tc, cfg, base_url, quiet)
-    episodes = episodes if episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
+    if paid: cfg['openai'] = _run_server(tc, cfg, o.base_url, o.quiet)
+    episodes = o.episodes if o.episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
     if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
-    if cost_coef is not None: sec = _one_price(sec, float(cost_coef))     # one stated price for every episode and policy
-    world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, baselines)
+    if o.cost_coef is not None: sec = _one_price(sec, float(o.cost_coef))     # one stated price for every episode and policy
+    world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, o.baselines)
+    splits = o.splits
     if 'unseen-roster' in splits and not world.heldout_ids and not rec:
         splits = tuple(s for s in splits if s != 'unseen-roster')
-        if not quiet: print('no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)')
-    limit = (max_cost_usd if max_cost_usd is not None else tc.paid_eval_budget_usd) if paid else None
-    if paid: _announce(tc, episodes, 1 + len(baselines) + len(extra), splits, limit, cost_per_episode,
-                       budget_why or ('--max-cost-usd' if max_cost_usd is not None else
-                                      'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'), quiet)
-    budget = EvalBudget(limit, tc.max_failed_calls)
-    report = {'checkpoint': str(z), 'episodes': episodes, 'seed': seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
+        if not o.quiet: print('no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)')
+    limit = (o.max_cost_usd if o.max_cost_usd is not None else tc.paid_eval_budget_usd) if paid else None
+    if paid: _announce(tc, episodes, 1 + len(baselines) + len(extra), splits, limit, o.cost_per_episode,
+                       o.budget_why or ('--max-cost-usd' if o.max_cost_usd is not None else
+                                        'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'), o.quiet)
+    report = {'checkpoint': str(z), 'episodes': episodes, 'seed': o.seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
               'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
               **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
-              **({'cost_coef': {'value': float(cost_coef), 'why': cost_coef_why}} if cost_coef is not None else {})}
+              **({'cost_coef': {'value': float(o.cost_coef), 'why': o.cost_coef_why}} if o.cost_coef is not None else {})}
     traces, t0 = {}, time.time()
-    log_run = rec and logged is not None      # a log: the routing report, and the policy's held-out episodes (replay, audit)
+    log_run = rec and o.logged is not None      # a log: the routing report, and the policy's held-out episodes (replay, audit)
     if log_run: splits, baselines, extra = ('heldout',), (), {}
-    _evaluate_splits(report, traces, splits, model, sec, world, backend_fn, baselines, extra, rec, episodes, seed, record,
-                     budget, quiet, workers=PAID_WORKERS if paid else 1, logged=None if log_run else logged)
-    if log_run: return _write_routing_report(report, logged(backend_fn()[0], model, seed, sec['env'].max_specialists),
-                                             traces, t0, jpath, mdpath, side, quiet)
-    failed = calls_failed(budget.calls(), tc.max_failed_calls, final=True)
-    if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
+    p = _EvalPlan(model, sec, world, backend_fn, baselines, extra, rec, episodes, EvalBudget(limit, tc.max_failed_calls),
+                  PAID_WORKERS if paid else 1)
+    _evaluate_splits(report, traces, splits, p, o, logged=None if log_run else o.logged)
+    if log_run: return _write_routing_report(report, o.logged(backend_fn()[0], model, o.seed, sec['env'].max_specialists),
+                                             traces, t0, jpath, mdpath, side, o.quiet)
+    failed = calls_failed(p.budget.calls(), tc.max_failed_calls, final=True)
+    if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=p.budget.calls())
     if not report['splits']:
         if failed: raise CallsFailedError(failed)
-        if budget.stopped == 'interrupted': raise Interrupted('interrupted before any episode finished: no report written.')
+        if p.budget.stopped == 'interrupted': raise Interrupted('interrupted before any episode finished: no report written.')
         raise ConfigError("no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
                           "--split or --max-cost-usd.")
     report['seconds'] = time.time() - t0
-    report.update(stopped=budget.stopped, eval_cost_usd=budget.spent if paid else 0.0)
-    return _write_report(report, traces, run_dir, jpath, mdpath, side, quiet)
+    report.update(stopped=p.budget.stopped, eval_cost_usd=p.budget.spent if paid else 0.0)
+    return _write_report(report, traces, run_dir, jpath, mdpath, side, o.quiet)
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
 def _write_episodes(side: Path, traces: dict):
