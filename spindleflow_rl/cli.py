@@ -325,8 +325,7 @@ def _demo(argv) -> int:
     read_env_files(None)
     os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
     o = {f.name: _opt(a, DemoOptions, f.name) for f in fields(DemoOptions)}
-    build_demo(o['out'], a.checkpoint, o['episodes'], o['record'], o['seed'], train_timesteps=o['train_timesteps'], n_envs=o['n_envs'],
-               device=o['device'], catalog=a.catalog, tasks=a.tasks, overwrite=o['overwrite'])
+    build_demo(DemoOptions(**o))
     return 0
 
 def demo_main(argv=None) -> int:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_demo.ipynb #61eb5ff1
 from __future__ import annotations
-import json, os, sys, time
+import dataclasses, json, os, sys, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -26,7 +26,7 @@ from .train import train
 # %% auto #0
 __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
            'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo', 'demo_figures',
-           'demo_headline', 'build_demo', 'print_demo', 'show_demo', 'DemoOptions']
+           'DemoOptions', 'demo_headline', 'build_demo', 'print_demo', 'show_demo']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
 DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
@@ -187,6 +187,22 @@ def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
     if not has_log: (out/'learning_curve.png').unlink(missing_ok=True); figs = [f for f in figs if f.name != 'learning_curve.png']
     return figs
 
+# %% ../nbs/12_demo.ipynb #127dd66f
+@dataclass
+class DemoOptions:
+    "The options of `spindleflow-demo` and `build_demo`; the command line is generated from these fields (appendix 97)."
+    out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
+    overwrite: bool = param(False, 'write over the files of an earlier demo in --out (its trained run is reused)')
+    checkpoint: str = param('', 'trained run folder, latest.json or checkpoint zip', show='the shipped demo policy, else a short training run')
+    episodes: int = param(100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)')
+    record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
+    train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
+    n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
+    seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
+    device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
+    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")
+
 # %% ../nbs/12_demo.ipynb #8f150b00
 def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
     "Untrained and trained return, the best deployable baseline and the paired difference to it, normalised scores."
@@ -196,27 +212,43 @@ def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
             'best_baseline': (g, table[g]['return']) if g else None, 'vs_best_baseline': diff,
             'normalised': {n: v.get('normalised') for n, v in table.items()}}
 
-def build_demo(out='demo_out', checkpoint=None, episodes: int = 100, record: int = 3, seed: int = 0,
-               baselines=DEMO_BASELINES, train_timesteps: int = 16_384, n_envs: int = 8, ppo: dict | None = None,
-               device: str = 'cpu', quiet: bool = False, catalog=None, tasks=None, overwrite: bool = False) -> dict:
-    """Compute the before/after assets into `out`; return a dict of what was written (paths) and the headline numbers.
+def _demo_options(opts, old: tuple, given: dict) -> DemoOptions:
+    """`build_demo`'s options: a `DemoOptions` with the `given` fields replaced; the output folder may come first
+    (`build_demo('demo')`); more positional options (the 0.1.0 form) work with a warning."""
+    if opts is not None and not isinstance(opts, DemoOptions): old, opts = (opts, *old), None
+    names = ('out', 'checkpoint', 'episodes', 'record', 'seed')
+    if len(old) > len(names): raise TypeError(f"build_demo takes at most {len(names)} positional options; pass the rest by name.")
+    if len(old) > 1: warnings.warn("build_demo(out, checkpoint, episodes, ...) with positional options is deprecated: pass "
+                                   "DemoOptions(...) or keywords, e.g. build_demo('demo', episodes=50).", DeprecationWarning, stacklevel=3)
+    given = {**dict(zip(names, old)), **given}
+    bad = sorted(set(given) - set(DemoOptions.__dataclass_fields__))
+    if bad: raise TypeError(f"build_demo got unknown option(s) {', '.join(bad)}; the options are DemoOptions' fields, baselines, ppo and quiet.")
+    return dataclasses.replace(opts or DemoOptions(), **given)
+
+def build_demo(opts: DemoOptions | str | None = None, *old, baselines=DEMO_BASELINES, ppo: dict | None = None,
+               quiet: bool = False, **given) -> dict:
+    """Compute the before/after assets into `out` as `opts` (a `DemoOptions`, or keywords naming its fields) says;
+    return a dict of what was written (paths) and the headline numbers. `baselines` (random and the oracle among them)
+    and `ppo` (the short training run's PPO settings, when there is no checkpoint) are not command-line options.
     `out` must not hold files unless `overwrite`; nothing is written before the checkpoint has loaded."""
-    if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
-    if record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {record}.")
+    o = _demo_options(opts, old, given)
+    if o.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {o.episodes}.")
+    if o.record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]
     if missing: raise ConfigError(f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle.")
+    checkpoint = o.checkpoint if o.checkpoint not in (None, '') else None       # '': the shipped policy, else a short run
     if checkpoint is not None and not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
-    check_device(device, '--device')
-    out = check_output(out, '--out', 'dir', overwrite)
+    check_device(o.device, '--device')
+    out = check_output(o.out, '--out', 'dir', o.overwrite)
     t0 = time.time()
     try:
-        ck, source = demo_checkpoint(checkpoint, out, timesteps=train_timesteps, n_envs=n_envs, seed=seed, ppo=ppo, quiet=quiet)
-        model, untrained, cfg, z = load_demo_models(ck, seed, device, catalog, tasks)
-        report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, episodes, seed, baselines, quiet)
-        eps = record_demo(out, (model, untrained), cfg, seed, record, baselines)
+        ck, source = demo_checkpoint(checkpoint, out, timesteps=o.train_timesteps, n_envs=o.n_envs, seed=o.seed, ppo=ppo, quiet=quiet)
+        model, untrained, cfg, z = load_demo_models(ck, o.seed, o.device, o.catalog or None, o.tasks or None)
+        report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, o.episodes, o.seed, baselines, quiet)
+        eps = record_demo(out, (model, untrained), cfg, o.seed, o.record, baselines)
         res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
                'figures': demo_figures(out, report, eps, z), 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html',
-               'headline': demo_headline(report['splits']['heldout'], returns, seed), 'seconds': time.time() - t0}
+               'headline': demo_headline(report['splits']['heldout'], returns, o.seed), 'seconds': time.time() - t0}
     except KeyboardInterrupt as e:
         if isinstance(e, Interrupted): raise
         raise Interrupted(f"interrupted: {out} holds only what was written before (run again with --overwrite to redo it).") from None
@@ -248,19 +280,3 @@ def show_demo(res: dict, viewer: bool = True):
         eps = read_episodes(res['episodes'])
         v = ReplayViewer(eps, index=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
         display(v); return v
-
-# %% ../nbs/12_demo.ipynb #127dd66f
-@dataclass
-class DemoOptions:
-    "The options of `spindleflow-demo`; its command line is generated from these fields (appendix 97)."
-    out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
-    overwrite: bool = param(False, 'write over the files of an earlier demo in --out (its trained run is reused)')
-    checkpoint: str = param('', 'trained run folder, latest.json or checkpoint zip', show='the shipped demo policy, else a short training run')
-    episodes: int = param(100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)')
-    record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
-    train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
-    n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
-    seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
-    device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
-    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
-    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")
