@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_config.ipynb #c662aa7b
 from __future__ import annotations
-import dataclasses, os, random
+import dataclasses, os, random, warnings
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,8 @@ import yaml
 # %% auto #0
 __all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'MAX_USER_FILE_BYTES', 'CSV_FIELD_LIMIT', 'INT64', 'SCALAR_FEATURES', 'COST_COEF_SCALAR',
            'SLOT_FEATURES', 'ConfigError', 'config_path', 'default_cache_dir', 'seed_everything', 'read_user_text',
-           'read_csv', 'load_yaml', 'param', 'allowed', 'check_value', 'ConfigBase', 'check_cost_coef_range',
-           'RewardConfig', 'SimConfig', 'EnvConfig', 'patch_into', 'ObsLayout']
+           'read_csv', 'load_yaml', 'param', 'allowed', 'options_from', 'check_value', 'ConfigBase',
+           'check_cost_coef_range', 'RewardConfig', 'SimConfig', 'EnvConfig', 'patch_into', 'ObsLayout']
 
 # %% ../nbs/00a_config.ipynb #dee9f7ba
 def _package_dir() -> Path:
@@ -139,6 +139,20 @@ def allowed(md: dict) -> str:
     if lo is not None: return f"{'>' if md.get('lo_open') else '>='} {lo}"
     if hi is not None: return f"{'<' if md.get('hi_open') else '<='} {hi}"
     return ''
+
+# %% ../nbs/00a_config.ipynb #0pt10n5f
+def options_from(cls, opts, old: tuple, names: tuple, given: dict, what: str):
+    """The options of `what`, a function taking one `cls` dataclass: `opts` (a `cls`, or None for its defaults) with
+    the `given` fields replaced. Positional values (`opts` itself when it is not a `cls`, then `old`) fill `names` in
+    order: one alone is the natural first argument, more are the 0.1.0 form and warn. An unknown name is a `TypeError`."""
+    if opts is not None and not isinstance(opts, cls): old, opts = (opts, *old), None
+    if len(old) > len(names): raise TypeError(f"{what} takes at most {len(names)} positional options; pass the rest by name.")
+    if len(old) > 1: warnings.warn(f"{what}({', '.join(names[:len(old)])}, ...) with positional options is deprecated: pass "
+                                   f"{cls.__name__}(...) or keywords naming its fields.", DeprecationWarning, stacklevel=3)
+    given = {**dict(zip(names, old)), **given}
+    bad = sorted(set(given) - {f.name for f in fields(cls)})
+    if bad: raise TypeError(f"{what} got unknown option(s) {', '.join(bad)}; the options are {cls.__name__}'s fields.")
+    return dataclasses.replace(opts or cls(), **given)
 
 # %% ../nbs/00a_config.ipynb #5ab5e5d2
 def check_value(md: dict, value, label: str):

@@ -4,11 +4,11 @@
 
 # %% ../nbs/12_demo.ipynb #61eb5ff1
 from __future__ import annotations
-import dataclasses, json, os, sys, time, warnings
+import json, os, sys, time
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, param
+from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, options_from, param
 from .env import SpindleFlowEnv
 from .evaluate import EvalBudget, NON_DEPLOYABLE, best_baseline, evaluate_split, markdown_table
 from .evaluate import paired_difference, plot_report
@@ -24,9 +24,9 @@ from .runs import with_roster
 from .train import train
 
 # %% auto #0
-__all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'train_demo_run', 'demo_checkpoint', 'load_demo_models', 'evaluate_demo',
-           'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo', 'demo_figures',
-           'DemoOptions', 'demo_headline', 'build_demo', 'print_demo', 'show_demo']
+__all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'DEMO_POSITIONAL', 'train_demo_run', 'demo_checkpoint', 'load_demo_models',
+           'evaluate_demo', 'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo',
+           'demo_figures', 'DemoOptions', 'demo_headline', 'build_demo', 'print_demo', 'show_demo']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
 DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
@@ -212,18 +212,7 @@ def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
             'best_baseline': (g, table[g]['return']) if g else None, 'vs_best_baseline': diff,
             'normalised': {n: v.get('normalised') for n, v in table.items()}}
 
-def _demo_options(opts, old: tuple, given: dict) -> DemoOptions:
-    """`build_demo`'s options: a `DemoOptions` with the `given` fields replaced; the output folder may come first
-    (`build_demo('demo')`); more positional options (the 0.1.0 form) work with a warning."""
-    if opts is not None and not isinstance(opts, DemoOptions): old, opts = (opts, *old), None
-    names = ('out', 'checkpoint', 'episodes', 'record', 'seed')
-    if len(old) > len(names): raise TypeError(f"build_demo takes at most {len(names)} positional options; pass the rest by name.")
-    if len(old) > 1: warnings.warn("build_demo(out, checkpoint, episodes, ...) with positional options is deprecated: pass "
-                                   "DemoOptions(...) or keywords, e.g. build_demo('demo', episodes=50).", DeprecationWarning, stacklevel=3)
-    given = {**dict(zip(names, old)), **given}
-    bad = sorted(set(given) - set(DemoOptions.__dataclass_fields__))
-    if bad: raise TypeError(f"build_demo got unknown option(s) {', '.join(bad)}; the options are DemoOptions' fields, baselines, ppo and quiet.")
-    return dataclasses.replace(opts or DemoOptions(), **given)
+DEMO_POSITIONAL = ('out', 'checkpoint', 'episodes', 'record', 'seed')   # the 0.1.0 order
 
 def build_demo(opts: DemoOptions | str | None = None, *old, baselines=DEMO_BASELINES, ppo: dict | None = None,
                quiet: bool = False, **given) -> dict:
@@ -231,7 +220,7 @@ def build_demo(opts: DemoOptions | str | None = None, *old, baselines=DEMO_BASEL
     return a dict of what was written (paths) and the headline numbers. `baselines` (random and the oracle among them)
     and `ppo` (the short training run's PPO settings, when there is no checkpoint) are not command-line options.
     `out` must not hold files unless `overwrite`; nothing is written before the checkpoint has loaded."""
-    o = _demo_options(opts, old, given)
+    o = options_from(DemoOptions, opts, old, DEMO_POSITIONAL, given, 'build_demo')
     if o.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {o.episodes}.")
     if o.record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]

@@ -4,12 +4,12 @@
 
 # %% ../nbs/10_evaluate.ipynb #30276f95
 from __future__ import annotations
-import copy, dataclasses, os, sys, threading, time, warnings
+import copy, os, sys, threading, time
 from dataclasses import dataclass
 from collections import Counter, defaultdict
 from pathlib import Path
 import numpy as np
-from .config import ConfigError, param
+from .config import ConfigError, options_from, param
 from .files import atomic_write_json, atomic_write_text, check_output
 from .llm import OpenAIConfig, LLMClient, normalise_base_url
 from .policies import (ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised,
@@ -20,11 +20,11 @@ from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make
                                  calls_failed, CallsFailedError, Interrupted)
 
 # %% auto #0
-__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS', 'MIN_PHASE_SPAN', 'EVAL_EPISODES',
-           'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline', 'paired_difference',
-           'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve', 'policy_colours',
-           'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'EvalRequest', 'evaluate_run',
-           'EvalOptions']
+__all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS', 'MIN_PHASE_SPAN', 'EVAL_POSITIONAL',
+           'EVAL_EPISODES', 'plan_consistency', 'metrics', 'normalised_ci', 'add_normalised', 'best_baseline',
+           'paired_difference', 'compare_to_best', 'fmt_comparison', 'EvalBudget', 'evaluate_split', 'learning_curve',
+           'policy_colours', 'plot_report', 'fmt_normalised', 'markdown_table', 'report_paths', 'EvalRequest',
+           'evaluate_run', 'EvalOptions']
 
 # %% ../nbs/10_evaluate.ipynb #40de61ba
 def plan_consistency(summaries) -> float:
@@ -527,18 +527,7 @@ class _EvalPlan:
     budget: EvalBudget
     workers: int = 1
 
-def _request(request, old: tuple, given: dict) -> EvalRequest:
-    "`evaluate_run`'s request: an `EvalRequest` with `given` fields replaced; the old positional form (0.1.0) with a warning."
-    if request is not None and not isinstance(request, EvalRequest): old = (request, *old); request = None
-    if old:
-        warnings.warn("evaluate_run(checkpoint, episodes, splits, ...) with positional options is deprecated: pass "
-                      "EvalRequest(...) or keywords, e.g. evaluate_run(run, episodes=100).", DeprecationWarning, stacklevel=3)
-        names = ('episodes', 'splits', 'seed', 'json_out', 'baselines', 'record', 'quiet', 'device')
-        if len(old) > len(names): raise TypeError(f"evaluate_run takes at most {len(names)} positional options; pass the rest by name.")
-        given = {**dict(zip(names, old)), **given}
-    bad = sorted(set(given) - set(EvalRequest.__dataclass_fields__))
-    if bad: raise TypeError(f"evaluate_run got unknown option(s) {', '.join(bad)}; the options are EvalRequest's fields.")
-    return dataclasses.replace(request or EvalRequest(), **given)
+EVAL_POSITIONAL = ('episodes', 'splits', 'seed', 'json_out', 'baselines', 'record', 'quiet', 'device')   # the 0.1.0 order
 
 # %% ../nbs/10_evaluate.ipynb #91007f07
 def _evaluate_splits(report, traces, splits, p: _EvalPlan, o: EvalRequest, logged=None):
@@ -581,7 +570,7 @@ def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) 
     a budget first (`max_cost_usd`, else the run's `paid_eval_budget_usd`) and stays inside it, playing `PAID_WORKERS`
     episodes at once; more than `max_failed_calls` failed calls make it a failure (`CallsFailedError`, the report
     marked `failed`). A stop (budget, Ctrl-C, SIGTERM) keeps the finished part."""
-    o = _request(request, old, given)
+    o = options_from(EvalRequest, request, old, EVAL_POSITIONAL, given, 'evaluate_run')
     model, cfg, z = load_model(checkpoint, o.device)
     run_dir = Path(cfg.pop('_run_dir'))
     jpath, mdpath, side = report_paths(run_dir, o.json_out, o.overwrite)        # refused before any episode is played
