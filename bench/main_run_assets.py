@@ -11,6 +11,7 @@ Usage (after `spindleflow-train --curriculum --demo-mode --out runs`):
 
 Both policies the adaptive planner they were cloned from, random and the oracle play the same seeds, so the differences are paired.
 """
+
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
@@ -24,34 +25,52 @@ from spindleflow_rl.runs import SECTIONS, load_model, split_env_fn, build_world
 from spindleflow_rl.policies import ModelPolicy, make_baselines
 from spindleflow_rl.evaluate import evaluate_split, paired_difference
 
-OUT = PACKAGE_DIR/'assets'/'warm_start_vs_ppo.json'
+OUT = PACKAGE_DIR / 'assets' / 'warm_start_vs_ppo.json'
 SPLITS = ('heldout', 'unseen-roster')
 
 
-def _r(v): return [round(float(x), 4) for x in v] if isinstance(v, list) else round(float(v), 4)
+def _r(v):
+    return [round(float(x), 4) for x in v] if isinstance(v, list) else round(float(v), 4)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument('run', help='the run folder of the main job (holds final.zip and warm_start.zip)')
     ap.add_argument('--episodes', type=int, default=500, help='episodes per policy and split (default 500)')
     ap.add_argument('--seed', type=int, default=0)
     a = ap.parse_args(argv)
     run = Path(a.run)
-    missing = [f for f in ('final.zip', 'warm_start.zip', 'config.json', 'train_summary.json') if not (run/f).exists()]
+    missing = [
+        f for f in ('final.zip', 'warm_start.zip', 'config.json', 'train_summary.json') if not (run / f).exists()
+    ]
     if missing:
-        print(f"error: {run} has no {', '.join(missing)}: give the folder of a finished run of "
-              "`spindleflow-train --curriculum --demo-mode` (warm_start.zip is written when a run clones a teacher).", file=sys.stderr)
+        print(
+            f"error: {run} has no {', '.join(missing)}: give the folder of a finished run of "
+            "`spindleflow-train --curriculum --demo-mode` (warm_start.zip is written when a run clones a teacher).",
+            file=sys.stderr,
+        )
         return 2
     atomic_write_json(LEARNING_CURVE, learning_curve_data(run))
-    model_w, cfg, _ = load_model(run/'warm_start.zip', 'cpu')
-    model_f = load_model(run/'final.zip', 'cpu')[0]
-    sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}   # as spindleflow-eval does
+    model_w, cfg, _ = load_model(run / 'warm_start.zip', 'cpu')
+    model_f = load_model(run / 'final.zip', 'cpu')[0]
+    sec = {
+        k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'
+    }  # as spindleflow-eval does
     world = build_world(cfg)
-    pols = {'warm start': ModelPolicy(model_w), 'warm start + PPO': ModelPolicy(model_f),
-            **make_baselines(a.seed, ('random', 'adaptive-planner', 'oracle'))}
-    out = {'run': run.name, 'episodes': a.episodes, 'seed': a.seed,
-           'timesteps': json.loads((run/'train_summary.json').read_text()).get('num_timesteps'), 'splits': {}}
+    pols = {
+        'warm start': ModelPolicy(model_w),
+        'warm start + PPO': ModelPolicy(model_f),
+        **make_baselines(a.seed, ('random', 'adaptive-planner', 'oracle')),
+    }
+    out = {
+        'run': run.name,
+        'episodes': a.episodes,
+        'seed': a.seed,
+        'timesteps': json.loads((run / 'train_summary.json').read_text()).get('num_timesteps'),
+        'splits': {},
+    }
     for name in SPLITS:
         env_fn = split_env_fn(name, sec['env'], sec['reward'], sec['sim'], world)
         returns: dict = {}
@@ -60,11 +79,21 @@ def main(argv=None) -> int:
         out['splits'][name] = {
             'return': {k: round(float(v['return']), 4) for k, v in table.items()},
             'return_ci95': {k: round(float(v['return_ci95']), 4) for k, v in table.items()},
-            'ppo_minus_warm_start': {k: _r(v) for k, v in paired_difference(R['warm start + PPO'], R['warm start'], R['random'], R['oracle']).items()},
-            'warm_start_minus_planner': {k: _r(v) for k, v in paired_difference(R['warm start'], R['adaptive-planner'], R['random'], R['oracle']).items()}}
+            'ppo_minus_warm_start': {
+                k: _r(v)
+                for k, v in paired_difference(R['warm start + PPO'], R['warm start'], R['random'], R['oracle']).items()
+            },
+            'warm_start_minus_planner': {
+                k: _r(v)
+                for k, v in paired_difference(R['warm start'], R['adaptive-planner'], R['random'], R['oracle']).items()
+            },
+        }
         d = out['splits'][name]['ppo_minus_warm_start']
-        print(f"{name:14s} warm start {table['warm start']['return']:+.3f}  warm start + PPO {table['warm start + PPO']['return']:+.3f}"
-              f"  adaptive-planner {table['adaptive-planner']['return']:+.3f}  PPO - warm start {d}")
+        print(
+            f"{name:14s} warm start {table['warm start']['return']:+.3f}  warm start + PPO "
+            f"{table['warm start + PPO']['return']:+.3f}"
+            f"  adaptive-planner {table['adaptive-planner']['return']:+.3f}  PPO - warm start {d}"
+        )
     atomic_write_json(OUT, out)
     print(f"wrote {LEARNING_CURVE} and {OUT}")
     return 0

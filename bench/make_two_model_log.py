@@ -5,23 +5,39 @@
     python bench/make_two_model_log.py --n 3000 --seed 1 --no-answers --out /tmp/noans.csv   # the same log, no answer text logged
 
 Seeded: the same arguments write the same files. The log is synthetic; see chapter 18 for how it is built."""
+
 import argparse
 from pathlib import Path
 from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
 
-ASSETS = Path(__file__).resolve().parents[1]/'spindleflow_rl'/'assets'
+ASSETS = Path(__file__).resolve().parents[1] / 'spindleflow_rl' / 'assets'
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--n', type=int, default=200, help='distinct questions'); ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--out', default=str(ASSETS/'two_model_log.csv'), help='log CSV to write')
-    ap.add_argument('--catalog', default=str(ASSETS/'two_model_catalog.csv'), help='catalog CSV to write')
-    ap.add_argument('--no-answers', action='store_true', help="leave the 'response' column empty: a log of grades, costs and latencies only")
+    ap.add_argument('--n', type=int, default=200, help='distinct questions')
+    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--out', default=str(ASSETS / 'two_model_log.csv'), help='log CSV to write')
+    ap.add_argument('--catalog', default=str(ASSETS / 'two_model_catalog.csv'), help='catalog CSV to write')
+    ap.add_argument(
+        '--no-answers',
+        action='store_true',
+        help="leave the 'response' column empty: a log of grades, costs and latencies only",
+    )
     a = ap.parse_args(argv)
     rows = make_two_model_log(a.n, a.seed)
-    if a.no_answers: rows = [{**r, 'response': ''} for r in rows]
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.catalog).parent.mkdir(parents=True, exist_ok=True)
+    if a.no_answers:
+        rows = [{**r, 'response': ''} for r in rows]
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.catalog).parent.mkdir(parents=True, exist_ok=True)
     print('wrote', write_csv(rows, a.out), f'({len(rows)} rows)')
-    print('wrote', write_csv(TWO_MODEL_CATALOG, a.catalog, ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']))
+    print(
+        'wrote',
+        write_csv(
+            TWO_MODEL_CATALOG, a.catalog, ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+        ),
+    )
 
-if __name__ == '__main__': main()
+
+if __name__ == '__main__':
+    main()

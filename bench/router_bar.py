@@ -13,6 +13,7 @@ On the two-model logs it also plays an **oracle**: escalation ranked by the gene
 (`make_two_model_log(..., hidden=True)`: strong-minus-cheap probability of a right answer), the best any router can do
 in expectation, since the cheap answer's wording depends on those probabilities and on noise, not on the drawn grade.
 No deployable policy can know them; the oracle only shows whether the bar can be met on these held-out questions at all."""
+
 import argparse, sys, time
 from pathlib import Path
 import numpy as np
@@ -21,55 +22,93 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from log_routing_table import write_log
 from log_runs_collect import criteria
 
+
 def bar(name: str, n: int, seed: int, out: Path) -> dict:
     from spindleflow_rl.backends import RecordedOutcomesBackend
     from spindleflow_rl.catalog import Catalog
     from spindleflow_rl.config import ConfigError
     import spindleflow_rl.logs_learning as ll
+
     log, cat = write_log(name, n, seed, out)
     be = RecordedOutcomesBackend.from_file(log, Catalog.from_file(cat))
-    tab = ll.log_table(ll.LoggedTasks(be)); tr, rows = np.flatnonzero(tab.train), np.flatnonzero(~tab.train); qc, qs = ll.ends(tab, rows)
+    tab = ll.log_table(ll.LoggedTasks(be))
+    tr, rows = np.flatnonzero(tab.train), np.flatnonzero(~tab.train)
+    qc, qs = ll.ends(tab, rows)
     routers = {}
     for R in (ll.KNNQuality, ll.GainRouter, ll.MFRouter, ll.CascadeRouter):
-        try: routers[R.name] = R().fit(tab, tr, seed=seed)
-        except ConfigError: pass                                        # the cascade on a log without answers
+        try:
+            routers[R.name] = R().fit(tab, tr, seed=seed)
+        except ConfigError:
+            pass  # the cascade on a log without answers
     P = {k: r.quality(rows) for k, r in routers.items()}
-    calls = lambda k, x: ll.matched_router_calls(tab, routers[k], P[k], rows, x)   # at rate x (two models) / spend share x
+    calls = lambda k, x: ll.matched_router_calls(
+        tab, routers[k], P[k], rows, x
+    )  # at rate x (two models) / spend share x
     qual = lambda k, xs: np.array([ll.play_calls(tab, rows, calls(k, x))[0] for x in xs])
     out_ = {}
     for k in routers:
-        xs = np.array([ll.spend_axis(tab, rows, calls(k, x)) for x in ll.RATE_GRID]); Qa = qual(k, ll.RATE_GRID)
+        xs = np.array([ll.spend_axis(tab, rows, calls(k, x)) for x in ll.RATE_GRID])
+        Qa = qual(k, ll.RATE_GRID)
         cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers if o != k}
-        c = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})        # the bar, as the README runs are judged
-        fails = [(round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']]) for f in c['failing_points']]
+        c = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})  # the bar, as the README runs are judged
+        fails = [
+            (round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']])
+            for f in c['failing_points']
+        ]
         apgr = c['apgr_policy']
         out_[k] = {'apgr': apgr, 'fails': fails}
-        print(f"{name}: {k:8s} APGR {apgr:.3f}; fails the bar against the other routers at {len(fails)} of {len(xs)} points: {fails}", flush=True)
-    if tab.M == 2:                                                      # the oracle: the hidden probabilities, against every router
+        print(
+            f"{name}: {k:8s} APGR {apgr:.3f}; fails the bar against the other routers at {len(fails)} of {len(xs)} "
+            f"points: {fails}",
+            flush=True,
+        )
+    if tab.M == 2:  # the oracle: the hidden probabilities, against every router
         from spindleflow_rl.routers import make_two_model_log, at_rate
+
         hid = {(r['task'], r['specialist_id']): r['p_right'] for r in make_two_model_log(n, seed, hidden=True)}
         text = {t.id: t.text for t in be.world.bank.tasks()}
         p = lambda m: np.array([hid[(text[tab.task_ids[i]], tab.ids[m])] for i in rows])
         gain, c, s = p(tab.strongest) - p(tab.cheapest), tab.cheapest, tab.strongest
-        xs = np.array([round(x*len(rows))/len(rows) for x in ll.RATE_GRID])
-        Qa = np.array([ll.play_calls(tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1))[0] for x in xs])
+        xs = np.array([round(x * len(rows)) / len(rows) for x in ll.RATE_GRID])
+        Qa = np.array(
+            [
+                ll.play_calls(tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1))[0]
+                for x in xs
+            ]
+        )
         cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers}
         c_ = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})
-        fails = [(round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']]) for f in c_['failing_points']]
+        fails = [
+            (round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']])
+            for f in c_['failing_points']
+        ]
         out_['oracle'] = {'apgr': c_['apgr_policy'], 'fails': fails, 'apgr_routers': c_['apgr']}
-        print(f"{name}: oracle   APGR {c_['apgr_policy']:.3f} (routers at its points: "
-              + ', '.join(f"{k} {v:.3f}" for k, v in c_['apgr'].items())
-              + f"); fails the bar against the routers at {len(fails)} of {len(xs)} points: {fails}", flush=True)
+        print(
+            f"{name}: oracle   APGR {c_['apgr_policy']:.3f} (routers at its points: "
+            + ', '.join(f"{k} {v:.3f}" for k, v in c_['apgr'].items())
+            + f"); fails the bar against the routers at {len(fails)} of {len(xs)} points: {fails}",
+            flush=True,
+        )
     return out_
+
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--out', default='/tmp/router_bar'); ap.add_argument('--logs', default='two,two-noans,multi')
-    ap.add_argument('--n', type=int, default=3000); ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--out', default='/tmp/router_bar')
+    ap.add_argument('--logs', default='two,two-noans,multi')
+    ap.add_argument('--n', type=int, default=3000)
+    ap.add_argument('--seed', type=int, default=1)
     a = ap.parse_args(argv)
-    import torch; torch.set_num_threads(1)
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True); t = time.time()
-    for name in a.logs.split(','): bar(name, a.n, a.seed, out)
+    import torch
+
+    torch.set_num_threads(1)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.time()
+    for name in a.logs.split(','):
+        bar(name, a.n, a.seed, out)
     print(f"({time.time() - t:.0f}s)")
 
-if __name__ == '__main__': main()
+
+if __name__ == '__main__':
+    main()

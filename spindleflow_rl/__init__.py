@@ -9,5 +9,6 @@ __all__ = []
 # %% ../nbs/index.ipynb #faffb6f2
 # `import spindleflow_rl` registers the environment with Gymnasium (cheap: the module is imported on first make).
 import gymnasium as _gym
+
 if 'SpindleFlow-v0' not in _gym.registry:
     _gym.register(id='SpindleFlow-v0', entry_point='spindleflow_rl.env:SpindleFlowEnv')

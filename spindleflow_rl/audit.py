@@ -8,8 +8,15 @@ import html, json, math, sys
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .config import (ConfigError, EnvConfig, RewardConfig, SCALAR_FEATURES, SimConfig, param,
-                                   read_user_text)
+from spindleflow_rl.config import (
+    ConfigError,
+    EnvConfig,
+    RewardConfig,
+    SCALAR_FEATURES,
+    SimConfig,
+    param,
+    read_user_text,
+)
 from .explain import DEFAULT_FIT_THRESHOLD, JUSTIFIED, AuditContext, audit_episode
 from .files import atomic_write_text, check_output
 from .world import default_world
@@ -23,30 +30,44 @@ __all__ = ['gaussian_alternatives', 'model_distribution', 'decode_choice', 'Audi
            'audit_run']
 
 # %% ../nbs/15_audit.ipynb #d9959f57
-def _phi(x: float) -> float: return 0.5*(1.0 + math.erf(x/math.sqrt(2.0)))
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
 
 def gaussian_alternatives(mean, std, roster, top_k: int = 3) -> dict:
     "Probabilities of the decoded choices under independent normals N(mean, std) per action dimension (M + 6 of them)."
     mean, std = np.asarray(mean, float).ravel(), np.maximum(np.asarray(std, float).ravel(), 1e-12)
     M = len(roster)
-    if mean.shape != (M + 6,): raise ValueError(f"expected {M + 6} action dimensions for a roster of {M}, got {mean.shape[0]}.")
-    p = [_phi(mean[1 + s]/std[1 + s]) for s in range(M)]
-    lo, hi = _phi((-1/3 - mean[M + 1])/std[M + 1]), _phi((1/3 - mean[M + 1])/std[M + 1])
+    if mean.shape != (M + 6,):
+        raise ValueError(f"expected {M + 6} action dimensions for a roster of {M}, got {mean.shape[0]}.")
+    p = [_phi(mean[1 + s] / std[1 + s]) for s in range(M)]
+    lo, hi = _phi((-1 / 3 - mean[M + 1]) / std[M + 1]), _phi((1 / 3 - mean[M + 1]) / std[M + 1])
     slots = sorted(range(M), key=lambda s: -p[s])[:top_k]
-    return {'p_stop': _phi(mean[0]/std[0]), 'p_select': p,
-            'top': [{'slot': s, 'specialist_id': roster[s], 'p_select': p[s]} for s in slots],
-            'mode': {'sequential': lo, 'parallel': hi - lo, 'debate': 1.0 - hi}}
+    return {
+        'p_stop': _phi(mean[0] / std[0]),
+        'p_select': p,
+        'top': [{'slot': s, 'specialist_id': roster[s], 'p_select': p[s]} for s in slots],
+        'mode': {'sequential': lo, 'parallel': hi - lo, 'debate': 1.0 - hi},
+    }
+
 
 def model_distribution(model, obs, state, episode_start) -> tuple[np.ndarray, np.ndarray]:
-    "(mean, std) of a recurrent SB3 model's action distribution at `obs`, from the recurrent `state` `predict` would use."
+    """(mean, std) of a recurrent SB3 model's action distribution
+    at `obs`, from the recurrent `state` `predict` would use."""
     import torch as th
-    pol = model.policy; pol.set_training_mode(False)
+
+    pol = model.policy
+    pol.set_training_mode(False)
     obs_t, _ = pol.obs_to_tensor(obs)
     if state is None:
-        z = np.zeros(pol.lstm_hidden_state_shape, np.float32); state = (z, z)
+        z = np.zeros(pol.lstm_hidden_state_shape, np.float32)
+        state = (z, z)
     start = np.ones(1, bool) if episode_start is None else np.asarray(episode_start)
     with th.no_grad():
-        h = (th.tensor(state[0], dtype=th.float32, device=pol.device), th.tensor(state[1], dtype=th.float32, device=pol.device))
+        h = (
+            th.tensor(state[0], dtype=th.float32, device=pol.device),
+            th.tensor(state[1], dtype=th.float32, device=pol.device),
+        )
         dist, _ = pol.get_distribution(obs_t, h, th.tensor(start, dtype=th.float32, device=pol.device))
         d = dist.distribution
         return d.mean[0].cpu().numpy().astype(float), d.stddev[0].cpu().numpy().astype(float)
@@ -57,55 +78,88 @@ def decode_choice(a, M: int) -> dict:
     a = np.clip(np.asarray(a, float).ravel(), -1, 1)
     sel = sorted((s for s in range(M) if a[1 + s] > 0), key=lambda s: -a[1 + s])
     m = a[M + 1]
-    return {'meta': 'stop' if a[0] >= 0 else 'call', 'selected': sel,
-            'mode': 'sequential' if m < -1/3 else 'parallel' if m < 1/3 else 'debate'}
+    return {
+        'meta': 'stop' if a[0] >= 0 else 'call',
+        'selected': sel,
+        'mode': 'sequential' if m < -1 / 3 else 'parallel' if m < 1 / 3 else 'debate',
+    }
+
 
 class AuditedPolicy:
-    "Wraps a policy (`reset(env)`, `act(env, obs, info)`); records per step what it saw, what it chose and its alternatives."
+    """Wraps a policy (`reset(env)`, `act(env, obs, info)`); records
+    per step what it saw, what it chose and its alternatives."""
+
     def __init__(self, policy, top_k: int = 3):
         self.policy, self.top_k = policy, top_k
         self.name = getattr(policy, 'name', type(policy).__name__)
         self.steps: list = []
+
     def reset(self, env):
-        self.policy.reset(env); self.steps = []
+        self.policy.reset(env)
+        self.steps = []
+
     def _alternatives(self, env, obs, info, a) -> tuple[dict, str]:
         p, roster, M = self.policy, list(env.roster), env.cfg.max_specialists
         model = getattr(p, 'model', None)
         if model is not None and hasattr(getattr(model, 'policy', None), 'get_distribution'):
             mean, std = model_distribution(model, obs, getattr(p, 'state', None), getattr(p, 'start', None))
             return gaussian_alternatives(mean, std, roster, self.top_k), 'gaussian'
-        if type(p).__name__ == 'RandomPolicy':    # uniform on [-1, 1] per dimension
+        if type(p).__name__ == 'RandomPolicy':  # uniform on [-1, 1] per dimension
             return gaussian_alternatives(np.zeros(M + 6), np.ones(M + 6), roster, self.top_k) | {
-                'mode': {'sequential': 1/3, 'parallel': 1/3, 'debate': 1/3}}, 'uniform'
+                'mode': {'sequential': 1 / 3, 'parallel': 1 / 3, 'debate': 1 / 3}
+            }, 'uniform'
         ch = decode_choice(a, M)
         pr = [1.0 if s in ch['selected'] else 0.0 for s in range(M)]
-        top = sorted(range(M), key=lambda s: (-pr[s], -float(np.clip(a[1 + s], -1, 1))))[:self.top_k]
-        return {'p_stop': float(ch['meta'] == 'stop'), 'p_select': pr,
-                'top': [{'slot': s, 'specialist_id': roster[s], 'p_select': pr[s]} for s in top],
-                'mode': {m: float(m == ch['mode']) for m in ('sequential', 'parallel', 'debate')}}, 'deterministic'
+        top = sorted(range(M), key=lambda s: (-pr[s], -float(np.clip(a[1 + s], -1, 1))))[: self.top_k]
+        return {
+            'p_stop': float(ch['meta'] == 'stop'),
+            'p_select': pr,
+            'top': [{'slot': s, 'specialist_id': roster[s], 'p_select': pr[s]} for s in top],
+            'mode': {m: float(m == ch['mode']) for m in ('sequential', 'parallel', 'debate')},
+        }, 'deterministic'
 
 # %% ../nbs/15_audit.ipynb #a612a49c
 def _act(self: AuditedPolicy, env, obs, info):
     "Record the alternatives (before the wrapped policy moves its recurrent state), then act."
     model = getattr(self.policy, 'model', None)
-    pre = self._alternatives(env, obs, info, None) if model is not None or type(self.policy).__name__ == 'RandomPolicy' else None
+    pre = (
+        self._alternatives(env, obs, info, None)
+        if model is not None or type(self.policy).__name__ == 'RandomPolicy'
+        else None
+    )
     a = np.asarray(self.policy.act(env, obs, info), np.float32).reshape(-1)
     alt, source = pre if pre is not None else self._alternatives(env, obs, info, a)
     sl = env.layout.slices['scalars']
-    self.steps.append({'step': env.t + 1, 'source': source,
-                       'saw': {'mask': [bool(x) for x in info['action_mask']], 'called': env.dag.called,
-                               'scalars': {k: round(float(v), 4) for k, v in zip(getattr(env, 'scalar_names', SCALAR_FEATURES), obs[sl])}},
-                       'chose': decode_choice(a, env.cfg.max_specialists), 'alternatives': alt})
+    self.steps.append(
+        {
+            'step': env.t + 1,
+            'source': source,
+            'saw': {
+                'mask': [bool(x) for x in info['action_mask']],
+                'called': env.dag.called,
+                'scalars': {
+                    k: round(float(v), 4) for k, v in zip(getattr(env, 'scalar_names', SCALAR_FEATURES), obs[sl])
+                },
+            },
+            'chose': decode_choice(a, env.cfg.max_specialists),
+            'alternatives': alt,
+        }
+    )
     return a
+
+
 AuditedPolicy.act = _act
 
+
 def record_audited(env, policy, seed: int, split: str = '', name: str | None = None, top_k: int = 3) -> dict:
-    "Play one episode with `AuditedPolicy(policy)`; return its `spindleflow-episode/1` record, each step with a `policy` entry."
+    """Play one episode with `AuditedPolicy(policy)`; return its
+    `spindleflow-episode/1` record, each step with a `policy` entry."""
     ap = AuditedPolicy(policy, top_k)
     s = run_episode(env, ap, seed, record=True)
     cat = env.world.catalog
     rec = episode_record(s, name or ap.name, split, seed, env.task, {sid: cat[sid].role for sid in s['roster'] if sid})
-    for st, pr in zip(rec['steps'], ap.steps): st['policy'] = pr
+    for st, pr in zip(rec['steps'], ap.steps):
+        st['policy'] = pr
     return rec
 
 # %% ../nbs/15_audit.ipynb #2fdd422c
@@ -122,8 +176,10 @@ def audit_episodes(episodes, world=None, threshold: float = DEFAULT_FIT_THRESHOL
         out.append({'record': ep, 'ctx': ctx, 'claims': claims, 'verification': v})
     return out
 
+
 def _plan(ep) -> list:
     return [(s['meta'], tuple(s.get('accepted') or ()), s.get('mode')) for s in ep['steps']]
+
 
 def _best_baseline(audited, split, target, eval_report=None) -> str | None:
     skip = {target, 'oracle', 'random'}
@@ -133,122 +189,237 @@ def _best_baseline(audited, split, target, eval_report=None) -> str | None:
         by = {}
         for a in audited:
             r = a['record']
-            if r['split'] == split and r['policy'] not in skip: by.setdefault(r['policy'], []).append(r['summary'].get('return', 0.0))
+            if r['split'] == split and r['policy'] not in skip:
+                by.setdefault(r['policy'], []).append(r['summary'].get('return', 0.0))
         cand = {n: float(np.mean(v)) for n, v in by.items()}
     return max(cand, key=cand.get) if cand else None
 
 # %% ../nbs/15_audit.ipynb #3fe6f335
 def audit_report(audited: list[dict], target: str | None = None, eval_report: dict | None = None) -> dict:
     "The structured report of a run's decisions (see the text above); `target` defaults to 'policy' when present."
-    if not audited: raise ConfigError("audit_report: no episodes. Record some (spindleflow-eval --record N, or record_audited).")
+    if not audited:
+        raise ConfigError("audit_report: no episodes. Record some (spindleflow-eval --record N, or record_audited).")
     names = list(dict.fromkeys(a['record']['policy'] for a in audited))
     target = target or ('policy' if 'policy' in names else names[0])
-    if target not in names: raise ConfigError(f"policy {target!r} is not among the recorded ones {names}; pass --policy with one of them.")
+    if target not in names:
+        raise ConfigError(f"policy {target!r} is not among the recorded ones {names}; pass --policy with one of them.")
     pols = {}
     for n in names:
         A = [a for a in audited if a['record']['policy'] == n]
         calls = [c for a in A for c in a['claims'] if c.kind == 'call']
-        pols[n] = {'episodes': len(A), 'return': float(np.mean([a['record']['summary'].get('return', 0.0) for a in A])),
-                   'verified': float(np.mean([a['verification'].ok for a in A])),
-                   'justified': float(np.mean([a['verification'].justified for a in A])),
-                   'calls': len(calls), 'calls_without_reason': sum(not c.justified for c in calls),
-                   'failures': sum(c.kind == 'outcome' for a in A for c in a['claims']),
-                   'recoveries': sum(c.kind == 'outcome' and c.extra.get('recovered') for a in A for c in a['claims'])}
+        pols[n] = {
+            'episodes': len(A),
+            'return': float(np.mean([a['record']['summary'].get('return', 0.0) for a in A])),
+            'verified': float(np.mean([a['verification'].ok for a in A])),
+            'justified': float(np.mean([a['verification'].justified for a in A])),
+            'calls': len(calls),
+            'calls_without_reason': sum(not c.justified for c in calls),
+            'failures': sum(c.kind == 'outcome' for a in A for c in a['claims']),
+            'recoveries': sum(c.kind == 'outcome' and c.extra.get('recovered') for a in A for c in a['claims']),
+        }
     key = lambda a: (a['record']['split'], a['record']['task']['id'], a['record'].get('seed'))
     groups = {}
-    for a in audited: groups.setdefault(key(a), {})[a['record']['policy']] = a
+    for a in audited:
+        groups.setdefault(key(a), {})[a['record']['policy']] = a
     plans, deviations = [], []
     for (split, tid, seed), g in groups.items():
         rec0 = next(iter(g.values()))['record']
-        plans.append({'split': split, 'task_id': tid, 'task': rec0['task'].get('text', ''), 'seed': seed,
-                      'plans': {n: {'path': a['record']['summary'].get('path', ''), 'return': a['record']['summary'].get('return', 0.0),
-                                    'justified': a['verification'].justified} for n, a in g.items()}})
+        plans.append(
+            {
+                'split': split,
+                'task_id': tid,
+                'task': rec0['task'].get('text', ''),
+                'seed': seed,
+                'plans': {
+                    n: {
+                        'path': a['record']['summary'].get('path', ''),
+                        'return': a['record']['summary'].get('return', 0.0),
+                        'justified': a['verification'].justified,
+                    }
+                    for n, a in g.items()
+                },
+            }
+        )
         best = _best_baseline(audited, split, target, eval_report)
         if target in g and best in g and _plan(g[target]['record']) != _plan(g[best]['record']):
             pa, pb = _plan(g[target]['record']), _plan(g[best]['record'])
             t = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb))) + 1
             at = lambda a: [c.text for c in a['claims'] if c.step == t and c.kind != 'skip']
-            deviations.append({'split': split, 'task_id': tid, 'seed': seed, 'baseline': best, 'step': t,
-                               'target_path': g[target]['record']['summary'].get('path', ''), 'baseline_path': g[best]['record']['summary'].get('path', ''),
-                               'return_diff': g[target]['record']['summary'].get('return', 0.0) - g[best]['record']['summary'].get('return', 0.0),
-                               'target_said': at(g[target]), 'baseline_said': at(g[best])})
+            deviations.append(
+                {
+                    'split': split,
+                    'task_id': tid,
+                    'seed': seed,
+                    'baseline': best,
+                    'step': t,
+                    'target_path': g[target]['record']['summary'].get('path', ''),
+                    'baseline_path': g[best]['record']['summary'].get('path', ''),
+                    'return_diff': g[target]['record']['summary'].get('return', 0.0)
+                    - g[best]['record']['summary'].get('return', 0.0),
+                    'target_said': at(g[target]),
+                    'baseline_said': at(g[best]),
+                }
+            )
     failures = []
     for a in audited:
-        if a['record']['policy'] != target: continue
+        if a['record']['policy'] != target:
+            continue
         for c in a['claims']:
-            if c.kind != 'outcome': continue
+            if c.kind != 'outcome':
+                continue
             nxt = next((d.text for d in a['claims'] if d.decision and d.step > c.step), '')
-            failures.append({'split': a['record']['split'], 'task_id': a['record']['task']['id'], 'seed': a['record'].get('seed'),
-                             'step': c.step, 'what': c.text, 'recovered': bool(c.extra.get('recovered')), 'next': nxt})
-    episodes = [{'policy': a['record']['policy'], 'split': a['record']['split'], 'seed': a['record'].get('seed'),
-                 'task_id': a['record']['task']['id'], 'task': a['record']['task'].get('text', ''),
-                 'verdict': a['verification'].summary(), 'ok': a['verification'].ok, 'justified': a['verification'].justified,
-                 'claims': [{'text': c.text, 'kind': c.kind, 'ok': ok, 'why': why, 'justified': c.justified}
-                            for c, ok, why in a['verification'].results],
-                 'missing': a['verification'].missing,
-                 'steps': [{'step': s['step'], 'policy': s.get('policy'),
-                            'outputs': [{'specialist_id': c['specialist_id'], 'status': c.get('status', 'ok'), 'output': c.get('output', '')}
-                                        for c in s.get('calls') or []],
-                            'reward_terms': {k: v for k, v in s.get('reward_terms', {}).items() if v}} for s in a['record']['steps']]}
-                for a in audited if a['record']['policy'] == target]
+            failures.append(
+                {
+                    'split': a['record']['split'],
+                    'task_id': a['record']['task']['id'],
+                    'seed': a['record'].get('seed'),
+                    'step': c.step,
+                    'what': c.text,
+                    'recovered': bool(c.extra.get('recovered')),
+                    'next': nxt,
+                }
+            )
+    episodes = [
+        {
+            'policy': a['record']['policy'],
+            'split': a['record']['split'],
+            'seed': a['record'].get('seed'),
+            'task_id': a['record']['task']['id'],
+            'task': a['record']['task'].get('text', ''),
+            'verdict': a['verification'].summary(),
+            'ok': a['verification'].ok,
+            'justified': a['verification'].justified,
+            'claims': [
+                {'text': c.text, 'kind': c.kind, 'ok': ok, 'why': why, 'justified': c.justified}
+                for c, ok, why in a['verification'].results
+            ],
+            'missing': a['verification'].missing,
+            'steps': [
+                {
+                    'step': s['step'],
+                    'policy': s.get('policy'),
+                    'outputs': [
+                        {
+                            'specialist_id': c['specialist_id'],
+                            'status': c.get('status', 'ok'),
+                            'output': c.get('output', ''),
+                        }
+                        for c in s.get('calls') or []
+                    ],
+                    'reward_terms': {k: v for k, v in s.get('reward_terms', {}).items() if v},
+                }
+                for s in a['record']['steps']
+            ],
+        }
+        for a in audited
+        if a['record']['policy'] == target
+    ]
     th = audited[0]['ctx'].threshold
-    return {'target': target, 'threshold': th, 'policies': pols, 'plans': plans, 'deviations': deviations,
-            'failures': failures, 'episodes': episodes}
+    return {
+        'target': target,
+        'threshold': th,
+        'policies': pols,
+        'plans': plans,
+        'deviations': deviations,
+        'failures': failures,
+        'episodes': episodes,
+    }
 
 # %% ../nbs/15_audit.ipynb #b9e2fdc6
 def md_escape(s) -> str:
-    "Text a specialist (or a task) wrote, made inert in markdown: HTML-escaped, markdown punctuation escaped, on one line."
+    """Text a specialist (or a task) wrote, made inert in markdown:
+    HTML-escaped, markdown punctuation escaped, on one line."""
     s = html.escape(' '.join(str(s).split()), quote=True)
     return ''.join('\\' + ch if ch in '\\`*_[]{}()#+!|~>' else ch for ch in s)
+
 
 def md_code(s) -> str:
     "A code span that stays one: backticks replaced, on one line (markdown shows code spans literally, HTML included)."
     return '`' + ' '.join(str(s).replace('`', "'").split()) + '`'
 
+
 def _alt_text(p: dict | None) -> str:
-    if not p: return ''
+    if not p:
+        return ''
     a = p['alternatives']
     top = ', '.join(f"{x['specialist_id'] or 'slot ' + str(x['slot'])} {x['p_select']:.2f}" for x in a['top'])
     mode = max(a['mode'], key=a['mode'].get)
     return f"P(stop) {a['p_stop']:.2f}; most likely selected: {top}; mode {mode} {a['mode'][mode]:.2f} ({p['source']})"
 
+# %% ../nbs/15_audit.ipynb #44414a86
 def render_markdown(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
     "The report as markdown (every text a specialist or a task supplied escaped with `md_escape`)."
     E = md_escape
-    L = [f"# {E(title)}", '', f"Audited policy: **{E(rep['target'])}**; fit threshold {rep['threshold']:.2f}. "
-         "Claims use only what a deployment observes: texts, capability embeddings, statuses, costs, latencies, the DAG.", '',
-         '## Explanations per policy', '', '| policy | episodes | return | claims verified | every decision justified | calls | calls without reason | failures | recovered |',
-         '|---|---|---|---|---|---|---|---|---|']
+    L = [
+        f"# {E(title)}",
+        '',
+        f"Audited policy: **{E(rep['target'])}**; fit threshold {rep['threshold']:.2f}. "
+        "Claims use only what a deployment observes: texts, capability embeddings, statuses, costs, latencies, the "
+        "DAG.",
+        '',
+        '## Explanations per policy',
+        '',
+        '| policy | episodes | return | claims verified | every decision justified | calls | calls without reason | '
+        'failures | recovered |',
+        '|---|---|---|---|---|---|---|---|---|',
+    ]
     for n, v in rep['policies'].items():
-        L.append(f"| {E(n)} | {v['episodes']} | {v['return']:+.3f} | {v['verified']:.2f} | {v['justified']:.2f} | {v['calls']} | "
-                 f"{v['calls_without_reason']} | {v['failures']} | {v['recoveries']} |")
+        L.append(
+            f"| {E(n)} | {v['episodes']} | {v['return']:+.3f} | {v['verified']:.2f} | {v['justified']:.2f} | "
+            f"{v['calls']} | "
+            f"{v['calls_without_reason']} | {v['failures']} | {v['recoveries']} |"
+        )
     L += ['', '## Plans per task', '']
     for p in rep['plans']:
         L.append(f"- **{E(p['task_id'])}** ({E(p['split'])}, seed {p['seed']}): {E(p['task'])}")
         for n, x in p['plans'].items():
-            L.append(f"  - {E(n)}: {md_code(x['path'])} return {x['return']:+.3f}{'' if x['justified'] else ' (not fully justified)'}")
+            L.append(
+                f"  - {E(n)}: {md_code(x['path'])} return "
+                f"{x['return']:+.3f}{'' if x['justified'] else ' (not fully justified)'}"
+            )
     L += ['', '## Deviations from the best baseline', '']
-    if not rep['deviations']: L.append('None: the audited policy played the best baseline\'s plan on every recorded task.')
+    if not rep['deviations']:
+        L.append('None: the audited policy played the best baseline\'s plan on every recorded task.')
     for d in rep['deviations']:
-        L.append(f"- **{E(d['task_id'])}** (seed {d['seed']}): {E(rep['target'])} {md_code(d['target_path'])} vs {E(d['baseline'])} "
-                 f"{md_code(d['baseline_path'])}, return {d['return_diff']:+.3f}; first difference at step {d['step']}")
-        for w in d['target_said']: L.append(f"  - {E(rep['target'])}: {E(w)}")
-        for w in d['baseline_said']: L.append(f"  - {E(d['baseline'])}: {E(w)}")
+        L.append(
+            f"- **{E(d['task_id'])}** (seed {d['seed']}): {E(rep['target'])} {md_code(d['target_path'])} vs "
+            f"{E(d['baseline'])} "
+            f"{md_code(d['baseline_path'])}, return {d['return_diff']:+.3f}; first difference at step {d['step']}"
+        )
+        for w in d['target_said']:
+            L.append(f"  - {E(rep['target'])}: {E(w)}")
+        for w in d['baseline_said']:
+            L.append(f"  - {E(d['baseline'])}: {E(w)}")
     L += ['', '## Failures and recoveries', '']
-    if not rep['failures']: L.append('No call of the audited policy failed in these episodes.')
+    if not rep['failures']:
+        L.append('No call of the audited policy failed in these episodes.')
     for f in rep['failures']:
-        L.append(f"- {E(f['task_id'])} (seed {f['seed']}): {E(f['what'])}" + (f"; next: {E(f['next'])}" if f['next'] else ''))
+        L.append(
+            f"- {E(f['task_id'])} (seed {f['seed']}): {E(f['what'])}" + (f"; next: {E(f['next'])}" if f['next'] else '')
+        )
     L += ['', f"## Decisions of {E(rep['target'])}, step by step", '']
     for e in rep['episodes']:
-        L += [f"### {E(e['task_id'])} (seed {e['seed']}, {E(e['split'])}): {E(e['verdict'])}", '', f"> {E(e['task'])}", '']
+        L += [
+            f"### {E(e['task_id'])} (seed {e['seed']}, {E(e['split'])}): {E(e['verdict'])}",
+            '',
+            f"> {E(e['task'])}",
+            '',
+        ]
         for c in e['claims']:
-            if c['kind'] == 'skip': continue
-            L.append(f"- {'✓' if c['ok'] else '✗'} {E(c['text'])}" + ('' if c['ok'] else f" — **false**: {E(c['why'])}")
-                     + ('' if c['justified'] or c['kind'] not in JUSTIFIED else ' (no justifying reason)'))
-        for m in e['missing']: L.append(f"- ✗ no claim for {E(m)}")
+            if c['kind'] == 'skip':
+                continue
+            L.append(
+                f"- {'✓' if c['ok'] else '✗'} {E(c['text'])}"
+                + ('' if c['ok'] else f" — **false**: {E(c['why'])}")
+                + ('' if c['justified'] or c['kind'] not in JUSTIFIED else ' (no justifying reason)')
+            )
+        for m in e['missing']:
+            L.append(f"- ✗ no claim for {E(m)}")
         for s in e['steps']:
-            if s['policy']: L.append(f"- step {s['step']} alternatives: {E(_alt_text(s['policy']))}")
-            for o in s['outputs']: L.append(f"- step {s['step']} {E(o['specialist_id'])} ({E(o['status'])}) wrote: {E(o['output'][:200])}")
+            if s['policy']:
+                L.append(f"- step {s['step']} alternatives: {E(_alt_text(s['policy']))}")
+            for o in s['outputs']:
+                L.append(f"- step {s['step']} {E(o['specialist_id'])} ({E(o['status'])}) wrote: {E(o['output'][:200])}")
         L.append('')
     return '\n'.join(L)
 
@@ -257,42 +428,77 @@ _AUDIT_CSS = """body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 8px;text-align:left}th{background:#f3f3f3}
 .ok{color:#2a7a2a}.bad{color:#c0392b}.out{color:#555;font-size:12px}code{font-size:12px}li{margin:2px 0}"""
 
+
 def render_html(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
     "The report as one self-contained HTML page; every string from a record goes through `html.escape`."
     E = lambda s: html.escape(str(s), quote=True)
-    h = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{E(title)}</title><style>{_AUDIT_CSS}</style></head><body>',
-         f'<h1>{E(title)}</h1><p>Audited policy: <b>{E(rep["target"])}</b>; fit threshold {rep["threshold"]:.2f}.</p>',
-         '<h2>Explanations per policy</h2><table><tr><th>policy</th><th>episodes</th><th>return</th><th>claims verified</th>'
-         '<th>every decision justified</th><th>calls</th><th>calls without reason</th><th>failures</th><th>recovered</th></tr>']
+    h = [
+        f'<!DOCTYPE html><html lang="en"><head><meta '
+        f'charset="utf-8"><title>{E(title)}</title><style>{_AUDIT_CSS}</style></head><body>',
+        f'<h1>{E(title)}</h1><p>Audited policy: <b>{E(rep["target"])}</b>; fit threshold {rep["threshold"]:.2f}.</p>',
+        '<h2>Explanations per policy</h2><table><tr><th>policy</th><th>episodes</th><th>return</th><th>claims '
+        'verified</th>'
+        '<th>every decision justified</th><th>calls</th><th>calls without '
+        'reason</th><th>failures</th><th>recovered</th></tr>',
+    ]
     for n, v in rep['policies'].items():
-        h.append(f'<tr><td>{E(n)}</td><td>{v["episodes"]}</td><td>{v["return"]:+.3f}</td><td>{v["verified"]:.2f}</td><td>{v["justified"]:.2f}</td>'
-                 f'<td>{v["calls"]}</td><td>{v["calls_without_reason"]}</td><td>{v["failures"]}</td><td>{v["recoveries"]}</td></tr>')
+        h.append(
+            f'<tr><td>{E(n)}</td><td>{v["episodes"]}</td><td>{v["return"]:+.3f}</td><td>{v["verified"]:.2f}</td><td>{v["justified"]:.2f}</td>'
+            f'<td>{v["calls"]}</td><td>{v["calls_without_reason"]}</td><td>{v["failures"]}</td><td>{v["recoveries"]}</td></tr>'
+        )
     h.append('</table><h2>Plans per task</h2><ul>')
     for p in rep['plans']:
-        h.append(f'<li><b>{E(p["task_id"])}</b> ({E(p["split"])}, seed {E(p["seed"])}): {E(p["task"])}<ul>' + ''.join(
-            f'<li>{E(n)}: <code>{E(x["path"])}</code> return {x["return"]:+.3f}{"" if x["justified"] else " (not fully justified)"}</li>'
-            for n, x in p['plans'].items()) + '</ul></li>')
+        h.append(
+            f'<li><b>{E(p["task_id"])}</b> ({E(p["split"])}, seed {E(p["seed"])}): {E(p["task"])}<ul>'
+            + ''.join(
+                f'<li>{E(n)}: <code>{E(x["path"])}</code> return '
+                f'{x["return"]:+.3f}{"" if x["justified"] else " (not fully justified)"}</li>'
+                for n, x in p['plans'].items()
+            )
+            + '</ul></li>'
+        )
     h.append('</ul><h2>Deviations from the best baseline</h2><ul>')
     for d in rep['deviations']:
-        h.append(f'<li><b>{E(d["task_id"])}</b> (seed {E(d["seed"])}): <code>{E(d["target_path"])}</code> vs {E(d["baseline"])} '
-                 f'<code>{E(d["baseline_path"])}</code>, return {d["return_diff"]:+.3f}, first difference at step {d["step"]}<ul>'
-                 + ''.join(f'<li>{E(rep["target"])}: {E(w)}</li>' for w in d['target_said'])
-                 + ''.join(f'<li>{E(d["baseline"])}: {E(w)}</li>' for w in d['baseline_said']) + '</ul></li>')
-    if not rep['deviations']: h.append('<li>None.</li>')
+        h.append(
+            f'<li><b>{E(d["task_id"])}</b> (seed {E(d["seed"])}): <code>{E(d["target_path"])}</code> vs '
+            f'{E(d["baseline"])} '
+            f'<code>{E(d["baseline_path"])}</code>, return {d["return_diff"]:+.3f}, first difference at step '
+            f'{d["step"]}<ul>'
+            + ''.join(f'<li>{E(rep["target"])}: {E(w)}</li>' for w in d['target_said'])
+            + ''.join(f'<li>{E(d["baseline"])}: {E(w)}</li>' for w in d['baseline_said'])
+            + '</ul></li>'
+        )
+    if not rep['deviations']:
+        h.append('<li>None.</li>')
     h.append('</ul><h2>Failures and recoveries</h2><ul>')
-    h += [f'<li>{E(f["task_id"])} (seed {E(f["seed"])}): {E(f["what"])}{"; next: " + E(f["next"]) if f["next"] else ""}</li>' for f in rep['failures']]
-    if not rep['failures']: h.append('<li>None.</li>')
+    h += [
+        f'<li>{E(f["task_id"])} (seed {E(f["seed"])}): '
+        f'{E(f["what"])}{"; next: " + E(f["next"]) if f["next"] else ""}</li>'
+        for f in rep['failures']
+    ]
+    if not rep['failures']:
+        h.append('<li>None.</li>')
     h.append(f'</ul><h2>Decisions of {E(rep["target"])}, step by step</h2>')
     for e in rep['episodes']:
-        h.append(f'<h3>{E(e["task_id"])} (seed {E(e["seed"])}, {E(e["split"])}): {E(e["verdict"])}</h3><p><i>{E(e["task"])}</i></p><ul>')
+        h.append(
+            f'<h3>{E(e["task_id"])} (seed {E(e["seed"])}, {E(e["split"])}): '
+            f'{E(e["verdict"])}</h3><p><i>{E(e["task"])}</i></p><ul>'
+        )
         for c in e['claims']:
-            if c['kind'] == 'skip': continue
-            h.append(f'<li class="{"ok" if c["ok"] else "bad"}">{"&#10003;" if c["ok"] else "&#10007;"} {E(c["text"])}'
-                     f'{"" if c["ok"] else " (false: " + E(c["why"]) + ")"}</li>')
+            if c['kind'] == 'skip':
+                continue
+            h.append(
+                f'<li class="{"ok" if c["ok"] else "bad"}">{"&#10003;" if c["ok"] else "&#10007;"} {E(c["text"])}'
+                f'{"" if c["ok"] else " (false: " + E(c["why"]) + ")"}</li>'
+            )
         for s in e['steps']:
-            if s['policy']: h.append(f'<li>step {s["step"]} alternatives: {E(_alt_text(s["policy"]))}</li>')
+            if s['policy']:
+                h.append(f'<li>step {s["step"]} alternatives: {E(_alt_text(s["policy"]))}</li>')
             for o in s['outputs']:
-                h.append(f'<li class="out">step {s["step"]} <code>{E(o["specialist_id"])}</code> ({E(o["status"])}) wrote: {E(o["output"][:200])}</li>')
+                h.append(
+                    f'<li class="out">step {s["step"]} <code>{E(o["specialist_id"])}</code> ({E(o["status"])}) wrote: '
+                    f'{E(o["output"][:200])}</li>'
+                )
         h.append('</ul>')
     h.append('</body></html>\n')
     return '\n'.join(h)
@@ -301,70 +507,127 @@ def render_html(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
 def write_audit(rep: dict, out_dir, title: str = 'SpindleFlow RL: audit', force: bool = False) -> list[Path]:
     "Write audit.json, audit.md and audit.html into `out_dir`; refuse to replace an earlier audit there unless `force`."
     out = Path(out_dir)
-    files = [out/'audit.json', out/'audit.md', out/'audit.html']
+    files = [out / 'audit.json', out / 'audit.md', out / 'audit.html']
     if not force and any(f.exists() for f in files):
         raise ConfigError(f"{out} already holds an audit; pass --out to write elsewhere or --force to replace it.")
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(files[0], json.dumps(rep, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    atomic_write_text(
+        files[0], json.dumps(rep, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    )
     atomic_write_text(files[1], render_markdown(rep, title) + '\n')
     atomic_write_text(files[2], render_html(rep, title))
     return files
 
 # %% ../nbs/15_audit.ipynb #4f9469c8
 def _run_cfg(src: Path) -> dict:
-    "The config of the run `src` belongs to (a run folder, one of its checkpoints, or an episodes file in it); {} if none."
-    for d in ((src,) if src.is_dir() else (src.parent, src.parent.parent)):
-        if (d/'config.json').exists(): return json.loads(read_user_text(d/'config.json', 'run config'))
+    """The config of the run `src` belongs to (a run folder, one
+    of its checkpoints, or an episodes file in it); {} if none."""
+    for d in (src,) if src.is_dir() else (src.parent, src.parent.parent):
+        if (d / 'config.json').exists():
+            return json.loads(read_user_text(d / 'config.json', 'run config'))
     return resolve_checkpoint(src)[1].get('config') or {} if src.suffix == '.zip' else {}
+
 
 def _run_world(cfg: dict):
     """`(world, backend_fn)` the run's episodes are played in: its own catalog and task bank; on recorded logs the
     world of its log, with one backend shared by every env. Other runs record on the simulator (no paid calls)."""
     world = build_world(cfg)
-    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
-    if tc.backend != 'recorded': return world, None
+    tc = TrainConfig.from_dict(
+        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
+    )
+    if tc.backend != 'recorded':
+        return world, None
     be, _ = make_backend(tc, world, SimConfig.from_dict(cfg.get('sim') or {}), cfg.get('openai'))
     return be.world, (lambda: (be, None))
+
 
 def _record_run(checkpoint, n: int, splits, seed: int, baselines) -> tuple[list, object]:
     "Record `n` episodes per split of the run's policy (audited) and the scripted `baselines`, in the run's own world."
     model, cfg, _ = load_model(checkpoint)
     world, backend_fn = _run_world(cfg)
-    ec = EnvConfig.from_dict(cfg.get('env') or {}); rc = RewardConfig.from_dict(cfg.get('reward') or {}); sc = SimConfig.from_dict(cfg.get('sim') or {})
+    ec = EnvConfig.from_dict(cfg.get('env') or {})
+    rc = RewardConfig.from_dict(cfg.get('reward') or {})
+    sc = SimConfig.from_dict(cfg.get('sim') or {})
     recs = []
     for split in splits:
         fn = split_env_fn(split, ec, rc, sc, None if backend_fn else world, backend_fn)
         for name, pol in {'policy': ModelPolicy(model), **make_baselines(seed, baselines)}.items():
-            env = fn(); recs += [record_audited(env, pol, 10_000*(seed + 1) + i, split, name) for i in range(n)]
+            env = fn()
+            recs += [record_audited(env, pol, 10_000 * (seed + 1) + i, split, name) for i in range(n)]
     return recs, world
 
 # %% ../nbs/15_audit.ipynb #50720515
 @dataclass
 class AuditOptions:
     "The options of `spindleflow-audit`; its command line is generated from these fields (appendix 97)."
-    source: str = param('', 'a run folder (its episodes.jsonl, eval.json), a checkpoint zip, or an episodes .jsonl file', positional=True,
-                        metavar='RUN_OR_EPISODES')
+
+    source: str = param(
+        '',
+        'a run folder (its episodes.jsonl, eval.json), a checkpoint zip, or an episodes .jsonl file',
+        positional=True,
+        metavar='RUN_OR_EPISODES',
+    )
     out: str = param('', 'output folder', show='<run>/audit, or <file stem>_audit next to a .jsonl')
     overwrite: bool = param(False, 'replace an earlier audit in the output folder', aliases=('--force',))
     policy: str = param('', 'policy to audit', show="'policy', the trained one, when recorded")
-    record: int = param(0, 'record N new episodes per split with the checkpoint, in the run\'s own world (0: audit the recorded ones)', lo=0)
-    split: list = param(['heldout'], 'split(s) for --record (repeatable)', choices=('train', 'heldout', 'unseen-roster'), many=True)
+    record: int = param(
+        0,
+        'record N new episodes per split with the checkpoint, in the run\'s own world (0: audit the recorded ones)',
+        lo=0,
+    )
+    split: list = param(
+        ['heldout'], 'split(s) for --record (repeatable)', choices=('train', 'heldout', 'unseen-roster'), many=True
+    )
     baselines: str = param('random,call-all-parallel,greedy-topk-seq,greedy-topk-par', 'baselines for --record')
     seed: int = param(0, 'seed of the recorded episodes', lo=0, hi=2**32 - 1)
-    threshold: float = param(DEFAULT_FIT_THRESHOLD, 'fit at which a specialist counts as fitting a subtask', lo=0, hi=1, lo_open=True, hi_open=True)
+    threshold: float = param(
+        DEFAULT_FIT_THRESHOLD,
+        'fit at which a specialist counts as fitting a subtask',
+        lo=0,
+        hi=1,
+        lo_open=True,
+        hi_open=True,
+    )
 
-def audit_run(source, out=None, policy=None, record: int = 0, splits=None, baselines=AuditOptions.baselines, seed: int = 0,
-              threshold: float = DEFAULT_FIT_THRESHOLD, overwrite: bool = False) -> tuple[dict, list]:
+
+def audit_run(
+    source,
+    out=None,
+    policy=None,
+    record: int = 0,
+    splits=None,
+    baselines=AuditOptions.baselines,
+    seed: int = 0,
+    threshold: float = DEFAULT_FIT_THRESHOLD,
+    overwrite: bool = False,
+) -> tuple[dict, list]:
     """Audit a run's episodes (recorded ones, or `record` new ones per split) in the run's own world, and write the report
     into `out`; `(report, files)`. The output folder is checked before any work; `splits` without recording is refused."""
     src = Path(source)
-    if not str(source).strip() or not src.exists(): raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
-    records = record > 0 or (src.is_file() and src.suffix == '.zip') or (src.is_dir() and not (src/'episodes.jsonl').exists())
-    if splits and not records: raise ConfigError("--split chooses where --record plays new episodes; without --record it has no effect. "
-                                                 "Add --record N, or drop --split.")
-    out = check_output(Path(out) if out else (src/'audit' if src.is_dir() else src.parent/f'{src.stem}_audit'), '--out', 'dir', overwrite)
-    eval_report = json.loads((src/'eval.json').read_text()) if src.is_dir() and (src/'eval.json').exists() else None
-    if records: recs, world = _record_run(src, record or 5, tuple(splits or ('heldout',)), seed, tuple(b for b in baselines.split(',') if b))
-    else: recs, world = read_episodes(src/'episodes.jsonl' if src.is_dir() else src), _run_world(_run_cfg(src))[0]
+    if not str(source).strip() or not src.exists():
+        raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
+    records = (
+        record > 0
+        or (src.is_file() and src.suffix == '.zip')
+        or (src.is_dir() and not (src / 'episodes.jsonl').exists())
+    )
+    if splits and not records:
+        raise ConfigError(
+            "--split chooses where --record plays new episodes; without --record it has no effect. "
+            "Add --record N, or drop --split."
+        )
+    out = check_output(
+        Path(out) if out else (src / 'audit' if src.is_dir() else src.parent / f'{src.stem}_audit'),
+        '--out',
+        'dir',
+        overwrite,
+    )
+    eval_report = json.loads((src / 'eval.json').read_text()) if src.is_dir() and (src / 'eval.json').exists() else None
+    if records:
+        recs, world = _record_run(
+            src, record or 5, tuple(splits or ('heldout',)), seed, tuple(b for b in baselines.split(',') if b)
+        )
+    else:
+        recs, world = read_episodes(src / 'episodes.jsonl' if src.is_dir() else src), _run_world(_run_cfg(src))[0]
     rep = audit_report(audit_episodes(recs, world=world, threshold=threshold), policy, eval_report)
     return rep, write_audit(rep, out, f"SpindleFlow RL: audit of {src.name}", force=True)

@@ -15,8 +15,7 @@ from .embeddings import get_embedder
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
 from .world import World, fit_from_cosine
-from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_params   # appendix 93
-
+from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_params  # appendix 93
 
 # %% auto #0
 __all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'WIDE_TASK_COLUMNS', 'WIDE_CATEGORY_COLUMNS', 'BASELINE_POLICIES',
@@ -33,83 +32,108 @@ def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
     """Per-specialist simulator parameters at a phase's failure factor, computed once: a (7, N) float array of rows
     reliability, latency mean, latency sigma, cost, and the first fallback's reliability, latency mean and cost
     (zero without a fallback); the has-fallback mask (N,); the fallback's catalog index (0 without one)."""
-    tables = self.__dict__.setdefault('_param_tables', {})     # setdefault: a World unpickled without the tables gets them here
+    tables = self.__dict__.setdefault(
+        '_param_tables', {}
+    )  # setdefault: a World unpickled without the tables gets them here
     t = tables.get((fail_factor, train_only))
     if t is None:
-        fbi = self.fallback_index(train_only); has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
-        rel = 1 - np.minimum(0.6, (1 - self.rel)*fail_factor)
-        fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc])*fail_factor))*has_fb
-        rows = np.stack([rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc]*has_fb, self.cost[fbc]*has_fb])
+        fbi = self.fallback_index(train_only)
+        has_fb = fbi >= 0
+        fbc = np.where(has_fb, fbi, 0)
+        rel = 1 - np.minimum(0.6, (1 - self.rel) * fail_factor)
+        fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc]) * fail_factor)) * has_fb
+        rows = np.stack(
+            [rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc] * has_fb, self.cost[fbc] * has_fb]
+        )
         t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
     return t
 
 # %% ../nbs/05_backends.ipynb #7b3280fd
 MODES = ('sequential', 'parallel', 'debate')
 
+
 @dataclass
 class ModeParams:
     "Parameters of a delegation mode, decoded from the action's four parameter slots (each in [-1, 1])."
-    rounds: int = 2            # debate rounds (1..3)
-    agreement: float = 0.65    # debate agreement threshold (0.3..1.0): higher asks more of the cross-check
+
+    rounds: int = 2  # debate rounds (1..3)
+    agreement: float = 0.65  # debate agreement threshold (0.3..1.0): higher asks more of the cross-check
     timeout_mult: float = 2.0  # per-call timeout as a multiple of the specialist's mean latency (1.2..2.8)
-    effort: float = 1.0        # effort asked of each specialist (0.7..1.3): quality vs latency and cost
+    effort: float = 1.0  # effort asked of each specialist (0.7..1.3): quality vs latency and cost
+
     @classmethod
     def from_action(cls, a) -> 'ModeParams':
         a = [min(1.0, max(-1.0, float(x))) for x in a]
-        return cls(rounds=int(1 + min(2, int(math.floor((a[0] + 1) * 1.5)))),
-                   agreement=0.3 + 0.35*(a[1] + 1), timeout_mult=2.0 + 0.8*a[2], effort=1.0 + 0.3*a[3])
+        return cls(
+            rounds=int(1 + min(2, int(math.floor((a[0] + 1) * 1.5)))),
+            agreement=0.3 + 0.35 * (a[1] + 1),
+            timeout_mult=2.0 + 0.8 * a[2],
+            effort=1.0 + 0.3 * a[3],
+        )
 
 # %% ../nbs/05_backends.ipynb #ce253784
 @dataclass
 class CallResult:
     "What one specialist call produced."
+
     slot: int
     specialist_id: str
-    status: str                        # ok / timeout / error (of the first attempt)
+    status: str  # ok / timeout / error (of the first attempt)
     output_text: str
-    embedding: np.ndarray              # (D,) zeros when nothing usable came back
+    embedding: np.ndarray  # (D,) zeros when nothing usable came back
     latency_s: float
     cost_usd: float
-    fallback_id: str | None = None     # the fallback specialist that was tried after a failure
-    recovered: bool = False            # the fallback produced a usable output
-    contribution: float = 0.0          # mean quality contributed to the subtasks (backend's estimate)
+    fallback_id: str | None = None  # the fallback specialist that was tried after a failure
+    recovered: bool = False  # the fallback produced a usable output
+    contribution: float = 0.0  # mean quality contributed to the subtasks (backend's estimate)
     tokens: dict = field(default_factory=dict)
+
     @property
-    def usable(self) -> bool: return self.status == 'ok' or self.recovered
+    def usable(self) -> bool:
+        return self.status == 'ok' or self.recovered
+
 
 @dataclass
 class Conflict:
     "Two outputs that disagree; `resolved` when a debate reconciled them."
+
     slot_a: int
     slot_b: int
     resolved: bool
 
+
 @dataclass
 class StepResult:
     "Everything one orchestrator step produced."
+
     calls: list
     mode: str
     latency_s: float
     cost_usd: float
     conflicts: list
-    coverage: np.ndarray               # (k,) per-subtask quality after the step
+    coverage: np.ndarray  # (k,) per-subtask quality after the step
+
 
 @dataclass
 class EpisodeContext:
     "What a backend is told at the start of an episode."
+
     task: Task
-    task_emb: np.ndarray               # (D,)
-    sub_emb: np.ndarray                # (k, D)
-    roster: list                       # M specialist ids or None (empty slot)
-    roster_emb: np.ndarray             # (M, D)
-    roster_split: str = 'all'          # 'train': fallback chains skip held-out specialists (they stay unseen)
+    task_emb: np.ndarray  # (D,)
+    sub_emb: np.ndarray  # (k, D)
+    roster: list  # M specialist ids or None (empty slot)
+    roster_emb: np.ndarray  # (M, D)
+    roster_split: str = 'all'  # 'train': fallback chains skip held-out specialists (they stay unseen)
 
 # %% ../nbs/05_backends.ipynb #9a70d330
 @runtime_checkable
 class ExecutionBackend(Protocol):
-    "Carries out the orchestrator's decisions. Implementations: simulated, recorded outcomes, OpenAI (all extend `Backend`)."
+    """Carries out the orchestrator's decisions. Implementations:
+    simulated, recorded outcomes, OpenAI (all extend `Backend`)."""
+
     name: str
     world: World
+
     def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None: ...
     def execute(self, slots: Sequence[int], mode: str, params: ModeParams, rng: np.random.Generator) -> StepResult: ...
     def coverage(self) -> np.ndarray: ...
@@ -120,86 +144,114 @@ class ExecutionBackend(Protocol):
     def spent_usd(self) -> float | None: ...
     def call_stats(self) -> dict | None: ...
 
+
 class Backend:
     "The hooks of `ExecutionBackend` with the answers of a backend that does not have the feature."
+
     def conflict_multiplier(self) -> float:
         "Quality multiplier of this episode's unresolved conflicts, read by the reward at the end (1.0: no conflicts)."
         return 1.0
+
     def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None:
         "Specialist ids a roster for `task` may be drawn from; `None`: the environment's roster split of the catalog."
         return None
+
     def on_reset(self, env) -> None:
         "Called at the end of the environment's reset (the episode's DAG and roster exist): nothing to attach."
+
     def spent_usd(self) -> float | None:
-        "Money spent so far, over all episodes, by this backend's own meter; `None`: the environment adds up the calls' costs."
+        """Money spent so far, over all episodes, by this backend's own
+        meter; `None`: the environment adds up the calls' costs."""
         return None
+
     def call_stats(self) -> dict | None:
-        "Real calls made so far and how many failed after their retries (`{'calls', 'failed', 'server', 'last_error'}`); `None`: no real calls."
+        """Real calls made so far and how many failed after their retries
+        (`{'calls', 'failed', 'server', 'last_error'}`); `None`: no real calls."""
         return None
 
 # %% ../nbs/05_backends.ipynb #3adfcb11
 @dataclass
 class EpisodeParams:
-    "Hidden parameters of a simulated episode (what an oracle would know); arrays over roster slots (M) and subtasks (k)."
-    fit: np.ndarray          # (M, k)
-    fb_fit: np.ndarray       # (M, k) fit of each slot's first fallback
-    rel: np.ndarray          # (M,) success probability of one attempt
-    fb_rel: np.ndarray       # (M,)
-    has_fb: np.ndarray       # (M,) bool
-    lat_mu: np.ndarray       # (M,) mean latency, s
-    lat_sigma: np.ndarray    # (M,) lognormal sigma
-    fb_lat_mu: np.ndarray    # (M,)
-    cost: np.ndarray         # (M,) USD per call
-    fb_cost: np.ndarray      # (M,)
-    overlap: np.ndarray      # (M, M) capability cosine between slots
-    deps: np.ndarray         # (k, k) bool: deps[j, i] -> subtask j needs subtask i
-    budget: float            # latency budget, s (inf when switched off)
-    conflict_scale: float    # conflict likelihood multiplier (harder phases conflict more)
-    empty: np.ndarray        # (M,) bool
+    """Hidden parameters of a simulated episode (what an oracle
+    would know); arrays over roster slots (M) and subtasks (k)."""
+
+    fit: np.ndarray  # (M, k)
+    fb_fit: np.ndarray  # (M, k) fit of each slot's first fallback
+    rel: np.ndarray  # (M,) success probability of one attempt
+    fb_rel: np.ndarray  # (M,)
+    has_fb: np.ndarray  # (M,) bool
+    lat_mu: np.ndarray  # (M,) mean latency, s
+    lat_sigma: np.ndarray  # (M,) lognormal sigma
+    fb_lat_mu: np.ndarray  # (M,)
+    cost: np.ndarray  # (M,) USD per call
+    fb_cost: np.ndarray  # (M,)
+    overlap: np.ndarray  # (M, M) capability cosine between slots
+    deps: np.ndarray  # (k, k) bool: deps[j, i] -> subtask j needs subtask i
+    budget: float  # latency budget, s (inf when switched off)
+    conflict_scale: float  # conflict likelihood multiplier (harder phases conflict more)
+    empty: np.ndarray  # (M,) bool
+
 
 @dataclass
 class SimState:
     "Per-sample state of a simulated episode; every array has a leading sample axis K."
-    q: np.ndarray            # (K, k) per-subtask quality
-    latency: np.ndarray      # (K,)
-    cost: np.ndarray         # (K,)
+
+    q: np.ndarray  # (K, k) per-subtask quality
+    latency: np.ndarray  # (K,)
+    cost: np.ndarray  # (K,)
     conflict_mult: np.ndarray  # (K,) quality multiplier from unresolved conflicts
+
     @classmethod
     def zeros(cls, K, k):
         return cls(np.zeros((K, k), np.float32), np.zeros(K), np.zeros(K), np.ones(K))
-    def copy(self): return SimState(self.q.copy(), self.latency.copy(), self.cost.copy(), self.conflict_mult.copy())
+
+    def copy(self):
+        return SimState(self.q.copy(), self.latency.copy(), self.cost.copy(), self.conflict_mult.copy())
+
 
 def combine_quality(q, v, diminishing):
     "Quality of a subtask after a new contribution `v`: the best one plus a diminishing share of the other."
     hi, lo = np.maximum(q, v), np.minimum(q, v)
-    return hi + diminishing*lo*(1 - hi)
+    return hi + diminishing * lo * (1 - hi)
+
 
 def deps_ready(q, deps, threshold=0.5):
     "(K, k) bool: the subtask's prerequisites are covered at `threshold` quality in state `q` (K, k)."
-    if deps.shape[0] == 0: return np.ones_like(q, dtype=bool)
+    if deps.shape[0] == 0:
+        return np.ones_like(q, dtype=bool)
     blocked = (deps[None, :, :] & (q[:, None, :] < threshold)).any(-1)
     return ~blocked
 
 # %% ../nbs/05_backends.ipynb #567fdbb6
-N_DRAWS = 10   # uniforms per call: fail, kind, latency (2), fallback ok, conflict, resolution, fallback latency (2), spare
+N_DRAWS = (
+    10  # uniforms per call: fail, kind, latency (2), fallback ok, conflict, resolution, fallback latency (2), spare
+)
 
-def _lognormal(mu, sigma, z): return mu*np.exp(sigma*z - 0.5*sigma**2)
+
+def _lognormal(mu, sigma, z):
+    return mu * np.exp(sigma * z - 0.5 * sigma**2)
+
 
 def _normal(u1, u2):
     "Standard normal draws from two arrays of uniforms (Box-Muller): cheap and driven by the caller's draws."
-    return np.sqrt(-2.0*np.log(np.maximum(u1, 1e-12)))*np.cos(2*np.pi*u2)
+    return np.sqrt(-2.0 * np.log(np.maximum(u1, 1e-12))) * np.cos(2 * np.pi * u2)
+
 
 _TRIU = {}
+
+
 def _triu(n):
-    if n not in _TRIU: _TRIU[n] = np.triu_indices(n, 1)
+    if n not in _TRIU:
+        _TRIU[n] = np.triu_indices(n, 1)
     return _TRIU[n]
+
 
 def call_outcomes(p: EpisodeParams, sl: np.ndarray, mp: ModeParams, sim: SimConfig, u: np.ndarray) -> dict:
     """How each call ends, per sample (K, n): status (0 ok, 1 timeout, 2 error), whether a fallback was tried and
     recovered it, latency and cost (fallback included), and the fit (K, n, k) the call contributes (0 if lost)."""
-    timeout_s = mp.timeout_mult*p.lat_mu[sl]                                # (n,)
-    z = _normal(u[..., 2], u[..., 3])                                       # (K, n)
-    lat1 = _lognormal(p.lat_mu[sl]*mp.effort, p.lat_sigma[sl], z)           # (K, n)
+    timeout_s = mp.timeout_mult * p.lat_mu[sl]  # (n,)
+    z = _normal(u[..., 2], u[..., 3])  # (K, n)
+    lat1 = _lognormal(p.lat_mu[sl] * mp.effort, p.lat_sigma[sl], z)  # (K, n)
     if sim.unreliability:
         fail_p = 1 - p.rel[sl]
         failed = u[..., 0] < fail_p
@@ -211,83 +263,120 @@ def call_outcomes(p: EpisodeParams, sl: np.ndarray, mp: ModeParams, sim: SimConf
     status = np.where(timed_out, 1, np.where(errored, 2, 0)).astype(np.int8)
     fb_try = (status > 0) & p.has_fb[sl]
     fb_ok = fb_try & (u[..., 4] < p.fb_rel[sl])
-    fb_lat = np.where(fb_try, _lognormal(p.fb_lat_mu[sl]*mp.effort, p.lat_sigma[sl], _normal(u[..., 7], u[..., 8])), 0.0)
+    fb_lat = np.where(
+        fb_try, _lognormal(p.fb_lat_mu[sl] * mp.effort, p.lat_sigma[sl], _normal(u[..., 7], u[..., 8])), 0.0
+    )
     ok = status == 0
     fit = np.where(ok[..., None], p.fit[sl][None], np.where(fb_ok[..., None], p.fb_fit[sl][None], 0.0))  # (K, n, k)
-    return {'status': status, 'ok': ok, 'fb_try': fb_try, 'fb_ok': fb_ok, 'latency': lat1 + fb_lat,
-            'cost': (p.cost[sl] + np.where(fb_try, p.fb_cost[sl], 0.0))*mp.effort, 'fit': fit}
+    return {
+        'status': status,
+        'ok': ok,
+        'fb_try': fb_try,
+        'fb_ok': fb_ok,
+        'latency': lat1 + fb_lat,
+        'cost': (p.cost[sl] + np.where(fb_try, p.fb_cost[sl], 0.0)) * mp.effort,
+        'fit': fit,
+    }
 
 # %% ../nbs/05_backends.ipynb #a002c5df
-def draw_conflicts(p: EpisodeParams, sl: np.ndarray, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray,
-                   usable: np.ndarray, out: dict) -> np.ndarray:
+def draw_conflicts(
+    p: EpisodeParams,
+    sl: np.ndarray,
+    mode: str,
+    mp: ModeParams,
+    sim: SimConfig,
+    u: np.ndarray,
+    usable: np.ndarray,
+    out: dict,
+) -> np.ndarray:
     """Calls side by side may contradict each other: each pair of usable calls conflicts with a probability that
     rises with their capability overlap; a debate resolves a conflict with `debate_conflict_resolution` per round.
     Fills `out` (unresolved, resolved, pairs, conf, res) and returns the per-sample quality multiplier."""
     n = len(sl)
     iu, ju = _triu(n)
     ov = p.overlap[sl[iu], sl[ju]]
-    prob = np.clip((ov - sim.conflict_overlap)/sim.conflict_width, 0, 1)*p.conflict_scale             # (P,)
-    both = usable[:, iu] & usable[:, ju]                                # (K, P)
+    prob = np.clip((ov - sim.conflict_overlap) / sim.conflict_width, 0, 1) * p.conflict_scale  # (P,)
+    both = usable[:, iu] & usable[:, ju]  # (K, P)
     conf = both & (u[:, iu, 5] < prob[None])
     if mode == 'debate':
-        p_res = 1 - (1 - sim.debate_conflict_resolution)**mp.rounds
+        p_res = 1 - (1 - sim.debate_conflict_resolution) ** mp.rounds
         res = conf & (u[:, ju, 6] < p_res)
     else:
         res = np.zeros_like(conf)
     unres = conf & ~res
-    out['unresolved'] = unres.sum(1).astype(float); out['resolved'] = res.sum(1).astype(float)
+    out['unresolved'] = unres.sum(1).astype(float)
+    out['resolved'] = res.sum(1).astype(float)
     out['pairs'] = [(int(sl[a]), int(sl[b])) for a, b in zip(iu, ju)]
     out['conf'], out['res'] = conf, res
-    return sim.conflict_quality**out['unresolved']
+    return sim.conflict_quality ** out['unresolved']
 
 # %% ../nbs/05_backends.ipynb #d6cba2c5
 def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray):
     """Run one group of calls on every sample of `s` (modified in place). Returns per-call arrays (K, n) and
     per-sample counts (K,): a dict with status codes (0 ok, 1 timeout, 2 error), recovered, latency, cost,
     contribution, and conflicts (unresolved, resolved)."""
-    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
     K, k = s.q.shape
-    slots = list(slots); n = len(slots)
-    out = {'status': np.zeros((K, n), np.int8), 'recovered': np.zeros((K, n), bool), 'latency': np.zeros((K, n)),
-           'cost': np.zeros((K, n)), 'contribution': np.zeros((K, n), np.float32), 'v': np.zeros((K, n, k), np.float32),
-           'unresolved': np.zeros(K), 'resolved': np.zeros(K), 'pairs': []}
-    if n == 0: return out
+    slots = list(slots)
+    n = len(slots)
+    out = {
+        'status': np.zeros((K, n), np.int8),
+        'recovered': np.zeros((K, n), bool),
+        'latency': np.zeros((K, n)),
+        'cost': np.zeros((K, n)),
+        'contribution': np.zeros((K, n), np.float32),
+        'v': np.zeros((K, n, k), np.float32),
+        'unresolved': np.zeros(K),
+        'resolved': np.zeros(K),
+        'pairs': [],
+    }
+    if n == 0:
+        return out
     sl = np.array(slots)
     co = call_outcomes(p, sl, mp, sim, u)
     fit, call_lat, call_cost = co['fit'], co['latency'], co['cost']
-    eff = 0.9 + 0.1*mp.effort
-    if mode == 'sequential':      # each call sees the work before it: readiness is re-checked call by call
+    eff = 0.9 + 0.1 * mp.effort
+    if mode == 'sequential':  # each call sees the work before it: readiness is re-checked call by call
         q = s.q
         for c in range(n):
             ready = deps_ready(q, p.deps) if sim.dependencies else np.ones_like(q, bool)
-            v = fit[:, c]*np.where(ready, 1.0, sim.dependency_factor)*eff
+            v = fit[:, c] * np.where(ready, 1.0, sim.dependency_factor) * eff
             out['v'][:, c] = v
             q = combine_quality(q, v, sim.diminishing)
         s.latency += call_lat.sum(1)
-    else:                         # side by side: every call sees only the work done before this step
+    else:  # side by side: every call sees only the work done before this step
         ready = deps_ready(s.q, p.deps) if sim.dependencies else np.ones_like(s.q, bool)
-        v = fit*np.where(ready, 1.0, sim.dependency_factor)[:, None, :]*eff
-        if mode == 'debate':      # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
-            v = np.minimum(1.0, v*(1 + 0.04*mp.rounds*mp.agreement*(1.0 if n > 1 else sim.self_refine_share)))
+        v = fit * np.where(ready, 1.0, sim.dependency_factor)[:, None, :] * eff
+        if mode == 'debate':  # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
+            v = np.minimum(1.0, v * (1 + 0.04 * mp.rounds * mp.agreement * (1.0 if n > 1 else sim.self_refine_share)))
         out['v'][:] = v
         q = s.q
-        for c in range(n): q = combine_quality(q, v[:, c], sim.diminishing)
+        for c in range(n):
+            q = combine_quality(q, v[:, c], sim.diminishing)
         step_lat = call_lat.max(1)
         if mode == 'debate':
-            step_lat = step_lat*(1 + 0.35*mp.rounds)
-            call_cost = call_cost*(1 + 0.3*mp.rounds)
+            step_lat = step_lat * (1 + 0.35 * mp.rounds)
+            call_cost = call_cost * (1 + 0.3 * mp.rounds)
         s.latency += step_lat
         if sim.conflicts and n > 1:
-            s.conflict_mult = s.conflict_mult*draw_conflicts(p, sl, mode, mp, sim, u, co['ok'] | co['fb_ok'], out)
+            s.conflict_mult = s.conflict_mult * draw_conflicts(p, sl, mode, mp, sim, u, co['ok'] | co['fb_ok'], out)
     s.q = q.astype(np.float32)
     s.cost += call_cost.sum(1)
-    out.update(status=co['status'], recovered=co['fb_ok'], latency=call_lat, cost=call_cost,
-               contribution=out['v'].mean(-1), fb_try=co['fb_try'])
+    out.update(
+        status=co['status'],
+        recovered=co['fb_ok'],
+        latency=call_lat,
+        cost=call_cost,
+        contribution=out['v'].mean(-1),
+        fb_try=co['fb_try'],
+    )
     return out
 
 # %% ../nbs/05_backends.ipynb #790f1b09
-_PHASE_FAIL = {1: 1.0, 2: 1.0, 3: 1.5}       # harder phases: specialists fail more often
-_PHASE_CONFLICT = {1: 0.6, 2: 0.8, 3: 1.0}   # ... and disagree more often
+_PHASE_FAIL = {1: 1.0, 2: 1.0, 3: 1.5}  # harder phases: specialists fail more often
+_PHASE_CONFLICT = {1: 0.6, 2: 0.8, 3: 1.0}  # ... and disagree more often
+
 
 def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.random.Generator) -> EpisodeParams:
     "Draw the hidden parameters of an episode: fits (cosine-based plus noise), reliabilities, latencies, fallbacks."
@@ -296,38 +385,67 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
     idx = np.array([world.index[r] if r is not None else 0 for r in ctx.roster], np.intp)
     ta = world.task_arrays(ctx.task) if ctx.task.id in world.sub_emb else None
     fit_all = ta['fit_all'] if ta is not None else fit_from_cosine(world.cat_emb @ ctx.sub_emb.T)
-    full = full and ta is not None                    # the fast path uses the task's cached arrays
-    train_only = ctx.roster_split == 'train'          # training never reaches a held-out specialist, not even as a fallback
-    fit = fit_all.take(idx, 0)                        # = fit_all[idx] (take is faster on small arrays)
-    if sim.fit_noise > 0:                             # = np.clip(fit + rng.normal(0, fit_noise, (M, k)), 0, 1), the same draws
-        fit = np.minimum(np.maximum(fit + sim.fit_noise*rng.standard_normal((M, k)), 0), 1)
+    full = full and ta is not None  # the fast path uses the task's cached arrays
+    train_only = ctx.roster_split == 'train'  # training never reaches a held-out specialist, not even as a fallback
+    fit = fit_all.take(idx, 0)  # = fit_all[idx] (take is faster on small arrays)
+    if sim.fit_noise > 0:  # = np.clip(fit + rng.normal(0, fit_noise, (M, k)), 0, 1), the same draws
+        fit = np.minimum(np.maximum(fit + sim.fit_noise * rng.standard_normal((M, k)), 0), 1)
     pf = _PHASE_FAIL.get(ctx.task.phase, 1.0)
-    if full:                                          # every slot filled: gathers from the per-phase table
+    if full:  # every slot filled: gathers from the per-phase table
         rows, hf, fb_of = world.param_table(pf, train_only)
         rel, lat_mu, lat_sigma, cost, fb_rel, fb_lat, fb_cost = rows.take(idx, 1)
-        empty = np.zeros(M, bool); has_fb = hf.take(idx)
-        fb_fit = ta['fb_fit_train' if train_only else 'fb_fit_all'].take(idx, 0)   # = fit_all[fallback of idx] * has_fb
+        empty = np.zeros(M, bool)
+        has_fb = hf.take(idx)
+        fb_fit = ta['fb_fit_train' if train_only else 'fb_fit_all'].take(idx, 0)  # = fit_all[fallback of idx] * has_fb
     else:
         empty = np.array([r is None for r in ctx.roster])
-        rel = 1 - np.minimum(0.6, (1 - world.rel[idx])*pf)
+        rel = 1 - np.minimum(0.6, (1 - world.rel[idx]) * pf)
         lat_mu, lat_sigma, cost = world.lat_mu[idx], world.lat_sigma[idx], world.cost[idx]
-        fbi = world.fallback_index(train_only)[idx]; has_fb = fbi >= 0; fbc = np.where(has_fb, fbi, 0)
-        fb_fit = fit_all[fbc]; fb_rel = 1 - np.minimum(0.6, (1 - world.rel[fbc])*pf)
+        fbi = world.fallback_index(train_only)[idx]
+        has_fb = fbi >= 0
+        fbc = np.where(has_fb, fbi, 0)
+        fb_fit = fit_all[fbc]
+        fb_rel = 1 - np.minimum(0.6, (1 - world.rel[fbc]) * pf)
         fb_lat, fb_cost = world.lat_mu[fbc], world.cost[fbc]
-        live = ~empty; has_fb = has_fb & live               # empty slots: nothing to call, nothing to fall back on
-        fit = fit*live[:, None]; rel = rel*live; cost = cost*live
-        lat_mu = np.where(live, lat_mu, 1.0); lat_sigma = np.where(live, lat_sigma, 0.05)
-        fb_fit = fb_fit*has_fb[:, None]; fb_rel = fb_rel*has_fb; fb_lat = fb_lat*has_fb; fb_cost = fb_cost*has_fb
-    if ta is not None: deps = ta['deps']
+        live = ~empty
+        has_fb = has_fb & live  # empty slots: nothing to call, nothing to fall back on
+        fit = fit * live[:, None]
+        rel = rel * live
+        cost = cost * live
+        lat_mu = np.where(live, lat_mu, 1.0)
+        lat_sigma = np.where(live, lat_sigma, 0.05)
+        fb_fit = fb_fit * has_fb[:, None]
+        fb_rel = fb_rel * has_fb
+        fb_lat = fb_lat * has_fb
+        fb_cost = fb_cost * has_fb
+    if ta is not None:
+        deps = ta['deps']
     else:
         deps = np.zeros((k, k), bool)
         for j, st in enumerate(ctx.task.subtasks):
-            for i in st.depends_on: deps[j, i] = True
+            for i in st.depends_on:
+                deps[j, i] = True
     overlap = world.gram().take(idx, 0).take(idx, 1) if full else ctx.roster_emb @ ctx.roster_emb.T
     budget = float(ctx.task.latency_budget_s) if sim.latency_budget else float('inf')
-    p = EpisodeParams(fit.astype(np.float32, copy=False), fb_fit.astype(np.float32, copy=False), rel, fb_rel, has_fb, lat_mu, lat_sigma,
-                      fb_lat, cost, fb_cost, overlap, deps, budget, _PHASE_CONFLICT.get(ctx.task.phase, 0.8), empty)
-    if ta is not None: p._dep_lists = ta['dep_lists']  # prerequisite lists, computed once per task (for `_fast_params`)
+    p = EpisodeParams(
+        fit.astype(np.float32, copy=False),
+        fb_fit.astype(np.float32, copy=False),
+        rel,
+        fb_rel,
+        has_fb,
+        lat_mu,
+        lat_sigma,
+        fb_lat,
+        cost,
+        fb_cost,
+        overlap,
+        deps,
+        budget,
+        _PHASE_CONFLICT.get(ctx.task.phase, 0.8),
+        empty,
+    )
+    if ta is not None:
+        p._dep_lists = ta['dep_lists']  # prerequisite lists, computed once per task (for `_fast_params`)
     return p
 
 # %% ../nbs/05_backends.ipynb #46c2e388
@@ -337,93 +455,152 @@ def generalist_baseline(world: World, ctx: EpisodeContext, sim: SimConfig) -> di
     k = len(ctx.task.subtasks)
     if len(world.generalist_idx):
         E = world.cat_emb[world.generalist_idx]
-        fits = fit_from_cosine(E @ ctx.sub_emb.T)                       # (G, k)
-        g = int(fits.mean(1).argmax()); gid = world.catalog.ids[int(world.generalist_idx[g])]
-        fit = sim.baseline_quality + (1 - sim.baseline_quality)*0.5*fits[g]   # broad but shallow
+        fits = fit_from_cosine(E @ ctx.sub_emb.T)  # (G, k)
+        g = int(fits.mean(1).argmax())
+        gid = world.catalog.ids[int(world.generalist_idx[g])]
+        fit = sim.baseline_quality + (1 - sim.baseline_quality) * 0.5 * fits[g]  # broad but shallow
         cap = E[g]
     else:
-        fit = np.full(k, sim.baseline_quality, np.float32); gid = None; cap = ctx.task_emb
+        fit = np.full(k, sim.baseline_quality, np.float32)
+        gid = None
+        cap = ctx.task_emb
     has_dep = np.array([bool(st.depends_on) for st in ctx.task.subtasks])
-    q = fit*np.where(has_dep & sim.dependencies, sim.dependency_factor, 1.0)
+    q = fit * np.where(has_dep & sim.dependencies, sim.dependency_factor, 1.0)
     emb = output_embedding(q, ctx.sub_emb, cap)
-    return {'specialist_id': gid, 'quality': q.astype(np.float32), 'embedding': emb,
-            'text': f"Generalist single answer to: {ctx.task.text}"}
+    return {
+        'specialist_id': gid,
+        'quality': q.astype(np.float32),
+        'embedding': emb,
+        'text': f"Generalist single answer to: {ctx.task.text}",
+    }
+
 
 def output_embedding(v, sub_emb, cap_emb, w_cap: float = 0.35):
     "Embedding of a simulated output: the subtasks it advanced (weighted by quality) plus the author's capability."
     x = np.asarray(v, np.float32) @ sub_emb
-    c = w_cap*cap_emb
-    if c.dtype == x.dtype: x += c                    # in place when it cannot change the result's dtype
-    else: x = x + c
-    n = math.sqrt(float(x @ x))                      # rounds to the same float32 norm as np.sqrt in float32
-    if not n > 0: return np.zeros_like(cap_emb, dtype=np.float32)
+    c = w_cap * cap_emb
+    if c.dtype == x.dtype:
+        x += c  # in place when it cannot change the result's dtype
+    else:
+        x = x + c
+    n = math.sqrt(float(x @ x))  # rounds to the same float32 norm as np.sqrt in float32
+    if not n > 0:
+        return np.zeros_like(cap_emb, dtype=np.float32)
     x /= n
     return x.astype(np.float32, copy=False)
 
 # %% ../nbs/05_backends.ipynb #3bc34f02
 _STATUS = ('ok', 'timeout', 'error')
 
+
 class SimulatedBackend(Backend):
     "Offline, deterministic-per-seed backend (demo mode). See the chapter text for the model."
+
     name = 'sim'
+
     def __init__(self, world: World, sim: SimConfig | None = None):
         self.world, self.sim = world, sim or SimConfig()
         self.ctx = self.params = self.state = None
         self._baselines = {}
+
     def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
         self.ctx = ctx
         self.params = hidden_params(self.world, ctx, self.sim, rng)
         self.state = SimState.zeros(1, len(ctx.task.subtasks))
-        b = self._baselines.get(ctx.task.id)      # deterministic per task: computed once
-        if b is None: b = self._baselines[ctx.task.id] = generalist_baseline(self.world, ctx, self.sim)
+        b = self._baselines.get(ctx.task.id)  # deterministic per task: computed once
+        if b is None:
+            b = self._baselines[ctx.task.id] = generalist_baseline(self.world, ctx, self.sim)
         self._baseline = b
+
     def __getstate__(self):
         "Pickled without the per-task baseline cache (deterministic, rebuilt on demand), except the current one."
         return {**self.__dict__, '_baselines': {}}
-    def coverage(self) -> np.ndarray: return self.state.q[0].copy()
-    def conflict_multiplier(self) -> float: return float(self.state.conflict_mult[0])
-    def baseline(self) -> dict: return self._baseline
+
+    def coverage(self) -> np.ndarray:
+        return self.state.q[0].copy()
+
+    def conflict_multiplier(self) -> float:
+        return float(self.state.conflict_mult[0])
+
+    def baseline(self) -> dict:
+        return self._baseline
+
     def execute(self, slots, mode, params, rng) -> StepResult:
-        if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
-        if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+        if self.ctx is None:
+            raise RuntimeError("begin_episode() must be called before execute()")
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
         slots = [int(x) for x in slots]
         u = rng.random((1, len(slots), N_DRAWS))
         lat0, cost0 = float(self.state.latency[0]), float(self.state.cost[0])
         calls, conflicts = [], []
-        if slots:       # the K = 1 core on plain floats (what `simulate_step_single` wraps in arrays)
-            status, recs, lat, cost, V, _, _, pairs, cf, rs, _ = _single_core(self.params, self.state, slots, mode, params,
-                                                                              self.sim, u[0].tolist())
-            Va = np.array(V, np.float32)                              # (n, k), as simulate_step's 'v'
+        if slots:  # the K = 1 core on plain floats (what `simulate_step_single` wraps in arrays)
+            status, recs, lat, cost, V, _, _, pairs, cf, rs, _ = _single_core(
+                self.params, self.state, slots, mode, params, self.sim, u[0].tolist()
+            )
+            Va = np.array(V, np.float32)  # (n, k), as simulate_step's 'v'
             contrib = _row_means32(Va).tolist() if Va.shape[1] else Va.mean(-1).tolist()
             cat, roster, subtasks = self.world.catalog, self.ctx.roster, self.ctx.task.subtasks
             fb_index = self.world.fallback_index(self.ctx.roster_split == 'train')
             for c, m in enumerate(slots):
-                sid = roster[m]; spec = cat[sid]
+                sid = roster[m]
+                spec = cat[sid]
                 st = _STATUS[status[c]]
                 fbi = fb_index[self.world.index[sid]]
                 fb = cat.ids[fbi] if (st != 'ok' and fbi >= 0 and self.sim.unreliability) else None
-                rec = bool(recs[c]); v = Va[c]
+                rec = bool(recs[c])
+                v = Va[c]
                 usable = st == 'ok' or rec
                 author = self.world.cat_emb[self.world.index[fb]] if (rec and fb) else self.ctx.roster_emb[m]
-                emb = output_embedding(v, self.ctx.sub_emb, author) if usable else np.zeros(self.world.emb_dim, np.float32)
+                emb = (
+                    output_embedding(v, self.ctx.sub_emb, author)
+                    if usable
+                    else np.zeros(self.world.emb_dim, np.float32)
+                )
                 vl = v.tolist()
-                best = vl.index(max(vl)) if vl else 0                 # = np.argmax: the first maximum
+                best = vl.index(max(vl)) if vl else 0  # = np.argmax: the first maximum
                 who = cat[fb].role if (rec and fb) else spec.role
-                text = (f"{who}: worked on '{subtasks[best].text}' (quality {vl[best]:.2f})" if usable
-                        else f"{spec.role}: {st}" + (f"; fallback {fb} failed too" if fb else ""))
-                calls.append(CallResult(slot=m, specialist_id=sid, status=st, output_text=text, embedding=emb,
-                                        latency_s=lat[c], cost_usd=cost[c], fallback_id=fb, recovered=rec,
-                                        contribution=contrib[c]))
+                text = (
+                    f"{who}: worked on '{subtasks[best].text}' (quality {vl[best]:.2f})"
+                    if usable
+                    else f"{spec.role}: {st}" + (f"; fallback {fb} failed too" if fb else "")
+                )
+                calls.append(
+                    CallResult(
+                        slot=m,
+                        specialist_id=sid,
+                        status=st,
+                        output_text=text,
+                        embedding=emb,
+                        latency_s=lat[c],
+                        cost_usd=cost[c],
+                        fallback_id=fb,
+                        recovered=rec,
+                        contribution=contrib[c],
+                    )
+                )
             if cf is not None:
                 for (a, b), x, y in zip(pairs, cf, rs):
-                    if x: conflicts.append(Conflict(a, b, bool(y)))
-        return StepResult(calls=calls, mode=mode, latency_s=float(self.state.latency[0]) - lat0,
-                          cost_usd=float(self.state.cost[0]) - cost0, conflicts=conflicts, coverage=self.coverage())
+                    if x:
+                        conflicts.append(Conflict(a, b, bool(y)))
+        return StepResult(
+            calls=calls,
+            mode=mode,
+            latency_s=float(self.state.latency[0]) - lat0,
+            cost_usd=float(self.state.cost[0]) - cost0,
+            conflicts=conflicts,
+            coverage=self.coverage(),
+        )
 
 # %% ../nbs/05_backends.ipynb #87bb57e0
-RECORDED_COLUMNS = ('task', 'specialist_id', 'quality', 'cost_usd')    # required; latency_s, status, response, category optional
-WIDE_TASK_COLUMNS = ('prompt', 'task')                                 # the question's text in a wide log
-WIDE_CATEGORY_COLUMNS = ('eval_name', 'category')                      # its category, when logged
+RECORDED_COLUMNS = (
+    'task',
+    'specialist_id',
+    'quality',
+    'cost_usd',
+)  # required; latency_s, status, response, category optional
+WIDE_TASK_COLUMNS = ('prompt', 'task')  # the question's text in a wide log
+WIDE_CATEGORY_COLUMNS = ('eval_name', 'category')  # its category, when logged
 
 
 def log_files(spec) -> list[Path]:
@@ -433,7 +610,9 @@ def log_files(spec) -> list[Path]:
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.suffix.lower() in ('.csv', '.jsonl', '.ndjson'))
         if not files:
-            raise ConfigError(f"{p}: the folder holds no .csv or .jsonl log. Put the log files there, or pass one file.")
+            raise ConfigError(
+                f"{p}: the folder holds no .csv or .jsonl log. Put the log files there, or pass one file."
+            )
         return files
     if not p.exists() and ',' in str(spec):
         return [Path(s.strip()) for s in str(spec).split(',') if s.strip()]
@@ -452,61 +631,105 @@ def _wide_rows(path: Path, head: list, recs: list) -> list:
     with no outcome for that question: no row (never a 0). Other columns (an id, an oracle's pick) are not read."""
     task_col = next((c for c in WIDE_TASK_COLUMNS if c in head), None)
     if task_col is None:
-        raise ConfigError(f"{path}: a wide log (columns `model|total_cost`) needs the question's text in a `prompt` or "
-                          f"`task` column; the header has {head[:8]}.")
+        raise ConfigError(
+            f"{path}: a wide log (columns `model|total_cost`) needs the question's text in a `prompt` or "
+            f"`task` column; the header has {head[:8]}."
+        )
     cat_col = next((c for c in WIDE_CATEGORY_COLUMNS if c in head), None)
     out = []
     for n, r in recs:
         for m in wide_models(head):
-            if (r.get(m) or '').strip() == '': continue
-            out.append((n, {'task': r.get(task_col), 'specialist_id': m, 'quality': r[m], 'cost_usd': r.get(f"{m}|total_cost"),
-                            'latency_s': r.get(f"{m}|latency_s"), 'response': r.get(f"{m}|model_response"),
-                            'category': r.get(cat_col) if cat_col else None, '_wide': True}))
+            if (r.get(m) or '').strip() == '':
+                continue
+            out.append(
+                (
+                    n,
+                    {
+                        'task': r.get(task_col),
+                        'specialist_id': m,
+                        'quality': r[m],
+                        'cost_usd': r.get(f"{m}|total_cost"),
+                        'latency_s': r.get(f"{m}|latency_s"),
+                        'response': r.get(f"{m}|model_response"),
+                        'category': r.get(cat_col) if cat_col else None,
+                        '_wide': True,
+                    },
+                )
+            )
     return out
 
 # %% ../nbs/05_backends.ipynb #51d94b19
 def _read_table(path: Path) -> list:
     "(line number, raw row) pairs of a CSV (long or wide) or JSONL file, with clear errors."
-    if not path.exists(): raise ConfigError(f"{path}: file not found. Pass a CSV or JSONL table of logged outcomes.")
+    if not path.exists():
+        raise ConfigError(f"{path}: file not found. Pass a CSV or JSONL table of logged outcomes.")
     if path.suffix.lower() in ('.jsonl', '.ndjson'):
         rows = []
         for n, line in enumerate(read_user_text(path, 'log').splitlines(), 1):
-            if not line.strip(): continue
-            try: obj = json.loads(line)
-            except json.JSONDecodeError as e: raise ConfigError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
-            if not isinstance(obj, dict): raise ConfigError(f"{path}: line {n} is a JSON {type(obj).__name__}, not an object ({{\"task\": ..., ...}}).")
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
+            if not isinstance(obj, dict):
+                raise ConfigError(
+                    f"{path}: line {n} is a JSON {type(obj).__name__}, not an object ({{\"task\": ..., ...}})."
+                )
             rows.append((n, obj))
-    elif path.suffix.lower() == '.csv':       # a logged response may be long: fields up to 64 MiB (the csv default is 128 KiB)
+    elif (
+        path.suffix.lower() == '.csv'
+    ):  # a logged response may be long: fields up to 64 MiB (the csv default is 128 KiB)
         head, rows = read_csv(path, 'log', field_limit=64 << 20)
-        if wide_models(head): rows = _wide_rows(path, head, rows)
+        if wide_models(head):
+            rows = _wide_rows(path, head, rows)
         else:
             missing = [c for c in RECORDED_COLUMNS if c not in head]
-            if missing: raise ConfigError(f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)} "
-                                          "(one row per call), or a wide log with a `model|total_cost` column per model.")
+            if missing:
+                raise ConfigError(
+                    f"{path}: missing column(s) {missing}. Required columns: {list(RECORDED_COLUMNS)} "
+                    "(one row per call), or a wide log with a `model|total_cost` column per model."
+                )
     else:
         raise ConfigError(f"{path}: unsupported file type {path.suffix!r}. Use .csv or .jsonl.")
-    if not rows: raise ConfigError(f"{path}: the table is empty. Add at least one logged outcome row.")
+    if not rows:
+        raise ConfigError(f"{path}: the table is empty. Add at least one logged outcome row.")
     return rows
 
 
 def _typed_row(r: dict, where: str) -> dict:
     "One raw row checked and typed; `latency_s` may be absent (0: no latency logged)."
     missing = [c for c in RECORDED_COLUMNS if c not in r or r[c] in (None, '')]
-    if missing: raise ConfigError(f"{where}: missing value(s) for {missing}.")
+    if missing:
+        raise ConfigError(f"{where}: missing value(s) for {missing}.")
     vals = {}
     for c in ('quality', 'cost_usd', 'latency_s'):
-        if c == 'latency_s' and r.get(c) in (None, ''): vals[c] = 0.0; continue
-        try: vals[c] = float(r[c])
-        except (TypeError, ValueError): raise ConfigError(f"{where}: {c} must be a number, got {r[c]!r}.") from None
-        if not math.isfinite(vals[c]): raise ConfigError(f"{where}: {c} is {r[c]!r} (NaN/inf). Drop the row or fill in a value.")
-    if not 0 <= vals['quality'] <= 1: raise ConfigError(f"{where}: quality must be in [0, 1], got {vals['quality']}.")
-    if vals['cost_usd'] < 0 or vals['latency_s'] < 0: raise ConfigError(f"{where}: cost_usd and latency_s must be >= 0.")
+        if c == 'latency_s' and r.get(c) in (None, ''):
+            vals[c] = 0.0
+            continue
+        try:
+            vals[c] = float(r[c])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: {c} must be a number, got {r[c]!r}.") from None
+        if not math.isfinite(vals[c]):
+            raise ConfigError(f"{where}: {c} is {r[c]!r} (NaN/inf). Drop the row or fill in a value.")
+    if not 0 <= vals['quality'] <= 1:
+        raise ConfigError(f"{where}: quality must be in [0, 1], got {vals['quality']}.")
+    if vals['cost_usd'] < 0 or vals['latency_s'] < 0:
+        raise ConfigError(f"{where}: cost_usd and latency_s must be >= 0.")
     status = (r.get('status') or 'ok').strip().lower()
-    if status not in _STATUS: raise ConfigError(f"{where}: status must be one of {_STATUS}, got {status!r}.")
-    return {'task': str(r['task']), 'specialist_id': str(r['specialist_id']), 'status': status,
-            'response': str(r.get('response') or ''), 'category': r.get('category') or None, **vals}
+    if status not in _STATUS:
+        raise ConfigError(f"{where}: status must be one of {_STATUS}, got {status!r}.")
+    return {
+        'task': str(r['task']),
+        'specialist_id': str(r['specialist_id']),
+        'status': status,
+        'response': str(r.get('response') or ''),
+        'category': r.get('category') or None,
+        **vals,
+    }
 
-
+# %% ../nbs/05_backends.ipynb #be05c1c5
 def load_recorded_outcomes(path, catalog: Catalog | None = None) -> list[dict]:
     """Read and validate a log (one file, a folder or `a.csv,b.csv`: `log_files`); return rows with typed fields, their
     file and line number. With a `catalog`, every specialist must be in it; without one, any id is taken (see
@@ -516,8 +739,10 @@ def load_recorded_outcomes(path, catalog: Catalog | None = None) -> list[dict]:
         for n, r in _read_table(path):
             row = _typed_row(r, f"{path}: row {n}" + (f" (model {r['specialist_id']!r})" if r.get('_wide') else ''))
             if catalog is not None and row['specialist_id'] not in catalog.ids:
-                raise ConfigError(f"{path}: row {n}: unknown specialist {row['specialist_id']!r}. Add it to the catalog "
-                                  "(--catalog FILE) or fix the id.")
+                raise ConfigError(
+                    f"{path}: row {n}: unknown specialist {row['specialist_id']!r}. Add it to the catalog "
+                    "(--catalog FILE) or fix the id."
+                )
             out.append({**row, 'file': path.name, 'line': n})
     return out
 
@@ -527,61 +752,93 @@ def catalog_from_log(rows) -> Catalog:
     specialist known by its name, its mean logged cost and latency (0 latency: 1 s) and its share of calls that
     ended ok. Only what a deployment knows before a call: never a grade. Pass `--catalog` to describe them better."""
     by = {}
-    for r in rows: by.setdefault(r['specialist_id'], []).append(r)
+    for r in rows:
+        by.setdefault(r['specialist_id'], []).append(r)
     specs = []
     for sid, rs in by.items():
         lat = float(np.mean([r['latency_s'] for r in rs]))
-        specs.append(Specialist(id=sid, role='language model', goal='answer the question it is given',
-                                specialization=f"the language model {sid}", capability=f"The language model {sid}.",
-                                domain='general', cost_per_call=float(np.mean([r['cost_usd'] for r in rs])),
-                                latency_mean=lat if lat > 0 else 1.0, latency_std=0.0,
-                                reliability=max(float(np.mean([r['status'] == 'ok' for r in rs])), 1e-3), generalist=True))
+        specs.append(
+            Specialist(
+                id=sid,
+                role='language model',
+                goal='answer the question it is given',
+                specialization=f"the language model {sid}",
+                capability=f"The language model {sid}.",
+                domain='general',
+                cost_per_call=float(np.mean([r['cost_usd'] for r in rs])),
+                latency_mean=lat if lat > 0 else 1.0,
+                latency_std=0.0,
+                reliability=max(float(np.mean([r['status'] == 'ok' for r in rs])), 1e-3),
+                generalist=True,
+            )
+        )
     return Catalog(specs, source='<catalog from the log>')
 
 
 def log_catalog(rows, catalog: Catalog | None) -> tuple[Catalog, str]:
     """`(catalog, why)` for a log: the one given; else the shipped catalog when it holds every logged specialist; else
     `catalog_from_log`."""
-    if catalog is not None: return catalog, 'given'
-    shipped = Catalog.default(); ids = {r['specialist_id'] for r in rows}
-    if ids <= set(shipped.ids): return shipped, 'shipped'
+    if catalog is not None:
+        return catalog, 'given'
+    shipped = Catalog.default()
+    ids = {r['specialist_id'] for r in rows}
+    if ids <= set(shipped.ids):
+        return shipped, 'shipped'
     return catalog_from_log(rows), 'from the log'
 
 # %% ../nbs/05_backends.ipynb #cc70b275
 def recorded_index(rows) -> dict:
     "Task text -> {specialist id -> [rows]}: what a reset and a call look up, instead of scanning the table."
     idx = {}
-    for r in rows: idx.setdefault(r['task'], {}).setdefault(r['specialist_id'], []).append(r)
+    for r in rows:
+        idx.setdefault(r['task'], {}).setdefault(r['specialist_id'], []).append(r)
     return idx
+
 
 def duplicate_report(index: dict) -> dict:
     "How many (task, specialist) pairs were logged more than once, and how many extra rows that makes."
     reps = [len(v) for by in index.values() for v in by.values() if len(v) > 1]
     return {'pairs': len(reps), 'extra_rows': int(sum(reps) - len(reps))}
 
+
 def task_category(rs: list, catalog: Catalog) -> str:
     """A task's category: the first explicit `category`, else the domain of the best *successful* call's specialist,
     else (every call failed) the most common domain among the task's specialists."""
     cat = next((r['category'] for r in rs if r['category']), None)
-    if cat: return cat
+    if cat:
+        return cat
     ok = [r for r in rs if r['status'] == 'ok']
-    if ok: return catalog[max(ok, key=lambda r: r['quality'])['specialist_id']].domain
+    if ok:
+        return catalog[max(ok, key=lambda r: r['quality'])['specialist_id']].domain
     doms = [catalog[r['specialist_id']].domain for r in rs]
     return max(sorted(set(doms)), key=doms.count)
 
+
 def task_bank_from_outcomes(rows, catalog: Catalog, heldout_fraction: float = 0.2, seed: int = 0) -> TaskBank:
     "One single-subtask `Task` per distinct task text, with a deterministic train/heldout split."
-    rng = np.random.default_rng(seed); tasks = []
+    rng = np.random.default_rng(seed)
+    tasks = []
     for n, (text, by) in enumerate(recorded_index(rows).items()):
         rs = [r for v in by.values() for r in v]
         cat = task_category(rs, catalog)
         split = 'heldout' if rng.random() < heldout_fraction else 'train'
-        budget = 2.0*float(np.median([r['latency_s'] for r in rs])) + 1.0
-        tasks.append(Task(id=f"rec-{n:04d}", text=text, category=cat, phase=1,
-                          subtasks=[Subtask(text=text, domain=cat, depends_on=[])],
-                          expected_specialists=1, latency_budget_s=budget, split=split))
-    if len(tasks) >= 2 and all(t.split == 'train' for t in tasks): tasks[-1].split = 'heldout'   # never an empty held-out split
-    if len(tasks) >= 2 and all(t.split == 'heldout' for t in tasks): tasks[0].split = 'train'
+        budget = 2.0 * float(np.median([r['latency_s'] for r in rs])) + 1.0
+        tasks.append(
+            Task(
+                id=f"rec-{n:04d}",
+                text=text,
+                category=cat,
+                phase=1,
+                subtasks=[Subtask(text=text, domain=cat, depends_on=[])],
+                expected_specialists=1,
+                latency_budget_s=budget,
+                split=split,
+            )
+        )
+    if len(tasks) >= 2 and all(t.split == 'train' for t in tasks):
+        tasks[-1].split = 'heldout'  # never an empty held-out split
+    if len(tasks) >= 2 and all(t.split == 'heldout' for t in tasks):
+        tasks[0].split = 'train'
     return TaskBank(tasks)
 
 # %% ../nbs/05_backends.ipynb #271cc620
@@ -593,13 +850,18 @@ def head_and_tail(texts, embedder) -> list[str]:
     load = getattr(embedder, '_load', None)
     model = load() if load is not None else None
     tok, window = getattr(model, 'tokenizer', None), getattr(model, 'max_seq_length', None)
-    if tok is None or not window: return list(texts)
-    half = (int(window) - 2)//2                                         # two places for [CLS] and [SEP]
-    out = list(texts); long = [i for i, t in enumerate(out) if len(t) > 2*half]      # a word piece holds >= 1 character
-    if not long: return out
+    if tok is None or not window:
+        return list(texts)
+    half = (int(window) - 2) // 2  # two places for [CLS] and [SEP]
+    out = list(texts)
+    long = [i for i, t in enumerate(out) if len(t) > 2 * half]  # a word piece holds >= 1 character
+    if not long:
+        return out
     for i, ids in zip(long, tok([out[i] for i in long], add_special_tokens=False, verbose=False)['input_ids']):
-        if len(ids) > 2*half: out[i] = tok.decode(ids[:half]) + ' ... ' + tok.decode(ids[-half:])
+        if len(ids) > 2 * half:
+            out[i] = tok.decode(ids[:half]) + ' ... ' + tok.decode(ids[-half:])
     return out
+
 
 def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: int = 256) -> np.ndarray:
     """Embed many texts (a log's answers: tens of thousands; long ones by `head_and_tail`) in batches, with a progress
@@ -607,47 +869,82 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
     `$SPINDLEFLOW_CACHE/recorded`) keyed by the hash of the model id and the texts, so loading the same log again
     reads one file."""
     import hashlib
+
     texts = list(texts)
-    if not texts: return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
+    if not texts:
+        return np.zeros((0, getattr(embedder, 'dim', 384)), np.float32)
     h = hashlib.sha256(str(getattr(embedder, 'model_id', type(embedder).__name__)).encode() + b'|head+tail')
-    for t in texts: h.update(t.encode('utf-8', 'surrogatepass')); h.update(b'\0')
-    f = Path(cache_dir or default_cache_dir()/'recorded')/f"{h.hexdigest()[:32]}.npy"
+    for t in texts:
+        h.update(t.encode('utf-8', 'surrogatepass'))
+        h.update(b'\0')
+    f = Path(cache_dir or default_cache_dir() / 'recorded') / f"{h.hexdigest()[:32]}.npy"
     if f.exists():
         try:
             E = np.load(f)
-            if E.shape[0] == len(texts): return E
-        except (OSError, ValueError): pass                                 # unreadable: embed again
+            if E.shape[0] == len(texts):
+                return E
+        except (OSError, ValueError):
+            pass  # unreadable: embed again
     from tqdm.auto import tqdm
+
     view = head_and_tail(texts, embedder)
-    parts = [np.asarray(embedder.encode(view[i:i + batch]), np.float32)
-             for i in tqdm(range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch)]
+    parts = [
+        np.asarray(embedder.encode(view[i : i + batch]), np.float32)
+        for i in tqdm(
+            range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch
+        )
+    ]
     E = np.concatenate(parts)
     try:
-        f.parent.mkdir(parents=True, exist_ok=True); buf = io.BytesIO(); np.save(buf, E)
-        atomic_write_bytes(f, buf.getvalue(), fsync=False)                 # a cache: appendix 95, no fsync
-    except OSError: pass                                                   # a read-only cache only costs speed
+        f.parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        np.save(buf, E)
+        atomic_write_bytes(f, buf.getvalue(), fsync=False)  # a cache: appendix 95, no fsync
+    except OSError:
+        pass  # a read-only cache only costs speed
     return E
+
 
 class _KnownEmbedder:
     "An embedder that answers from precomputed vectors and asks the real one only for texts it has not seen."
-    def __init__(self, known: dict, embedder): self.known, self.embedder = known, embedder
-    def __getattr__(self, k): return getattr(self.embedder, k)
+
+    def __init__(self, known: dict, embedder):
+        self.known, self.embedder = known, embedder
+
+    def __getattr__(self, k):
+        return getattr(self.embedder, k)
+
     def encode(self, texts):
         miss = [t for t in dict.fromkeys(texts) if t not in self.known]
-        if miss: self.known.update(zip(miss, np.asarray(self.embedder.encode(miss), np.float32)))
+        if miss:
+            self.known.update(zip(miss, np.asarray(self.embedder.encode(miss), np.float32)))
         return np.stack([self.known[t] for t in texts]).astype(np.float32)
 
 # %% ../nbs/05_backends.ipynb #8ac0f6c0
 BASELINE_POLICIES = ('cheapest', 'generalist')
 ANSWER_RULES = ('last', 'judge')
 
+
 class RecordedOutcomesBackend(Backend):
     "Replays logged outcomes: quality, cost, latency, status and answer text per (task, specialist)."
+
     name = 'recorded'
-    def __init__(self, world: World, rows: list[dict], sim: SimConfig | None = None, embedder=None,
-                 baseline: str = 'cheapest', answer: str = 'last', progress: bool = False, roster_split: str = 'all'):
-        if baseline not in BASELINE_POLICIES: raise ConfigError(f"baseline must be one of {BASELINE_POLICIES}, got {baseline!r}.")
-        if answer not in ANSWER_RULES: raise ConfigError(f"answer must be one of {ANSWER_RULES}, got {answer!r}.")
+
+    def __init__(
+        self,
+        world: World,
+        rows: list[dict],
+        sim: SimConfig | None = None,
+        embedder=None,
+        baseline: str = 'cheapest',
+        answer: str = 'last',
+        progress: bool = False,
+        roster_split: str = 'all',
+    ):
+        if baseline not in BASELINE_POLICIES:
+            raise ConfigError(f"baseline must be one of {BASELINE_POLICIES}, got {baseline!r}.")
+        if answer not in ANSWER_RULES:
+            raise ConfigError(f"answer must be one of {ANSWER_RULES}, got {answer!r}.")
         if baseline == 'generalist' and not len(world.generalist_idx):
             raise ConfigError("baseline='generalist' needs a generalist in the catalog; use baseline='cheapest'.")
         self.world, self.sim, self.rows = world, sim or SimConfig(), rows
@@ -660,17 +957,31 @@ class RecordedOutcomesBackend(Backend):
 
 # %% ../nbs/05_backends.ipynb #f2765b8b
 @patch_into(RecordedOutcomesBackend, cls_method=True)
-def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None, quiet: bool = True,
-              baseline: str = 'cheapest', answer: str = 'last', heldout_fraction: float = 0.2, seed: int = 0):
+def from_file(
+    cls,
+    path,
+    catalog: Catalog | None = None,
+    embedder=None,
+    sim=None,
+    quiet: bool = True,
+    baseline: str = 'cheapest',
+    answer: str = 'last',
+    heldout_fraction: float = 0.2,
+    seed: int = 0,
+):
     """Load a log (`log_files`: a file, a folder or `a.csv,b.csv`; long or wide format), build a `World` whose task bank
     is its tasks, and return the backend. Without a `catalog`: `log_catalog`. Not `quiet`: a line on where the catalog
     came from, a progress bar while a large log is embedded, and a line about repeated rows."""
     rows = load_recorded_outcomes(path, catalog)
     catalog, why = log_catalog(rows, catalog)
     if why == 'from the log' and not quiet:
-        print(f"no --catalog: the log's {len(catalog)} specialists are described by their names, mean logged cost and "
-              "latency (a --catalog CSV/YAML can describe them better).", flush=True)
-    if not quiet and not any(r['latency_s'] > 0 for r in rows): print("no latency logged: every call counts 0 s.", flush=True)
+        print(
+            f"no --catalog: the log's {len(catalog)} specialists are described by their names, mean logged cost and "
+            "latency (a --catalog CSV/YAML can describe them better).",
+            flush=True,
+        )
+    if not quiet and not any(r['latency_s'] > 0 for r in rows):
+        print("no latency logged: every call counts 0 s.", flush=True)
     if embedder is None:
         embedder = get_embedder()
     bank = task_bank_from_outcomes(rows, catalog, heldout_fraction, seed)
@@ -680,9 +991,13 @@ def from_file(cls, path, catalog: Catalog | None = None, embedder=None, sim=None
     be = cls(world, rows, sim, embedder, baseline, answer, progress=not quiet)
     d = be.duplicates
     if d['pairs'] and not quiet:
-        print(f"{', '.join(p.name for p in log_files(path))}: {d['pairs']} (task, specialist) pairs were logged more than once ({d['extra_rows']} extra rows); "
-              "each call replays one of them, drawn with the episode's generator.")
+        print(
+            f"{', '.join(p.name for p in log_files(path))}: {d['pairs']} (task, specialist) pairs were logged more "
+            f"than once ({d['extra_rows']} extra rows); "
+            "each call replays one of them, drawn with the episode's generator."
+        )
     return be
+
 
 @patch_into(RecordedOutcomesBackend)
 def specialists_for(self, task: Task, roster_split: str | None = None) -> list[str]:
@@ -690,37 +1005,50 @@ def specialists_for(self, task: Task, roster_split: str | None = None) -> list[s
     'train' the catalog's training specialists, 'unseen' its held-out ones, 'all' every logged one."""
     rs = roster_split or self.roster_split
     pool = sorted(self.index.get(task.text, {}))
-    if rs == 'all': return pool
+    if rs == 'all':
+        return pool
     keep = set(self.world.train_ids if rs == 'train' else self.world.heldout_ids if rs == 'unseen' else ())
-    if rs not in ('train', 'unseen'): raise ConfigError(f"roster_split must be 'all', 'train' or 'unseen', got {rs!r}.")
+    if rs not in ('train', 'unseen'):
+        raise ConfigError(f"roster_split must be 'all', 'train' or 'unseen', got {rs!r}.")
     out = [s for s in pool if s in keep]
     if not out:
         which = 'held-out' if rs == 'unseen' else 'training'
-        raise ConfigError(f"task {task.id!r}: none of its logged specialists {pool} is a {which} specialist of the catalog "
-                          f"(held out: {self.world.heldout_ids or 'none'}), so there is no {rs!r} roster. Evaluate the "
-                          "'train'/'heldout' splits, or log the task with specialists the catalog holds out.")
+        raise ConfigError(
+            f"task {task.id!r}: none of its logged specialists {pool} is a {which} specialist of the catalog "
+            f"(held out: {self.world.heldout_ids or 'none'}), so there is no {rs!r} roster. Evaluate the "
+            "'train'/'heldout' splits, or log the task with specialists the catalog holds out."
+        )
     return out
 
 # %% ../nbs/05_backends.ipynb #8bc61b95
 @patch_into(RecordedOutcomesBackend)
 def _answer(self, sid: str, r: dict | None, slot_emb) -> tuple:
     "(quality, embedding, text) of one replayed row, as the orchestrator and the reward see it."
-    if r is None or r['status'] != 'ok': return 0.0, np.zeros(self.world.emb_dim, np.float32), f"{sid}: no usable answer"
+    if r is None or r['status'] != 'ok':
+        return 0.0, np.zeros(self.world.emb_dim, np.float32), f"{sid}: no usable answer"
     emb = self._emb.get(r['response'])
-    if emb is None: emb = slot_emb                      # no text logged: a label-free stand-in (the capability embedding)
+    if emb is None:
+        emb = slot_emb  # no text logged: a label-free stand-in (the capability embedding)
     return r['quality'], emb, r['response'] or f"{sid}: answered (no response text logged)"
+
 
 @patch_into(RecordedOutcomesBackend)
 def _draw(self, sid: str, rng) -> dict | None:
     "One logged row of (this task, `sid`), drawn with the episode's generator when the pair was logged several times."
     recs = self.index.get(self.ctx.task.text, {}).get(sid)
-    if not recs: return None
+    if not recs:
+        return None
     return recs[int(rng.integers(len(recs)))] if len(recs) > 1 else recs[0]
+
 
 @patch_into(RecordedOutcomesBackend)
 def begin_episode(self, ctx, rng):
-    self.ctx = ctx; self.latency = 0.0; self.cost = 0.0; self.cmult = 1.0
-    self.q = np.zeros(len(ctx.task.subtasks), np.float32); self._best = -np.inf     # nothing returned yet
+    self.ctx = ctx
+    self.latency = 0.0
+    self.cost = 0.0
+    self.cmult = 1.0
+    self.q = np.zeros(len(ctx.task.subtasks), np.float32)
+    self._best = -np.inf  # nothing returned yet
     logged = self.index.get(ctx.task.text, {})
     cat = self.world.catalog
     if self.baseline_policy == 'generalist':
@@ -730,37 +1058,65 @@ def begin_episode(self, ctx, rng):
     sid = min(cands, key=lambda s: (cat[s].cost_per_call, s)) if cands else None
     r = self._draw(sid, rng) if sid else None
     v, emb, text = self._answer(sid, r, self.world.cat_emb[self.world.index[sid]] if sid else None)
-    self._baseline = {'specialist_id': sid, 'policy': self.baseline_policy, 'quality': np.full(len(ctx.task.subtasks), v, np.float32),
-                      'embedding': emb, 'text': text}
+    self._baseline = {
+        'specialist_id': sid,
+        'policy': self.baseline_policy,
+        'quality': np.full(len(ctx.task.subtasks), v, np.float32),
+        'embedding': emb,
+        'text': text,
+    }
+
 
 @patch_into(RecordedOutcomesBackend)
-def coverage(self): return self.q.copy()
+def coverage(self):
+    return self.q.copy()
+
+
 @patch_into(RecordedOutcomesBackend)
-def conflict_multiplier(self) -> float: return self.cmult
+def conflict_multiplier(self) -> float:
+    return self.cmult
+
+
 @patch_into(RecordedOutcomesBackend)
-def baseline(self): return self._baseline
+def baseline(self):
+    return self._baseline
 
 # %% ../nbs/05_backends.ipynb #22daf539
 @patch_into(RecordedOutcomesBackend)
 def execute(self, slots, mode, params, rng) -> StepResult:
     "Replay one group of calls; the returned answer (and so `coverage`) follows `answer_rule`."
-    if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
-    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    if self.ctx is None:
+        raise RuntimeError("begin_episode() must be called before execute()")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
     calls, lats = [], []
     for m in slots:
         sid = self.ctx.roster[m]
         r = self._draw(sid, rng)
         if r is None:
-            calls.append(CallResult(m, sid, 'error', f"{sid}: no recorded outcome for this task",
-                                    np.zeros(self.world.emb_dim, np.float32), 0.0, 0.0)); lats.append(0.0); continue
+            calls.append(
+                CallResult(
+                    m,
+                    sid,
+                    'error',
+                    f"{sid}: no recorded outcome for this task",
+                    np.zeros(self.world.emb_dim, np.float32),
+                    0.0,
+                    0.0,
+                )
+            )
+            lats.append(0.0)
+            continue
         v, emb, text = self._answer(sid, r, self.ctx.roster_emb[m])
         if r['status'] == 'ok':
             pick = 0.0 if self.answer_rule == 'last' else float(emb @ self.ctx.task_emb)
             if self.answer_rule == 'last' or pick > self._best:
-                self.q[:] = v; self._best = pick
+                self.q[:] = v
+                self._best = pick
         calls.append(CallResult(m, sid, r['status'], text[:200], emb, r['latency_s'], r['cost_usd'], contribution=v))
         lats.append(r['latency_s'])
-    lat = (sum(lats) if mode == 'sequential' else max(lats, default=0.0))
+    lat = sum(lats) if mode == 'sequential' else max(lats, default=0.0)
     cost = sum(c.cost_usd for c in calls)
-    self.latency += lat; self.cost += cost
+    self.latency += lat
+    self.cost += cost
     return StepResult(calls, mode, lat, cost, [], self.coverage())

@@ -12,7 +12,12 @@ from typing import Sequence
 import numpy as np
 from .config import ConfigError, config_path, load_yaml, patch_into, read_csv
 from .embeddings import get_embedder
-from .fast_sampling import _lemire_below, _shuffled_range, _floyd_choice, _fast_draws   # speed only (chapter 90)
+from spindleflow_rl.fast_sampling import (
+    _lemire_below,
+    _shuffled_range,
+    _floyd_choice,
+    _fast_draws,
+)  # speed only (chapter 90)
 
 # %% auto #0
 __all__ = ['DOMAINS', 'Specialist', 'Catalog']
@@ -21,16 +26,22 @@ __all__ = ['DOMAINS', 'Specialist', 'Catalog']
 DOMAINS = ('frontend', 'backend', 'data', 'security', 'devops', 'ml', 'mobile', 'qa', 'product', 'writing')
 
 # %% ../nbs/02_catalog.ipynb #ea428330
-def _is_number(v) -> bool: return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
 
 def _check_str(name, v):
     if not isinstance(v, str) or not v.strip():
         raise ConfigError(f"field {name!r} must be a non-empty string, got {v!r}.")
 
+
 def _check_str_list(name, v):
     if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
-        raise ConfigError(f"field {name!r} must be a list of non-empty strings, got {v!r}. "
-                          f"Write e.g. `{name}: [some_id, other_id]` or `{name}: []`.")
+        raise ConfigError(
+            f"field {name!r} must be a list of non-empty strings, got {v!r}. "
+            f"Write e.g. `{name}: [some_id, other_id]` or `{name}: []`."
+        )
+
 
 def _check_number(name, v, lo=None, hi=None, lo_open=False):
     if not _is_number(v) or not math.isfinite(float(v)):
@@ -41,25 +52,33 @@ def _check_number(name, v, lo=None, hi=None, lo_open=False):
         raise ConfigError(f"field {name!r} must be in {rng}, got {v}.")
     return v
 
+
 def _validate_specialist(s):
     "Check and normalise every field of a `Specialist` (called by `__post_init__`)."
     _check_str('id', s.id)
     if any(c.isspace() for c in s.id):
-        raise ConfigError(f"field 'id' must not contain whitespace, got {s.id!r}; use snake_case, e.g. "
-                          f"{'_'.join(s.id.lower().split())!r}.")
-    for k in ('role', 'goal', 'specialization', 'capability'): _check_str(k, getattr(s, k))
+        raise ConfigError(
+            f"field 'id' must not contain whitespace, got {s.id!r}; use snake_case, e.g. "
+            f"{'_'.join(s.id.lower().split())!r}."
+        )
+    for k in ('role', 'goal', 'specialization', 'capability'):
+        _check_str(k, getattr(s, k))
     if not isinstance(s.domain, str) or not s.domain.strip():
-        raise ConfigError(f"field 'domain' must be a non-empty name, got {s.domain!r}; e.g. one of {', '.join(DOMAINS)}, "
-                          "or a name of your own such as 'payments'.")
+        raise ConfigError(
+            f"field 'domain' must be a non-empty name, got {s.domain!r}; e.g. one of {', '.join(DOMAINS)}, "
+            "or a name of your own such as 'payments'."
+        )
     s.cost_per_call = _check_number('cost_per_call', s.cost_per_call, lo=0)
     s.latency_mean = _check_number('latency_mean', s.latency_mean, lo=0, lo_open=True)
     s.latency_std = _check_number('latency_std', s.latency_std, lo=0)
     s.reliability = _check_number('reliability', s.reliability, lo=0, hi=1, lo_open=True)
     s.fallbacks = [] if s.fallbacks is None else s.fallbacks
     s.tags = [] if s.tags is None else s.tags
-    _check_str_list('fallbacks', s.fallbacks); _check_str_list('tags', s.tags)
+    _check_str_list('fallbacks', s.fallbacks)
+    _check_str_list('tags', s.tags)
     dup = [k for k, n in Counter(s.fallbacks).items() if n > 1]
-    if dup: raise ConfigError(f"fallback {dup[0]!r} is listed twice; list each fallback once.")
+    if dup:
+        raise ConfigError(f"fallback {dup[0]!r} is listed twice; list each fallback once.")
     if not isinstance(s.generalist, (bool, np.bool_)):
         raise ConfigError(f"field 'generalist' must be true or false, got {s.generalist!r}.")
     s.generalist = bool(s.generalist)
@@ -68,21 +87,23 @@ def _validate_specialist(s):
 @dataclass
 class Specialist:
     "A callable specialist: who it is (embedded text), what a call costs, how slow and how reliable it is."
-    id: str                   # unique id, snake_case
-    role: str                 # short job title
-    goal: str                 # what it tries to achieve (one sentence)
-    specialization: str       # area of expertise
-    capability: str           # 1-3 concrete sentences: tools, artefacts, deliverables
-    domain: str               # free text: one of DOMAINS in the shipped catalog, any name in yours
-    cost_per_call: float      # USD per call
-    latency_mean: float       # seconds
-    latency_std: float        # seconds
-    reliability: float        # probability in (0, 1] that a call ends without timeout or error
+
+    id: str  # unique id, snake_case
+    role: str  # short job title
+    goal: str  # what it tries to achieve (one sentence)
+    specialization: str  # area of expertise
+    capability: str  # 1-3 concrete sentences: tools, artefacts, deliverables
+    domain: str  # free text: one of DOMAINS in the shipped catalog, any name in yours
+    cost_per_call: float  # USD per call
+    latency_mean: float  # seconds
+    latency_std: float  # seconds
+    reliability: float  # probability in (0, 1] that a call ends without timeout or error
     fallbacks: list[str] = field(default_factory=list)  # ids tried in order when a call fails
-    tags: list[str] = field(default_factory=list)       # free keywords
+    tags: list[str] = field(default_factory=list)  # free keywords
     generalist: bool = False  # broad, medium fit everywhere
 
-    def __post_init__(self): _validate_specialist(self)
+    def __post_init__(self):
+        _validate_specialist(self)
 
     @property
     def capability_text(self) -> str:
@@ -98,17 +119,24 @@ class Specialist:
     def from_dict(cls, d: dict, where: str = 'specialist') -> Specialist:
         "Build from a YAML mapping; `ConfigError` names `where`, the field and the problem."
         if not isinstance(d, dict):
-            raise ConfigError(f"{where}: expected a mapping of fields (`- id: ...` followed by indented `key: value` "
-                              f"lines), got {type(d).__name__} {d!r}.")
+            raise ConfigError(
+                f"{where}: expected a mapping of fields (`- id: ...` followed by indented `key: value` "
+                f"lines), got {type(d).__name__} {d!r}."
+            )
         valid = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(valid))
-        if unknown: raise ConfigError(f"{where}: unknown field(s) {unknown}. Valid fields: {valid}.")
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {unknown}. Valid fields: {valid}.")
         missing = [k for k in cls.required_fields() if k not in d]
-        if missing: raise ConfigError(f"{where}: missing field(s) {missing}. Required fields: {cls.required_fields()}.")
-        try: return cls(**d)
-        except ConfigError as e: raise ConfigError(f"{where}: {e}") from None
+        if missing:
+            raise ConfigError(f"{where}: missing field(s) {missing}. Required fields: {cls.required_fields()}.")
+        try:
+            return cls(**d)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 # %% ../nbs/02_catalog.ipynb #9da6c8d0
 def _find_fallback_cycle(specs: dict[str, Specialist]) -> list[str] | None:
@@ -116,25 +144,36 @@ def _find_fallback_cycle(specs: dict[str, Specialist]) -> list[str] | None:
     WHITE, GRAY, BLACK = 0, 1, 2
     color = {k: WHITE for k in specs}
     for start in specs:
-        if color[start] != WHITE: continue
+        if color[start] != WHITE:
+            continue
         stack, path = [(start, iter(specs[start].fallbacks))], [start]
         color[start] = GRAY
         while stack:
             node, it = stack[-1]
             nxt = next(it, None)
             if nxt is None:
-                color[node] = BLACK; stack.pop(); path.pop(); continue
-            if color.get(nxt) == GRAY: return path[path.index(nxt):] + [nxt]
+                color[node] = BLACK
+                stack.pop()
+                path.pop()
+                continue
+            if color.get(nxt) == GRAY:
+                return path[path.index(nxt) :] + [nxt]
             if color.get(nxt) == WHITE:
-                color[nxt] = GRAY; stack.append((nxt, iter(specs[nxt].fallbacks))); path.append(nxt)
+                color[nxt] = GRAY
+                stack.append((nxt, iter(specs[nxt].fallbacks)))
+                path.append(nxt)
     return None
 
 # %% ../nbs/02_catalog.ipynb #91d1f639
 _TOP_LEVEL_KEYS = ('specialists', 'version', 'description')
 
+
 class Catalog:
     "An ordered, validated set of `Specialist`s with embeddings, a held-out split and roster sampling."
-    def __init__(self, specialists: Sequence[Specialist], source: str = '<catalog>', labels: Sequence[str] | None = None):
+
+    def __init__(
+        self, specialists: Sequence[Specialist], source: str = '<catalog>', labels: Sequence[str] | None = None
+    ):
         "`labels[i]` names entry `i` in error messages (default `specialists[i]`; `row N` for a CSV file)."
         self.source, specs = str(source), list(specialists)
         if not specs:
@@ -143,34 +182,54 @@ class Catalog:
         index = {}
         for i, s in enumerate(specs):
             if s.id in index:
-                raise ConfigError(f"{self.source}: {lab[i]} (id {s.id!r}): duplicate id, already used by "
-                                  f"{lab[index[s.id]]}. Ids must be unique: rename one of them.")
+                raise ConfigError(
+                    f"{self.source}: {lab[i]} (id {s.id!r}): duplicate id, already used by "
+                    f"{lab[index[s.id]]}. Ids must be unique: rename one of them."
+                )
             index[s.id] = i
         for i, s in enumerate(specs):
             for f in s.fallbacks:
                 if f not in index:
-                    raise ConfigError(f"{self.source}: {lab[i]} (id {s.id!r}): unknown fallback id {f!r}. "
-                                      "A fallback must be the id of another specialist in this catalog.")
+                    raise ConfigError(
+                        f"{self.source}: {lab[i]} (id {s.id!r}): unknown fallback id {f!r}. "
+                        "A fallback must be the id of another specialist in this catalog."
+                    )
         self._specs = {s.id: s for s in specs}
         self._index = index
         cycle = _find_fallback_cycle(self._specs)
         if cycle:
-            raise ConfigError(f"{self.source}: {lab[index[cycle[0]]]} (id {cycle[0]!r}): fallback cycle "
-                              f"{' -> '.join(cycle)}. Fallback chains must end: remove one fallback in the cycle.")
+            raise ConfigError(
+                f"{self.source}: {lab[index[cycle[0]]]} (id {cycle[0]!r}): fallback cycle "
+                f"{' -> '.join(cycle)}. Fallback chains must end: remove one fallback in the cycle."
+            )
         self._emb_cache: dict[str, np.ndarray] = {}
 
-    def __len__(self): return len(self._specs)
-    def __iter__(self): return iter(self._specs.values())
-    def __contains__(self, sid): return sid in self._specs
+    def __len__(self):
+        return len(self._specs)
+
+    def __iter__(self):
+        return iter(self._specs.values())
+
+    def __contains__(self, sid):
+        return sid in self._specs
+
     def __getitem__(self, sid: str) -> Specialist:
-        try: return self._specs[sid]
-        except KeyError: raise KeyError(f"No specialist {sid!r} in {self.source}. Known ids: {self.ids}") from None
-    def __repr__(self): return f"Catalog({len(self)} specialists, {len(self.domains())} domains, from {Path(self.source).name})"
+        try:
+            return self._specs[sid]
+        except KeyError:
+            raise KeyError(f"No specialist {sid!r} in {self.source}. Known ids: {self.ids}") from None
+
+    def __repr__(self):
+        return f"Catalog({len(self)} specialists, {len(self.domains())} domains, from {Path(self.source).name})"
 
     @property
-    def ids(self) -> list[str]: return list(self._specs)
+    def ids(self) -> list[str]:
+        return list(self._specs)
+
     @property
-    def specialists(self) -> list[Specialist]: return list(self._specs.values())
+    def specialists(self) -> list[Specialist]:
+        return list(self._specs.values())
+
     def index(self, sid: str) -> int:
         "Row of `sid` in `.ids` (and in `.embeddings()`)."
         return self._index[self[sid].id]
@@ -185,16 +244,24 @@ def from_yaml(cls, path) -> Catalog:
     if unknown:
         raise ConfigError(f"{path}: unknown top-level key(s) {unknown}. Valid keys: {list(_TOP_LEVEL_KEYS)}.")
     if 'specialists' not in data:
-        raise ConfigError(f"{path}: no `specialists:` key at the top level. Put the entries in a list under `specialists:`.")
+        raise ConfigError(
+            f"{path}: no `specialists:` key at the top level. Put the entries in a list under `specialists:`."
+        )
     entries = data['specialists']
-    if entries is None: entries = []
+    if entries is None:
+        entries = []
     if not isinstance(entries, list):
-        raise ConfigError(f"{path}: `specialists` must be a list of entries (`- id: ...`), got {type(entries).__name__}.")
+        raise ConfigError(
+            f"{path}: `specialists` must be a list of entries (`- id: ...`), got {type(entries).__name__}."
+        )
     specs = []
     for i, e in enumerate(entries):
         sid = e.get('id') if isinstance(e, dict) else None
-        specs.append(Specialist.from_dict(e, where=f"{path}: specialists[{i}] " + (f"(id {sid!r})" if sid else "(no id)")))
+        specs.append(
+            Specialist.from_dict(e, where=f"{path}: specialists[{i}] " + (f"(id {sid!r})" if sid else "(no id)"))
+        )
     return cls(specs, source=path)
+
 
 @patch_into(Catalog, cls_method=True)
 def default(cls) -> Catalog:
@@ -208,15 +275,18 @@ def domains(self: Catalog) -> list[str]:
     own = list(dict.fromkeys(s.domain for s in self))
     return [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
 
+
 @patch_into(Catalog)
 def by_domain(self: Catalog) -> dict[str, list[str]]:
     "Ids per domain (domains in `.domains()` order, ids in file order)."
     return {d: [s.id for s in self if s.domain == d] for d in self.domains()}
 
+
 @patch_into(Catalog)
 def generalists(self: Catalog) -> list[str]:
     "Ids of the generalists (`generalist: true`)."
     return [s.id for s in self if s.generalist]
+
 
 @patch_into(Catalog)
 def fallback_chain(self: Catalog, sid: str) -> list[str]:
@@ -224,9 +294,13 @@ def fallback_chain(self: Catalog, sid: str) -> list[str]:
     out, queue, seen = [], list(self[sid].fallbacks), {sid}
     while queue:
         f = queue.pop(0)
-        if f in seen: continue
-        seen.add(f); out.append(f); queue.extend(self._specs[f].fallbacks)
+        if f in seen:
+            continue
+        seen.add(f)
+        out.append(f)
+        queue.extend(self._specs[f].fallbacks)
     return out
+
 
 @patch_into(Catalog)
 def summary(self: Catalog) -> str:
@@ -234,53 +308,100 @@ def summary(self: Catalog) -> str:
     rows = ['| domain | n | generalists | cost $ | latency s | reliability |', '|---|---|---|---|---|---|']
     for d, ids in self.by_domain().items():
         ss = [self[i] for i in ids]
-        rows.append(f"| {d} | {len(ss)} | {sum(s.generalist for s in ss)} | {np.mean([s.cost_per_call for s in ss]):.3f} "
-                    f"| {np.mean([s.latency_mean for s in ss]):.1f} | {np.mean([s.reliability for s in ss]):.2f} |")
-    rows.append(f"| **all** | {len(self)} | {len(self.generalists())} | {np.mean([s.cost_per_call for s in self]):.3f} "
-                f"| {np.mean([s.latency_mean for s in self]):.1f} | {np.mean([s.reliability for s in self]):.2f} |")
+        rows.append(
+            f"| {d} | {len(ss)} | {sum(s.generalist for s in ss)} | {np.mean([s.cost_per_call for s in ss]):.3f} "
+            f"| {np.mean([s.latency_mean for s in ss]):.1f} | {np.mean([s.reliability for s in ss]):.2f} |"
+        )
+    rows.append(
+        f"| **all** | {len(self)} | {len(self.generalists())} | {np.mean([s.cost_per_call for s in self]):.3f} "
+        f"| {np.mean([s.latency_mean for s in self]):.1f} | {np.mean([s.reliability for s in self]):.2f} |"
+    )
     return '\n'.join(rows)
 
 # %% ../nbs/02_catalog.ipynb #1b5bc690
-_FILE_FIELDS = ('id', 'capability', 'role', 'domain', 'cost', 'latency', 'latency_std', 'reliability', 'fallbacks',
-                'generalist', 'goal', 'specialization', 'tags')
+_FILE_FIELDS = (
+    'id',
+    'capability',
+    'role',
+    'domain',
+    'cost',
+    'latency',
+    'latency_std',
+    'reliability',
+    'fallbacks',
+    'generalist',
+    'goal',
+    'specialization',
+    'tags',
+)
 _FILE_ALIASES = {'cost_per_call': 'cost', 'latency_mean': 'latency'}
-_FILE_NUMBERS = {'cost': ('USD per call', 'e.g. 0.002'), 'latency': ('mean seconds per call', 'e.g. 4.5'),
-                 'latency_std': ('seconds', 'e.g. 1.5'), 'reliability': ('a probability in (0, 1]', 'e.g. 0.9')}
+_FILE_NUMBERS = {
+    'cost': ('USD per call', 'e.g. 0.002'),
+    'latency': ('mean seconds per call', 'e.g. 4.5'),
+    'latency_std': ('seconds', 'e.g. 1.5'),
+    'reliability': ('a probability in (0, 1]', 'e.g. 0.9'),
+}
 _BOOL_WORDS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False, '': False}
 
+# %% ../nbs/02_catalog.ipynb #37fdce06
 def _file_entry(raw: dict, where: str) -> Specialist:
     "One entry of a user catalog (YAML mapping or CSV row) -> `Specialist`, defaults filled in; errors name `where`."
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with at least `id` and `capability`, got {type(raw).__name__} {raw!r}.")
+        raise ConfigError(
+            f"{where}: expected a mapping with at least `id` and `capability`, got {type(raw).__name__} {raw!r}."
+        )
     d = {_FILE_ALIASES.get(str(k).strip(), str(k).strip()): v for k, v in raw.items() if k is not None}
-    d = {k: (v.strip() if isinstance(v, str) else v) for k, v in d.items() if not (isinstance(v, str) and not v.strip())}
+    d = {
+        k: (v.strip() if isinstance(v, str) else v) for k, v in d.items() if not (isinstance(v, str) and not v.strip())
+    }
     unknown = sorted(set(d) - set(_FILE_FIELDS))
-    if unknown: raise ConfigError(f"{where}: unknown field(s) {unknown}. Valid fields: {list(_FILE_FIELDS)}.")
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {unknown}. Valid fields: {list(_FILE_FIELDS)}.")
     for k in ('id', 'capability'):
         if d.get(k) in (None, ''):
-            raise ConfigError(f"{where}: missing or empty {k!r}. Every specialist needs an `id` and a `capability` "
-                              "text (what it does, in a sentence or two).")
+            raise ConfigError(
+                f"{where}: missing or empty {k!r}. Every specialist needs an `id` and a `capability` "
+                "text (what it does, in a sentence or two)."
+            )
     for k, (unit, eg) in _FILE_NUMBERS.items():
         if k in d and isinstance(d[k], str):
-            try: d[k] = float(d[k])
+            try:
+                d[k] = float(d[k])
             except ValueError:
-                raise ConfigError(f"{where}: field {k!r} must be a number ({unit}), got {d[k]!r}. Write it as {eg}.") from None
+                raise ConfigError(
+                    f"{where}: field {k!r} must be a number ({unit}), got {d[k]!r}. Write it as {eg}."
+                ) from None
     for k in ('fallbacks', 'tags'):
-        if isinstance(d.get(k), str): d[k] = [x.strip() for x in d[k].replace(',', ';').split(';') if x.strip()]
+        if isinstance(d.get(k), str):
+            d[k] = [x.strip() for x in d[k].replace(',', ';').split(';') if x.strip()]
     if isinstance(d.get('generalist'), str):
         g = d['generalist'].lower()
-        if g not in _BOOL_WORDS: raise ConfigError(f"{where}: field 'generalist' must be true or false, got {d['generalist']!r}.")
+        if g not in _BOOL_WORDS:
+            raise ConfigError(f"{where}: field 'generalist' must be true or false, got {d['generalist']!r}.")
         d['generalist'] = _BOOL_WORDS[g]
     sid, lat, dom = str(d['id']), d.get('latency', 5.0), d.get('domain', 'general')
     role = d.get('role') or sid.replace('_', ' ').replace('-', ' ')
-    kw = dict(id=sid, role=role, goal=d.get('goal', d['capability']), specialization=d.get('specialization', dom),
-              capability=d['capability'], domain=dom, cost_per_call=d.get('cost', 0.01), latency_mean=lat,
-              latency_std=d.get('latency_std', 0.3*lat if _is_number(lat) else lat), reliability=d.get('reliability', 0.95),
-              fallbacks=d.get('fallbacks', []), tags=d.get('tags', []), generalist=d.get('generalist', False))
-    try: return Specialist(**kw)
+    kw = dict(
+        id=sid,
+        role=role,
+        goal=d.get('goal', d['capability']),
+        specialization=d.get('specialization', dom),
+        capability=d['capability'],
+        domain=dom,
+        cost_per_call=d.get('cost', 0.01),
+        latency_mean=lat,
+        latency_std=d.get('latency_std', 0.3 * lat if _is_number(lat) else lat),
+        reliability=d.get('reliability', 0.95),
+        fallbacks=d.get('fallbacks', []),
+        tags=d.get('tags', []),
+        generalist=d.get('generalist', False),
+    )
+    try:
+        return Specialist(**kw)
     except ConfigError as e:
         msg = str(e)
-        for full, short in _FILE_ALIASES.items(): msg = msg.replace(repr(full), repr(short))
+        for full, short in _FILE_ALIASES.items():
+            msg = msg.replace(repr(full), repr(short))
         raise ConfigError(f"{where}: {msg}") from None
 
 # %% ../nbs/02_catalog.ipynb #5b05451e
@@ -289,28 +410,37 @@ def from_file(cls, path) -> Catalog:
     """A catalog of your own from a `.csv` or `.yaml`/`.yml` file: `id` and `capability` required, every other field
     optional with the defaults in the table above. Errors name the file, the row or entry, the field and the fix."""
     path = Path(path)
-    if not path.exists(): raise ConfigError(f"{path}: catalog file not found. Pass the path of a .csv or .yaml file.")
+    if not path.exists():
+        raise ConfigError(f"{path}: catalog file not found. Pass the path of a .csv or .yaml file.")
     suffix = path.suffix.lower()
     if suffix == '.csv':
-        head, recs = read_csv(path, 'catalog')          # encoding, size and CSV errors name the file and the line
+        head, recs = read_csv(path, 'catalog')  # encoding, size and CSV errors name the file and the line
         if not head or 'id' not in [h.strip() for h in head]:
-            raise ConfigError(f"{path}: the first line must be a header naming the columns, with at least `id` and "
-                              f"`capability` (got {head or None}).")
+            raise ConfigError(
+                f"{path}: the first line must be a header naming the columns, with at least `id` and "
+                f"`capability` (got {head or None})."
+            )
         rows = [(f"row {n}", r) for n, r in recs if any((v or '').strip() for v in r.values() if isinstance(v, str))]
         for lab, r in rows:
-            if None in r: raise ConfigError(f"{path}: {lab}: more cells than header columns; quote cells that contain commas.")
+            if None in r:
+                raise ConfigError(f"{path}: {lab}: more cells than header columns; quote cells that contain commas.")
     elif suffix in ('.yaml', '.yml'):
         data = load_yaml(path, expect=None)
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(_TOP_LEVEL_KEYS))
             if unknown or 'specialists' not in data:
-                raise ConfigError(f"{path}: expected a list of entries, or a mapping with a `specialists:` list "
-                                  f"(unknown top-level key(s) {unknown}).")
+                raise ConfigError(
+                    f"{path}: expected a list of entries, or a mapping with a `specialists:` list "
+                    f"(unknown top-level key(s) {unknown})."
+                )
             data = data['specialists']
         if not isinstance(data, list):
-            raise ConfigError(f"{path}: expected a list of specialists (`- id: ...`, `capability: ...`), got {type(data).__name__}.")
+            raise ConfigError(
+                f"{path}: expected a list of specialists (`- id: ...`, `capability: ...`), got {type(data).__name__}."
+            )
         rows = [(f"specialists[{i}]", e) for i, e in enumerate(data)]
-    else: raise ConfigError(f"{path}: unknown catalog format {suffix!r}; use a .csv or .yaml file.")
+    else:
+        raise ConfigError(f"{path}: unknown catalog format {suffix!r}; use a .csv or .yaml file.")
     specs, labels = [], []
     for lab, r in rows:
         sid = r.get('id') if isinstance(r, dict) else None
@@ -320,7 +450,8 @@ def from_file(cls, path) -> Catalog:
 
 # %% ../nbs/02_catalog.ipynb #a708babf
 def _resolve_embedder(embedder):
-    if embedder is not None: return embedder
+    if embedder is not None:
+        return embedder
     return get_embedder()
 
 # %% ../nbs/02_catalog.ipynb #0e88aa8e
@@ -328,22 +459,28 @@ def _resolve_embedder(embedder):
 def _embeddings(self: Catalog, embedder) -> np.ndarray:
     "Cached (not copied) embedding matrix; internal."
     if embedder is None and getattr(self, '_default_key', None) in self._emb_cache:
-        return self._emb_cache[self._default_key]     # hot path: the env samples a roster at every reset
+        return self._emb_cache[self._default_key]  # hot path: the env samples a roster at every reset
     resolved = _resolve_embedder(embedder)
     key = str(getattr(resolved, 'model_id', type(resolved).__qualname__))
-    if embedder is None: self._default_key = key
+    if embedder is None:
+        self._default_key = key
     embedder = resolved
     if key not in self._emb_cache:
         E = np.asarray(embedder.encode([s.capability_text for s in self]), dtype=np.float32)
         if E.ndim != 2 or E.shape[0] != len(self):
-            raise ValueError(f"embedder {key!r} returned shape {E.shape} for {len(self)} texts; expected ({len(self)}, D).")
+            raise ValueError(
+                f"embedder {key!r} returned shape {E.shape} for {len(self)} texts; expected ({len(self)}, D)."
+            )
         self._emb_cache[key] = E
     return self._emb_cache[key]
 
+
 @patch_into(Catalog)
 def embeddings(self: Catalog, embedder=None) -> np.ndarray:
-    "Capability embeddings `(N, D)` float32 in `.ids` order (cached per `embedder.model_id`; default: `get_embedder()`)."
+    """Capability embeddings `(N, D)` float32 in `.ids` order
+    (cached per `embedder.model_id`; default: `get_embedder()`)."""
     return self._embeddings(embedder).copy()
+
 
 @patch_into(Catalog)
 def roster_embeddings(self: Catalog, roster: Sequence[str | None], embedder=None) -> np.ndarray:
@@ -351,7 +488,8 @@ def roster_embeddings(self: Catalog, roster: Sequence[str | None], embedder=None
     E = self._embeddings(embedder)
     out = np.zeros((len(roster), E.shape[1]), dtype=np.float32)
     for i, sid in enumerate(roster):
-        if sid is not None: out[i] = E[self.index(sid)]
+        if sid is not None:
+            out[i] = E[self.index(sid)]
     return out
 
 # %% ../nbs/02_catalog.ipynb #dee94e35
@@ -359,41 +497,65 @@ def roster_embeddings(self: Catalog, roster: Sequence[str | None], embedder=None
 def near_duplicate_groups(self: Catalog, threshold: float = 0.6, embeddings=None, embedder=None) -> list[list[str]]:
     "Connected components of the graph linking specialists whose capability cosine is `>= threshold` (catalog order)."
     E = np.asarray(self._embeddings(embedder) if embeddings is None else embeddings, np.float32)
-    E = E/np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
-    C = E @ E.T; n = len(self.ids); parent = list(range(n))
-    def root(i):
-        while parent[i] != i: parent[i] = parent[parent[i]]; i = parent[i]
-        return i
-    for i, j in zip(*np.nonzero(np.triu(C >= threshold, 1))): parent[root(int(i))] = root(int(j))
-    groups = {}
-    for i in range(n): groups.setdefault(root(i), []).append(self.ids[i])
-    return sorted(groups.values(), key=lambda g: self.ids.index(g[0]))
+    E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    C = E @ E.T
+    n = len(self.ids)
+    parent = list(range(n))
 
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(np.triu(C >= threshold, 1))):
+        parent[root(int(i))] = root(int(j))
+    groups = {}
+    for i in range(n):
+        groups.setdefault(root(i), []).append(self.ids[i])
+    return sorted(groups.values(), key=lambda g: self.ids.index(g[0]))
 
 # %% ../nbs/02_catalog.ipynb #2fbaa2f7
 @patch_into(Catalog)
-def split(self: Catalog, threshold: float = 0.6, min_train: int = 2, embeddings=None, embedder=None) -> tuple[list[str], list[str]]:
+def split(
+    self: Catalog, threshold: float = 0.6, min_train: int = 2, embeddings=None, embedder=None
+) -> tuple[list[str], list[str]]:
     "Deterministic `(train_ids, heldout_ids)`: whole near-duplicate groups per domain plus one generalist (see above)."
-    if not 0 < threshold <= 1: raise ConfigError(f"threshold must be a cosine in (0, 1], got {threshold!r}.")
+    if not 0 < threshold <= 1:
+        raise ConfigError(f"threshold must be a cosine in (0, 1], got {threshold!r}.")
     E = np.asarray(self._embeddings(embedder) if embeddings is None else embeddings, np.float32)
-    E = E/np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12); C = E @ E.T
+    E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    C = E @ E.T
     ix = {s: i for i, s in enumerate(self.ids)}
     groups = self.near_duplicate_groups(threshold, E)
     group_of = {s: g for g in groups for s in g}
     held: set = set()
+
     def can_hold(ids) -> bool:
-        if any(self[s].generalist or s in held for s in ids): return False
-        h, touched = held | set(ids), {self[s].domain for s in ids}     # only the domains this hold-out changes
-        return all(sum(1 for s in ss if s not in h and not self[s].generalist) >= min_train
-                   for d, ss in self.by_domain().items() if d in touched)
+        if any(self[s].generalist or s in held for s in ids):
+            return False
+        h, touched = held | set(ids), {self[s].domain for s in ids}  # only the domains this hold-out changes
+        return all(
+            sum(1 for s in ss if s not in h and not self[s].generalist) >= min_train
+            for d, ss in self.by_domain().items()
+            if d in touched
+        )
+
     for d, ids in self.by_domain().items():
-        cands = sorted((g for g in groups if sum(self[s].domain == d for s in g) >= 2),
-                       key=lambda g: (-sum(self[s].domain == d for s in g), len(g), ix[g[0]]))
+        cands = sorted(
+            (g for g in groups if sum(self[s].domain == d for s in g) >= 2),
+            key=lambda g: (-sum(self[s].domain == d for s in g), len(g), ix[g[0]]),
+        )
         pick = next((g for g in cands if can_hold(g)), None)
         if pick is None:
             singles = [s for s in ids if len(group_of[s]) == 1 and not self[s].generalist]
-            pairs = sorted(((a, b) for n_, a in enumerate(singles) for b in singles[n_ + 1:]), key=lambda p: -C[ix[p[0]], ix[p[1]]])
-            pick = next((list(p) for p in pairs if can_hold(p)), None) or next(([s] for s in singles if can_hold([s])), [])
+            pairs = sorted(
+                ((a, b) for n_, a in enumerate(singles) for b in singles[n_ + 1 :]),
+                key=lambda p: -C[ix[p[0]], ix[p[1]]],
+            )
+            pick = next((list(p) for p in pairs if can_hold(p)), None) or next(
+                ([s] for s in singles if can_hold([s])), []
+            )
         held.update(pick)
     gens = [g for g in self.generalists() if len(group_of[g]) == 1]
     if len(self.generalists()) >= 2 and gens:
@@ -401,59 +563,87 @@ def split(self: Catalog, threshold: float = 0.6, min_train: int = 2, embeddings=
         held.add(min(gens, key=lambda g: (float(C[ix[g], train_rows].max()) if train_rows else 0.0, ix[g])))
     return [s for s in self.ids if s not in held], [s for s in self.ids if s in held]
 
-
 # %% ../nbs/02_catalog.ipynb #b95182a7
 @patch_into(Catalog)
-def sample_roster(self: Catalog, rng: np.random.Generator, subtask_embeddings: np.ndarray, max_specialists: int = 6,
-                  n_relevant: int = 3, pool: Sequence[str] | None = None, embedder=None) -> list[str | None]:
-    "Roster of `max_specialists` slots (ids, `None` for empty): relevant to the subtasks first, then distractors, shuffled."
+def sample_roster(
+    self: Catalog,
+    rng: np.random.Generator,
+    subtask_embeddings: np.ndarray,
+    max_specialists: int = 6,
+    n_relevant: int = 3,
+    pool: Sequence[str] | None = None,
+    embedder=None,
+) -> list[str | None]:
+    """Roster of `max_specialists` slots (ids, `None` for empty):
+    relevant to the subtasks first, then distractors, shuffled."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a np.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}.")
-    if int(max_specialists) < 1: raise ValueError(f"max_specialists must be >= 1, got {max_specialists}.")
+        raise TypeError(
+            f"rng must be a np.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}."
+        )
+    if int(max_specialists) < 1:
+        raise ValueError(f"max_specialists must be >= 1, got {max_specialists}.")
     M = int(max_specialists)
-    fd = _fast_draws(rng)                             # numpy's own draws, without its per-call overhead
+    fd = _fast_draws(rng)  # numpy's own draws, without its per-call overhead
     E = self._embeddings(embedder)
     key = tuple(self.ids if pool is None else pool)
     pc = getattr(self, '_roster_pool', None)
-    if pc is None or pc[0] is not E or pc[1] != key:   # dedup, validate and gather the pool's rows once per distinct pool
+    if (
+        pc is None or pc[0] is not E or pc[1] != key
+    ):  # dedup, validate and gather the pool's rows once per distinct pool
         pool = list(dict.fromkeys(key))
         unknown = [p for p in pool if p not in self]
-        if unknown: raise KeyError(f"pool ids not in the catalog {self.source}: {unknown}")
+        if unknown:
+            raise KeyError(f"pool ids not in the catalog {self.source}: {unknown}")
         pc = self._roster_pool = (E, key, pool, E[[self.index(p) for p in pool]].T.copy() if len(pool) else None)
     pool, P = pc[2], len(pc[2])
     Q = np.asarray(subtask_embeddings, dtype=np.float32)
-    if Q.size == 0: Q = np.zeros((0, E.shape[1]), np.float32)   # no subtasks: distractors only
-    if Q.ndim == 1: Q = Q[None]
+    if Q.size == 0:
+        Q = np.zeros((0, E.shape[1]), np.float32)  # no subtasks: distractors only
+    if Q.ndim == 1:
+        Q = Q[None]
     if Q.ndim != 2 or (len(Q) and Q.shape[1] != E.shape[1]):
         raise ValueError(f"subtask_embeddings must have shape (k, {E.shape[1]}), got {np.shape(subtask_embeddings)}.")
-    n_rows = min(len(Q), M, P)                        # rows that get a pick (one per subtask while slots and pool last)
-    orders = self.__dict__.setdefault('_roster_orders', {})    # rankings per (subtask array, pool, M): a task's are reused
+    n_rows = min(len(Q), M, P)  # rows that get a pick (one per subtask while slots and pool last)
+    orders = self.__dict__.setdefault(
+        '_roster_orders', {}
+    )  # rankings per (subtask array, pool, M): a task's are reused
     ck = (id(subtask_embeddings), id(pc), n_rows)
     oc = orders.get(ck)
-    qb = Q.tobytes()                                  # (compared too: an array edited in place is re-ranked)
+    qb = Q.tobytes()  # (compared too: an array edited in place is re-ranked)
     if oc is None or oc[0] is not subtask_embeddings or oc[4] is not pc or oc[1] != qb:
         sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
         # row r picks among its top 2 unused: only its first r+2 entries matter
-        rows = (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, :n_rows + 2].tolist() if n_rows else []
+        rows = (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, : n_rows + 2].tolist() if n_rows else []
         by_max = (-sims.max(0)).argsort(kind='stable').tolist() if len(sims) else []
-        if len(orders) >= 4096: orders.clear()
+        if len(orders) >= 4096:
+            orders.clear()
         oc = orders[ck] = (subtask_embeddings, qb, rows, by_max, pc)
-    chosen: list[int] = []; taken = set()
+    chosen: list[int] = []
+    taken = set()
     for order in oc[2]:
         top = [j for j in order if j not in taken][:2]
-        j = top[_lemire_below(*fd, len(top)) if fd else rng.integers(len(top))]; chosen.append(j); taken.add(j)
+        j = top[_lemire_below(*fd, len(top)) if fd else rng.integers(len(top))]
+        chosen.append(j)
+        taken.add(j)
     n_top = min(n_relevant, M)
-    if len(chosen) < n_top:                           # top up by best max-cosine
+    if len(chosen) < n_top:  # top up by best max-cosine
         for j in oc[3]:
-            if len(chosen) >= n_top: break
-            if j not in taken: chosen.append(j); taken.add(j)
+            if len(chosen) >= n_top:
+                break
+            if j not in taken:
+                chosen.append(j)
+                taken.add(j)
     rest = list(range(P))
-    for j in sorted(taken, reverse=True): del rest[j]     # the pool minus the chosen, in pool order
+    for j in sorted(taken, reverse=True):
+        del rest[j]  # the pool minus the chosen, in pool order
     n_distract = min(M - len(chosen), len(rest))
     if n_distract:
-        pick = (_floyd_choice(*fd, len(rest), n_distract) if fd and len(rest) <= 10_000
-                else rng.choice(len(rest), size=n_distract, replace=False).tolist())
+        pick = (
+            _floyd_choice(*fd, len(rest), n_distract)
+            if fd and len(rest) <= 10_000
+            else rng.choice(len(rest), size=n_distract, replace=False).tolist()
+        )
         chosen += [rest[j] for j in pick]
     perm = _shuffled_range(*fd, len(chosen)) if fd else rng.permutation(len(chosen)).tolist()
     roster = [pool[chosen[j]] for j in perm]
-    return roster + [None]*(M - len(roster))
+    return roster + [None] * (M - len(roster))

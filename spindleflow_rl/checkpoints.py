@@ -17,127 +17,209 @@ __all__ = ['OUR_POLICY', 'RESUME_MAGIC', 'DEMO_POLICY', 'CheckpointError', 'insp
 # %% ../nbs/94a_checkpoints.ipynb #2814aa06
 class CheckpointError(ConfigError):
     "A checkpoint that cannot be used: `.path` and `.why` (the message names both and the fix)."
+
     def __init__(self, path, why: str):
         self.path, self.why = Path(path), why
         super().__init__(f"{path}: {why}")
 
-OUR_POLICY = 'spindleflow_rl.policy'          # the module of the policy class every SpindleFlow checkpoint names
+
+OUR_POLICY = 'spindleflow_rl.policy'  # the module of the policy class every SpindleFlow checkpoint names
+
 
 def inspect_checkpoint(path) -> dict:
-    "The checkpoint's `data` (JSON, nothing unpickled) when `path` is an intact SpindleFlow checkpoint; else `CheckpointError`."
+    """The checkpoint's `data` (JSON, nothing unpickled) when `path`
+    is an intact SpindleFlow checkpoint; else `CheckpointError`."""
     p = Path(path)
-    if not p.exists(): raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
-    if p.is_dir(): raise CheckpointError(p, 'is a folder without latest.json or final.zip: not a run. Pass a run folder or a .zip checkpoint.')
-    try: head = open(p, 'rb').read(4)
-    except OSError as e: raise CheckpointError(p, f'cannot be read ({e.strerror or e}).') from None
-    if not head: raise CheckpointError(p, 'is empty (0 bytes): not a checkpoint. spindleflow-train writes checkpoints/step_*.zip and final.zip.')
-    try: zf = zipfile.ZipFile(p)
+    if not p.exists():
+        raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
+    if p.is_dir():
+        raise CheckpointError(
+            p, 'is a folder without latest.json or final.zip: not a run. Pass a run folder or a .zip checkpoint.'
+        )
+    try:
+        head = open(p, 'rb').read(4)
+    except OSError as e:
+        raise CheckpointError(p, f'cannot be read ({e.strerror or e}).') from None
+    if not head:
+        raise CheckpointError(
+            p, 'is empty (0 bytes): not a checkpoint. spindleflow-train writes checkpoints/step_*.zip and final.zip.'
+        )
+    try:
+        zf = zipfile.ZipFile(p)
     except (zipfile.BadZipFile, OSError):
-        if head == b'PK\x03\x04': raise CheckpointError(p, 'is a truncated zip (its end is missing: a copy or download was cut short). Copy it again, or use another checkpoint.') from None
-        raise CheckpointError(p, 'is not a zip file, so not a SpindleFlow checkpoint (spindleflow-train writes them as .zip).') from None
+        if head == b'PK\x03\x04':
+            raise CheckpointError(
+                p,
+                'is a truncated zip (its end is missing: a copy or download was cut short). Copy it again, or use '
+                'another checkpoint.',
+            ) from None
+        raise CheckpointError(
+            p, 'is not a zip file, so not a SpindleFlow checkpoint (spindleflow-train writes them as .zip).'
+        ) from None
     with zf:
         missing = [m for m in ('data', 'policy.pth') if m not in zf.namelist()]
-        if missing: raise CheckpointError(p, f'is a zip but not a Stable-Baselines3 checkpoint (no {", ".join(missing)}).')
-        try: bad = zf.testzip()
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e: bad = f'({e})'
-        if bad: raise CheckpointError(p, f'is corrupted: its member {bad} fails its CRC check (damaged on disk or in transfer). Use another checkpoint.')
-        try: data = json.loads(zf.read('data'))
-        except ValueError as e: raise CheckpointError(p, f'is corrupted: its settings (data) are not valid JSON ({e}).') from None
+        if missing:
+            raise CheckpointError(p, f'is a zip but not a Stable-Baselines3 checkpoint (no {", ".join(missing)}).')
+        try:
+            bad = zf.testzip()
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
+            bad = f'({e})'
+        if bad:
+            raise CheckpointError(
+                p,
+                f'is corrupted: its member {bad} fails its CRC check (damaged on disk or in transfer). Use another '
+                f'checkpoint.',
+            )
+        try:
+            data = json.loads(zf.read('data'))
+        except ValueError as e:
+            raise CheckpointError(p, f'is corrupted: its settings (data) are not valid JSON ({e}).') from None
     pc = data.get('policy_class') if isinstance(data, dict) else None
     mod = pc.get('__module__') if isinstance(pc, dict) else None
     if mod != OUR_POLICY:
         shape = (data.get('observation_space') or {}).get('_shape') if isinstance(data, dict) else None
-        raise CheckpointError(p, f"is a Stable-Baselines3 checkpoint of another policy (from {mod or 'an unknown module'}, observations "
-                                 f"of shape {shape}), not a SpindleFlow orchestrator. Pass a checkpoint written by spindleflow-train.")
+        raise CheckpointError(
+            p,
+            f"is a Stable-Baselines3 checkpoint of another policy (from {mod or 'an unknown module'}, observations "
+            f"of shape {shape}), not a SpindleFlow orchestrator. Pass a checkpoint written by spindleflow-train.",
+        )
     return data
 
 # %% ../nbs/94a_checkpoints.ipynb #2584485e
-_ACTIVATIONS = {f"<class 'torch.nn.modules.activation.{n}'>": n for n in ('ReLU', 'Tanh', 'ELU', 'GELU', 'LeakyReLU', 'SiLU')}
+_ACTIVATIONS = {
+    f"<class 'torch.nn.modules.activation.{n}'>": n for n in ('ReLU', 'Tanh', 'ELU', 'GELU', 'LeakyReLU', 'SiLU')
+}
+
 
 def _box(v: dict, key: str, z):
     from gymnasium.spaces import Box
+
     toks = lambda s: {t for t in str(s).strip('[]').split() if t != '...'}
     sh = v.get('_shape') or []
-    try: shape = tuple(int(x) for x in (json.loads(sh) if isinstance(sh, str) else sh))
-    except (ValueError, TypeError): shape = ()
+    try:
+        shape = tuple(int(x) for x in (json.loads(sh) if isinstance(sh, str) else sh))
+    except (ValueError, TypeError):
+        shape = ()
     lo, hi = toks(v.get('low', '')), toks(v.get('high', ''))
     if v.get(':type:') == "<class 'gymnasium.spaces.box.Box'>" and v.get('dtype') == 'float32' and shape:
-        if lo == {'-inf'} and hi == {'inf'}: return Box(-np.inf, np.inf, shape, np.float32)
-        if lo == {'-1.'} and hi == {'1.'}: return Box(-1.0, 1.0, shape, np.float32)
+        if lo == {'-inf'} and hi == {'inf'}:
+            return Box(-np.inf, np.inf, shape, np.float32)
+        if lo == {'-1.'} and hi == {'1.'}:
+            return Box(-1.0, 1.0, shape, np.float32)
     raise CheckpointError(z, f"its {key} ({v.get(':type:')}, low {v.get('low')}) is not a SpindleFlow space.")
+
 
 def _constant(v: dict, key: str, z) -> float:
     s = str(v.get('value_schedule', ''))
-    if s.startswith('ConstantSchedule(val=') and s.endswith(')'): return float(s[len('ConstantSchedule(val='):-1])
-    raise CheckpointError(z, f"its {key} is the schedule {s or v.get(':type:')}: only constant schedules load without unpickling.")
+    if s.startswith('ConstantSchedule(val=') and s.endswith(')'):
+        return float(s[len('ConstantSchedule(val=') : -1])
+    raise CheckpointError(
+        z, f"its {key} is the schedule {s or v.get(':type:')}: only constant schedules load without unpickling."
+    )
+
 
 def _policy_kwargs(v: dict, z) -> dict:
-    from spindleflow_rl.policy import SpindleFlowEncoder   # lazy: +1.2 s (torch, SB3) at CLI start-up
+    from spindleflow_rl.policy import SpindleFlowEncoder  # lazy: +1.2 s (torch, SB3) at CLI start-up
     import torch.nn as nn
+
     out = {}
     for k, s in v.items():
-        if k.startswith(':'): continue
+        if k.startswith(':'):
+            continue
         if k == 'features_extractor_class':
-            if s != f"<class '{OUR_POLICY}.SpindleFlowEncoder'>": raise CheckpointError(z, f"its features extractor is {s}, not SpindleFlow's.")
+            if s != f"<class '{OUR_POLICY}.SpindleFlowEncoder'>":
+                raise CheckpointError(z, f"its features extractor is {s}, not SpindleFlow's.")
             out[k] = SpindleFlowEncoder
-        elif not isinstance(s, str): out[k] = s                  # a JSON value: numbers, lists, dicts as they are
-        elif s in _ACTIVATIONS: out[k] = getattr(nn, _ACTIVATIONS[s])
-        elif s.startswith('<'): raise CheckpointError(z, f"its policy setting {k} is {s[:80]}: not a plain value or a known class.")
+        elif not isinstance(s, str):
+            out[k] = s  # a JSON value: numbers, lists, dicts as they are
+        elif s in _ACTIVATIONS:
+            out[k] = getattr(nn, _ACTIVATIONS[s])
+        elif s.startswith('<'):
+            raise CheckpointError(z, f"its policy setting {k} is {s[:80]}: not a plain value or a known class.")
         else:
-            try: out[k] = ast.literal_eval(s)                    # an older SB3 wrote the values as their repr
-            except (ValueError, SyntaxError): out[k] = s
+            try:
+                out[k] = ast.literal_eval(s)  # an older SB3 wrote the values as their repr
+            except (ValueError, SyntaxError):
+                out[k] = s
     return out
 
 # %% ../nbs/94a_checkpoints.ipynb #65c8778e
 def safe_objects(data: dict, z) -> dict:
-    "Every cloudpickled entry of a SpindleFlow checkpoint's `data`, rebuilt from its readable description; `CheckpointError` for any other."
-    from spindleflow_rl.policy import SpindleFlowPolicy   # lazy: +1.2 s (torch, SB3) at CLI start-up
+    """Every cloudpickled entry of a SpindleFlow checkpoint's `data`, rebuilt
+    from its readable description; `CheckpointError` for any other."""
+    from spindleflow_rl.policy import SpindleFlowPolicy  # lazy: +1.2 s (torch, SB3) at CLI start-up
+
     out = {}
     for k, v in data.items():
-        if not (isinstance(v, dict) and ':serialized:' in v): continue
+        if not (isinstance(v, dict) and ':serialized:' in v):
+            continue
         if k == 'policy_class':
-            if 'SpindleFlowPolicy.' not in str(v.get('__init__', '')): raise CheckpointError(z, 'its policy class is not SpindleFlowPolicy.')
+            if 'SpindleFlowPolicy.' not in str(v.get('__init__', '')):
+                raise CheckpointError(z, 'its policy class is not SpindleFlowPolicy.')
             out[k] = SpindleFlowPolicy
-        elif k in ('observation_space', 'action_space'): out[k] = _box(v, k, z)
-        elif k in ('clip_range', 'clip_range_vf', 'lr_schedule'): out[k] = _constant(v, k, z)
-        elif k == 'policy_kwargs': out[k] = _policy_kwargs(v, z)
-        elif k in ('_last_obs', '_last_episode_starts', '_last_original_obs'): out[k] = None
-        elif k in ('ep_info_buffer', 'ep_success_buffer'): out[k] = collections.deque(maxlen=int(data.get('_stats_window_size', 100)))
-        else: raise CheckpointError(z, f"holds a pickled object {k!r} that this version does not rebuild; refusing to unpickle it.")
+        elif k in ('observation_space', 'action_space'):
+            out[k] = _box(v, k, z)
+        elif k in ('clip_range', 'clip_range_vf', 'lr_schedule'):
+            out[k] = _constant(v, k, z)
+        elif k == 'policy_kwargs':
+            out[k] = _policy_kwargs(v, z)
+        elif k in ('_last_obs', '_last_episode_starts', '_last_original_obs'):
+            out[k] = None
+        elif k in ('ep_info_buffer', 'ep_success_buffer'):
+            out[k] = collections.deque(maxlen=int(data.get('_stats_window_size', 100)))
+        else:
+            raise CheckpointError(
+                z, f"holds a pickled object {k!r} that this version does not rebuild; refusing to unpickle it."
+            )
     return out
+
 
 def load_policy(z, device: str = 'cpu', env=None, trusted: bool = False, **kw):
     """The `SpindleFlowPPO` in checkpoint `z`, checked by `inspect_checkpoint` and built from `safe_objects` (nothing
     unpickled; `trusted`: SB3's own loading, for a resume whose signed state vouches for the zip). Any failure:
     `CheckpointError` naming the file."""
-    from spindleflow_rl.policy import SpindleFlowPPO   # lazy: +1.2 s (torch, SB3) at CLI start-up
+    from spindleflow_rl.policy import SpindleFlowPPO  # lazy: +1.2 s (torch, SB3) at CLI start-up
+
     data = inspect_checkpoint(z)
     objs = None if trusted else safe_objects(data, z)
-    try: return SpindleFlowPPO.load(z, env=env, device=device, custom_objects=objs, **kw)
-    except CheckpointError: raise
+    try:
+        return SpindleFlowPPO.load(z, env=env, device=device, custom_objects=objs, **kw)
+    except CheckpointError:
+        raise
     except Exception as e:
-        raise CheckpointError(z, f"cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}). It was "
-                                 "written by another version or for another environment: retrain it, or use one from this version.") from None
+        raise CheckpointError(
+            z,
+            f"cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}). It was "
+            "written by another version or for another environment: retrain it, or use one from this version.",
+        ) from None
 
 # %% ../nbs/94a_checkpoints.ipynb #2cbeacf6
 RESUME_MAGIC = b'SPINDLEFLOW-RESUME/1\n'
 
+
 def resume_key_path() -> Path:
     "Where this user's signing key is: `$SPINDLEFLOW_RESUME_KEY`, else `<cache>/keys/resume.key`."
-    return Path(os.environ.get('SPINDLEFLOW_RESUME_KEY') or default_cache_dir()/'keys'/'resume.key').expanduser()
+    return Path(os.environ.get('SPINDLEFLOW_RESUME_KEY') or default_cache_dir() / 'keys' / 'resume.key').expanduser()
+
 
 def resume_key() -> bytes:
-    "This user's secret for signing resume states: 32 random bytes in `resume_key_path()` (0600), made once, atomically."
+    """This user's secret for signing resume states: 32 random
+    bytes in `resume_key_path()` (0600), made once, atomically."""
     p = resume_key_path()
     if not p.exists():
         p.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = p.with_name(f'.resume.key.{os.getpid()}.{secrets.token_hex(4)}')
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, 'wb') as f: f.write(secrets.token_bytes(32))
-        try: os.link(tmp, p)                       # whole or absent: of two processes making it at once, one wins
-        except FileExistsError: pass
-        finally: os.unlink(tmp)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(secrets.token_bytes(32))
+        try:
+            os.link(tmp, p)  # whole or absent: of two processes making it at once, one wins
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
     return p.read_bytes()
+
 
 def sign_resume_state(payload: bytes, model_zip: bytes) -> bytes:
     "The bytes of a resume-state file: magic, payload length, HMAC over (sha256 of the model zip + payload), payload."
@@ -150,87 +232,148 @@ def read_resume_state(path, zip_path, trust: bool = False) -> tuple[dict | None,
     cut short or unreadable (resume from the weights alone); `CheckpointError` when it is signed by another key or not
     signed (unless `trust`: then it is unpickled anyway)."""
     p = Path(path)
-    if not p.is_file(): return None, f"{p.name} is missing"
-    try: blob = p.read_bytes()
-    except OSError as e: return None, f"{p} cannot be read ({e.strerror})"
+    if not p.is_file():
+        return None, f"{p.name} is missing"
+    try:
+        blob = p.read_bytes()
+    except OSError as e:
+        return None, f"{p} cannot be read ({e.strerror})"
     n = len(RESUME_MAGIC)
     signed = blob.startswith(RESUME_MAGIC) and len(blob) >= n + 40
     if signed:
-        size, mac, payload = int.from_bytes(blob[n:n + 8], 'big'), blob[n + 8:n + 40], blob[n + 40:]
-        if len(payload) != size: return None, f"{p} is cut short ({len(payload):,} of {size:,} bytes)"
-        ok = hmac.compare_digest(mac, hmac.new(resume_key(), hashlib.sha256(Path(zip_path).read_bytes()).digest() + payload, 'sha256').digest())
-    else: payload, ok = blob, False
+        size, mac, payload = int.from_bytes(blob[n : n + 8], 'big'), blob[n + 8 : n + 40], blob[n + 40 :]
+        if len(payload) != size:
+            return None, f"{p} is cut short ({len(payload):,} of {size:,} bytes)"
+        ok = hmac.compare_digest(
+            mac,
+            hmac.new(resume_key(), hashlib.sha256(Path(zip_path).read_bytes()).digest() + payload, 'sha256').digest(),
+        )
+    else:
+        payload, ok = blob, False
     if not ok and not trust:
-        why = ('is signed with another key: it was written by another user or machine (or this machine\'s key '
-               f'{resume_key_path()} was replaced), or it does not belong to {Path(zip_path).name}') if signed \
-              else 'is not signed (written by someone else, or by a version before signing)'
-        raise CheckpointError(p, f"{why}. Resuming unpickles it, which can run code: pass --trust-resume-state if you trust "
-                                 f"this run folder's author, or start a new run from its weights with --init-from {Path(zip_path)}.")
-    try: return pickle.loads(payload), ''
-    except Exception as e: return None, f"{p} cannot be unpickled ({type(e).__name__}: {str(e)[:120]})"
+        why = (
+            (
+                'is signed with another key: it was written by another user or machine (or this machine\'s key '
+                f'{resume_key_path()} was replaced), or it does not belong to {Path(zip_path).name}'
+            )
+            if signed
+            else 'is not signed (written by someone else, or by a version before signing)'
+        )
+        raise CheckpointError(
+            p,
+            f"{why}. Resuming unpickles it, which can run code: pass --trust-resume-state if you trust "
+            f"this run folder's author, or start a new run from its weights with --init-from {Path(zip_path)}.",
+        )
+    try:
+        return pickle.loads(payload), ''
+    except Exception as e:
+        return None, f"{p} cannot be unpickled ({type(e).__name__}: {str(e)[:120]})"
 
 # %% ../nbs/94a_checkpoints.ipynb #5d66f92b
-def _note(msg: str): print(f"note: {msg}", file=sys.stderr, flush=True)
+def _note(msg: str):
+    print(f"note: {msg}", file=sys.stderr, flush=True)
+
 
 def read_latest(p: Path) -> dict:
     "A run's `latest.json`; `CheckpointError` naming it when it is not the JSON a run writes."
-    try: st = json.loads(read_user_text(p, 'latest.json'))
+    try:
+        st = json.loads(read_user_text(p, 'latest.json'))
     except ValueError as e:
-        raise CheckpointError(p, f"is not valid JSON ({e}): it was cut short or edited. Pass one of the run's checkpoint zips "
-                                 f"instead (--checkpoint {p.parent/'checkpoints'}/step_....zip).") from None
+        raise CheckpointError(
+            p,
+            f"is not valid JSON ({e}): it was cut short or edited. Pass one of the run's checkpoint zips "
+            f"instead (--checkpoint {p.parent / 'checkpoints'}/step_....zip).",
+        ) from None
     if not isinstance(st, dict) or not isinstance(st.get('checkpoint'), str):
-        raise CheckpointError(p, "is not a run's latest.json (no 'checkpoint' entry). Pass the run folder spindleflow-train wrote.")
+        raise CheckpointError(
+            p, "is not a run's latest.json (no 'checkpoint' entry). Pass the run folder spindleflow-train wrote."
+        )
     return st
 
+
 def _step(z: Path) -> int:
-    try: return int(z.stem.split('_')[-1])
-    except ValueError: return -1
+    try:
+        return int(z.stem.split('_')[-1])
+    except ValueError:
+        return -1
+
 
 def _state_for(st: dict, run_dir: Path, z: Path, data: dict) -> dict:
-    "The run state of checkpoint `z` of the run (`st`: its latest.json): its own timesteps, curriculum and resume state."
+    """The run state of checkpoint `z` of the run (`st`: its
+    latest.json): its own timesteps, curriculum and resume state."""
     n = int(data['num_timesteps'])
     hist = [h for h in (st.get('curriculum') or {}).get('history', []) if h['end'] <= n]
     rs = z.with_suffix('.resume.pkl')
-    if z.name == 'final.zip' and st.get('num_timesteps') == n and st.get('resume_state'): rs = run_dir/st['resume_state']
-    return {**st, 'num_timesteps': n, 'checkpoint': str(z), 'resume_state': str(rs) if rs.exists() else None, 'run_dir': str(run_dir),
-            'curriculum': {'idx': len(hist), 'start': hist[-1]['end'] if hist else 0, 'recent': [], 'history': hist}}
+    if z.name == 'final.zip' and st.get('num_timesteps') == n and st.get('resume_state'):
+        rs = run_dir / st['resume_state']
+    return {
+        **st,
+        'num_timesteps': n,
+        'checkpoint': str(z),
+        'resume_state': str(rs) if rs.exists() else None,
+        'run_dir': str(run_dir),
+        'curriculum': {'idx': len(hist), 'start': hist[-1]['end'] if hist else 0, 'recent': [], 'history': hist},
+    }
 
 # %% ../nbs/94a_checkpoints.ipynb #6b2765c5
 def previous_good(run_dir: Path, before: int, bad: Path) -> Path | None:
     "The newest intact `checkpoints/step_*.zip` of the run below `before` timesteps (not `bad`), or None."
-    for z in sorted((Path(run_dir)/'checkpoints').glob('step_*.zip'), key=_step, reverse=True):
-        if _step(z) >= before or z.resolve() == Path(bad).resolve(): continue
-        try: inspect_checkpoint(z); return z
-        except CheckpointError: continue
+    for z in sorted((Path(run_dir) / 'checkpoints').glob('step_*.zip'), key=_step, reverse=True):
+        if _step(z) >= before or z.resolve() == Path(bad).resolve():
+            continue
+        try:
+            inspect_checkpoint(z)
+            return z
+        except CheckpointError:
+            continue
     return None
+
 
 def resolve_checkpoint(path, fallback: bool = True) -> tuple[Path, dict]:
     """`(zip path, run state)` for a run folder, a `latest.json` or a checkpoint zip, each checked by
     `inspect_checkpoint`. The state has `run_dir`. A run whose latest checkpoint is missing or damaged falls back to its
     previous good one (`fallback`), with a note naming both."""
-    if not str(path).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
+    if not str(path).strip():
+        raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     p = Path(path)
-    if not p.exists(): raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
-    if p.is_dir(): p = p/'latest.json'
+    if not p.exists():
+        raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
+    if p.is_dir():
+        p = p / 'latest.json'
     if p.suffix == '.json':
         if not p.exists():
             crash = sorted(p.parent.glob('checkpoints/crash_*.json'))
             why = f" The run crashed before its first checkpoint: see {crash[-1]}." if crash else ''
-            raise CheckpointError(p, f"no latest.json here.{why} Pass a run folder that has checkpoints, or a .zip checkpoint.")
-        st, run_dir = read_latest(p), p.parent; z = run_dir/st['checkpoint']
-        try: data = inspect_checkpoint(z); return z, {**st, 'run_dir': str(run_dir)}
+            raise CheckpointError(
+                p, f"no latest.json here.{why} Pass a run folder that has checkpoints, or a .zip checkpoint."
+            )
+        st, run_dir = read_latest(p), p.parent
+        z = run_dir / st['checkpoint']
+        try:
+            data = inspect_checkpoint(z)
+            return z, {**st, 'run_dir': str(run_dir)}
         except CheckpointError as e:
             prev = previous_good(run_dir, int(st.get('num_timesteps') or 0), z) if fallback else None
-            if prev is None: raise CheckpointError(z, f"{e.why} (latest.json points at it, and the run has no earlier intact checkpoint).") from None
-            _note(f"{z} {e.why.split('. ')[0].replace('not found', 'is missing')}; using the previous good checkpoint {prev}.")
+            if prev is None:
+                raise CheckpointError(
+                    z, f"{e.why} (latest.json points at it, and the run has no earlier intact checkpoint)."
+                ) from None
+            _note(
+                f"{z} {e.why.split('. ')[0].replace('not found', 'is missing')}; using the previous good checkpoint "
+                f"{prev}."
+            )
             return prev, _state_for(st, run_dir, prev, inspect_checkpoint(prev))
     if p.suffix == '.zip':
         data = inspect_checkpoint(p)
-        st_path = next((d/'latest.json' for d in (p.parent, p.parent.parent) if (d/'latest.json').exists()), None)
-        if st_path is None: return p, {'run_dir': str(p.parent)}
+        st_path = next((d / 'latest.json' for d in (p.parent, p.parent.parent) if (d / 'latest.json').exists()), None)
+        if st_path is None:
+            return p, {'run_dir': str(p.parent)}
         st = read_latest(st_path)
-        if Path(st_path.parent/st['checkpoint']).resolve() == p.resolve(): return p, {**st, 'run_dir': str(st_path.parent)}
-        return p, _state_for(st, st_path.parent, p, data)     # another checkpoint of the run: its own timesteps and curriculum
+        if Path(st_path.parent / st['checkpoint']).resolve() == p.resolve():
+            return p, {**st, 'run_dir': str(st_path.parent)}
+        return p, _state_for(
+            st, st_path.parent, p, data
+        )  # another checkpoint of the run: its own timesteps and curriculum
     raise CheckpointError(p, 'is neither a run folder, a latest.json nor a .zip checkpoint.')
 
 # %% ../nbs/94a_checkpoints.ipynb #7d1509dc
@@ -238,34 +381,48 @@ def load_model(checkpoint, device: str = 'cpu'):
     """`(model, run config, zip)` for a run folder (its `final.zip`, else its latest checkpoint), a `latest.json` or any
     checkpoint zip, loaded without unpickling (`load_policy`). A damaged `final.zip`: the checkpoint it was copied from."""
     p = Path(checkpoint)
-    if str(checkpoint).strip() and p.is_dir() and (p/'final.zip').exists():
-        st = read_latest(p/'latest.json') if (p/'latest.json').exists() else {}
-        try: inspect_checkpoint(p/'final.zip'); z, st = p/'final.zip', {**st, 'run_dir': str(p)}
+    if str(checkpoint).strip() and p.is_dir() and (p / 'final.zip').exists():
+        st = read_latest(p / 'latest.json') if (p / 'latest.json').exists() else {}
+        try:
+            inspect_checkpoint(p / 'final.zip')
+            z, st = p / 'final.zip', {**st, 'run_dir': str(p)}
         except CheckpointError as e:
-            if not st: raise
+            if not st:
+                raise
             z, st = resolve_checkpoint(p)
-            _note(f"{p/'final.zip'} {e.why.split('. ')[0]}; using {z.name}, the checkpoint it was copied from ({int(st['num_timesteps']):,} timesteps).")
-    else: z, st = resolve_checkpoint(p)
+            _note(
+                f"{p / 'final.zip'} {e.why.split('. ')[0]}; using {z.name}, the checkpoint it was copied from "
+                f"({int(st['num_timesteps']):,} timesteps)."
+            )
+    else:
+        z, st = resolve_checkpoint(p)
     model = load_policy(z, device)
     cfg = st.get('config') or {}
-    if not cfg and (z.parent/'config.json').exists(): cfg = json.loads(read_user_text(z.parent/'config.json', 'run config'))
-    if not cfg:     # a bare zip: the roster size follows from the model's action space (M + 6)
+    if not cfg and (z.parent / 'config.json').exists():
+        cfg = json.loads(read_user_text(z.parent / 'config.json', 'run config'))
+    if not cfg:  # a bare zip: the roster size follows from the model's action space (M + 6)
         cfg = {'env': {'max_specialists': int(model.action_space.shape[0]) - 6}}
     cfg['_run_dir'] = st.get('run_dir') or str(z.parent)
     return model, cfg, z
 
 # %% ../nbs/94a_checkpoints.ipynb #d010f137
-DEMO_POLICY = PACKAGE_DIR/'assets'/'demo_policy.zip'     # the shipped demo policy (trained in chapter 12)
+DEMO_POLICY = PACKAGE_DIR / 'assets' / 'demo_policy.zip'  # the shipped demo policy (trained in chapter 12)
+
 
 def init_source(path) -> tuple[Path, dict]:
-    "The checkpoint zip that `--init-from` names (`demo`: the shipped demo policy), checked, and its run config (`{}` if none)."
+    """The checkpoint zip that `--init-from` names (`demo`: the shipped
+    demo policy), checked, and its run config (`{}` if none)."""
     if str(path) == 'demo':
         side = DEMO_POLICY.with_suffix('.json')
         return DEMO_POLICY, (json.loads(side.read_text()) if side.exists() else {})
     p = Path(path)
-    if p.is_dir() and (p/'final.zip').exists(): z, st = p/'final.zip', {}; inspect_checkpoint(z)
-    else: z, st = resolve_checkpoint(p)
+    if p.is_dir() and (p / 'final.zip').exists():
+        z, st = p / 'final.zip', {}
+        inspect_checkpoint(z)
+    else:
+        z, st = resolve_checkpoint(p)
     cfg = st.get('config') or {}
-    for side in (z.with_suffix('.json'), z.parent/'config.json', z.parent.parent/'config.json'):
-        if not cfg and side.exists() and side.name != 'latest.json': cfg = json.loads(read_user_text(side, 'run config'))
+    for side in (z.with_suffix('.json'), z.parent / 'config.json', z.parent.parent / 'config.json'):
+        if not cfg and side.exists() and side.name != 'latest.json':
+            cfg = json.loads(read_user_text(side, 'run config'))
     return z, cfg

@@ -8,7 +8,17 @@ import argparse, dataclasses, json, os, sys, time, traceback
 from dataclasses import dataclass, fields
 from pathlib import Path
 from .checkpoints import DEMO_POLICY, resolve_checkpoint
-from .config import ConfigError, EnvConfig, RewardConfig, allowed, check_value, config_path, default_cache_dir, load_yaml, param
+from spindleflow_rl.config import (
+    ConfigError,
+    EnvConfig,
+    RewardConfig,
+    allowed,
+    check_value,
+    config_path,
+    default_cache_dir,
+    load_yaml,
+    param,
+)
 from .llm import OpenAIConfig, load_env_file
 
 # %% auto #0
@@ -20,146 +30,245 @@ __all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'PPO_ONLY', 'FULL_INFO_ONLY'
 # %% ../nbs/97_cli.ipynb #7cce706d
 def _show(v) -> str:
     "A default as the help text shows it (and as the command line would write it)."
-    if isinstance(v, bool): return 'true' if v else 'false'
-    if isinstance(v, (list, tuple)): return ','.join(_show(x) for x in v) if v else "''"
-    if v == '' or v is None: return "''"
+    if isinstance(v, bool):
+        return 'true' if v else 'false'
+    if isinstance(v, (list, tuple)):
+        return ','.join(_show(x) for x in v) if v else "''"
+    if v == '' or v is None:
+        return "''"
     return str(v)
 
+
 def _converter(md: dict, flag: str):
-    "The argparse `type` of a field: text -> value of the field's kind, checked against its `param` (a usage error otherwise)."
+    """The argparse `type` of a field: text -> value of the field's
+    kind, checked against its `param` (a usage error otherwise)."""
     kind = md.get('kind') or str
+
     def conv(text: str):
         if not text.strip() and not md.get('flag_empty_ok'):
             raise argparse.ArgumentTypeError("must not be empty (leave the flag out for the default)")
         try:
-            if kind is int: v = int(text)
-            elif kind is float: v = float(text)
-            elif kind in (list, tuple): v = [float(x) for x in text.split(',')] if text.strip() else []
-            else: v = text
+            if kind is int:
+                v = int(text)
+            elif kind is float:
+                v = float(text)
+            elif kind in (list, tuple):
+                v = [float(x) for x in text.split(',')] if text.strip() else []
+            else:
+                v = text
         except ValueError:
             what = {int: 'a whole number', float: 'a number'}.get(kind, 'numbers separated by commas, e.g. 0,2')
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        try: return check_value(md, v, '')
-        except ConfigError as e: raise argparse.ArgumentTypeError(str(e).lstrip(': ').strip()) from None
+        try:
+            return check_value(md, v, '')
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).lstrip(': ').strip()) from None
+
     conv.__name__ = getattr(kind, '__name__', 'value')
     return conv
 
 # %% ../nbs/97_cli.ipynb #d421e1a2
-def add_fields(ap, cls, section: str | None = None, only=(), skip=(), defaults: dict | None = None) -> argparse.ArgumentParser:
+def add_fields(
+    ap, cls, section: str | None = None, only=(), skip=(), defaults: dict | None = None
+) -> argparse.ArgumentParser:
     """One flag per field of dataclass `cls` (the fields in `only` when given; never those marked `cli=False`), its type,
     allowed values and help from the field's `param`, the default shown from `defaults` (else the field's). Flags parse
     to `None` when absent; their `dest` is `section.field` (or the field's name), for `overrides`."""
     for f in fields(cls):
         md = {'kind': type(f.default) if f.default is not dataclasses.MISSING else list, **f.metadata}
-        if (only and f.name not in only) or f.name in skip or md.get('cli') is False: continue
+        if (only and f.name not in only) or f.name in skip or md.get('cli') is False:
+            continue
         flag, dest = '--' + f.name.replace('_', '-'), f"{section}.{f.name}" if section else f.name
-        default = (defaults or {}).get(f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory())
+        default = (defaults or {}).get(
+            f.name, f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        )
         shown = md.get('show') or _show(default)
         rule = allowed(md) if md.get('kind') in (int, float) or md.get('choices') or md.get('rule') else ''
-        help = f"{md.get('help', '')} (default: {shown}" + (f"; {rule}" if rule and not md.get('choices') else '') + \
-               (f"; config: {section}.{f.name}" if section else '') + ')'
+        help = (
+            f"{md.get('help', '')} (default: {shown}"
+            + (f"; {rule}" if rule and not md.get('choices') else '')
+            + (f"; config: {section}.{f.name}" if section else '')
+            + ')'
+        )
         names = [flag, *md.get('aliases', ())]
-        if md.get('positional'): ap.add_argument(dest, metavar=md.get('metavar'), help=help.replace('%', '%%')); continue
+        if md.get('positional'):
+            ap.add_argument(dest, metavar=md.get('metavar'), help=help.replace('%', '%%'))
+            continue
         kw = dict(dest=dest, default=None, help=help.replace('%', '%%'))
         if md['kind'] is bool:
             kw['action'] = argparse.BooleanOptionalAction if section else 'store_true'
-        elif md.get('many'): kw.update(action='append', choices=md.get('choices'))
-        elif md.get('nargs'): kw.update(nargs=md['nargs'], metavar=md.get('metavar'), required=bool(md.get('required')))
+        elif md.get('many'):
+            kw.update(action='append', choices=md.get('choices'))
+        elif md.get('nargs'):
+            kw.update(nargs=md['nargs'], metavar=md.get('metavar'), required=bool(md.get('required')))
         else:
-            kw.update(type=_converter(md, flag), required=bool(md.get('required')), metavar=md.get('metavar') or f.name.upper())
+            kw.update(
+                type=_converter(md, flag),
+                required=bool(md.get('required')),
+                metavar=md.get('metavar') or f.name.upper(),
+            )
         ap.add_argument(*names, **kw)
     return ap
 
+
 def overrides(args) -> dict:
-    "The flags given (not `None`), as config sections: `{'train': {'n_envs': 2}, 'openai': {...}}` (flags without a section left out)."
+    """The flags given (not `None`), as config sections: `{'train':
+    {'n_envs': 2}, 'openai': {...}}` (flags without a section left out)."""
     out = {}
     for k, v in vars(args).items():
-        if v is not None and '.' in k: sec, name = k.split('.', 1); out.setdefault(sec, {})[name] = v
+        if v is not None and '.' in k:
+            sec, name = k.split('.', 1)
+            out.setdefault(sec, {})[name] = v
     return out
 
 # %% ../nbs/97_cli.ipynb #f980c4e2
 def _internal_error(prog: str, e: BaseException) -> int:
     "A bug, not the user's input: one line, and the traceback in a file for the report."
-    if os.environ.get('SPINDLEFLOW_TRACEBACK'): raise e
+    if os.environ.get('SPINDLEFLOW_TRACEBACK'):
+        raise e
     where = ''
     try:
-        d = default_cache_dir()/'errors'; d.mkdir(parents=True, exist_ok=True)
-        p = d/f"{prog}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-        p.write_text(''.join(traceback.format_exception(e))); where = f" Details: {p}."
-    except OSError: pass
+        d = default_cache_dir() / 'errors'
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"{prog}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+        p.write_text(''.join(traceback.format_exception(e)))
+        where = f" Details: {p}."
+    except OSError:
+        pass
     print(f"{prog}: internal error: {type(e).__name__}: {str(e)[:300]}.{where} Please report it.", file=sys.stderr)
     return 1
 
+
 def run_command(prog: str, body, *args) -> int:
     "Run `body(*args)` and map how it ended to an exit code: 0, 2 (usage), 1 (runtime failure), 130 (interrupted)."
-    from spindleflow_rl.runs import CallsFailedError, Interrupted   # lazy: loads torch and SB3 (~1.5 s)
-    try: return body(*args) or 0
-    except SystemExit as e: return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)   # argparse: usage, --help
-    except ConfigError as e: print(f"{prog}: error: {e}", file=sys.stderr); return 2
-    except CallsFailedError as e: print(f"{prog}: failed: {e}", file=sys.stderr); return 1
-    except Interrupted as e: print(f"\n{prog}: {e.message}", file=sys.stderr, flush=True); return 130
-    except KeyboardInterrupt: print(f"\n{prog}: interrupted before anything was written.", file=sys.stderr, flush=True); return 130
-    except FloatingPointError as e: print(f"{prog}: error: {e}", file=sys.stderr); return 1    # training diverged (NonFiniteError)
-    except OSError as e: print(f"{prog}: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}.", file=sys.stderr); return 1
-    except Exception as e: return _internal_error(prog, e)
+    from spindleflow_rl.runs import CallsFailedError, Interrupted  # lazy: loads torch and SB3 (~1.5 s)
+
+    try:
+        return body(*args) or 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)  # argparse: usage, --help
+    except ConfigError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except CallsFailedError as e:
+        print(f"{prog}: failed: {e}", file=sys.stderr)
+        return 1
+    except Interrupted as e:
+        print(f"\n{prog}: {e.message}", file=sys.stderr, flush=True)
+        return 130
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted before anything was written.", file=sys.stderr, flush=True)
+        return 130
+    except FloatingPointError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1  # training diverged (NonFiniteError)
+    except OSError as e:
+        print(f"{prog}: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}.", file=sys.stderr)
+        return 1
+    except Exception as e:
+        return _internal_error(prog, e)
+
 
 def read_env_files(env_file: str | None):
-    "`.env` in the working folder when present (not UTF-8 or unreadable: a usage error), or the `--env-file` given, which must exist."
+    """`.env` in the working folder when present (not UTF-8 or unreadable:
+    a usage error), or the `--env-file` given, which must exist."""
     names = load_env_file(env_file, required=True) if env_file is not None else load_env_file('.env')
-    if names: print(f"read {', '.join(names)} from {env_file or '.env'}")
+    if names:
+        print(f"read {', '.join(names)} from {env_file or '.env'}")
+
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=description + ' Reads .env from the working folder first (variables already set win).')
+    return argparse.ArgumentParser(
+        prog=prog, description=description + ' Reads .env from the working folder first (variables already set win).'
+    )
 
 # %% ../nbs/97_cli.ipynb #8ed34198
 @dataclass
 class TrainOptions:
     "What `spindleflow-train` takes besides the run config."
-    checkpoint: str = param('', 'resume from a run folder, latest.json or checkpoint zip (a damaged latest checkpoint: the previous good one)')
+
+    checkpoint: str = param(
+        '',
+        'resume from a run folder, latest.json or checkpoint zip (a damaged latest checkpoint: the previous good one)',
+    )
     config: str = param('', 'YAML file overriding sections of the shipped train.yaml')
     demo_mode: bool = param(False, 'simulated backend, no network (the default backend)')
-    env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
-    trust_resume_state: bool = param(False, 'resume from a run folder whose resume state you did not sign (another user or machine): '
-                                     'it is unpickled, which can run code; only for folders whose author you trust')
+    env_file: str = param(
+        '.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent'
+    )
+    trust_resume_state: bool = param(
+        False,
+        'resume from a run folder whose resume state you did not sign (another user or machine): '
+        'it is unpickled, which can run code; only for folders whose author you trust',
+    )
 
-TRAIN_EXTRA = (('openai', ('base_url', 'max_concurrency', 'tokens_per_minute')), ('reward', ('cost_coef',)), ('env', ('cost_coef_range',)))
+
+TRAIN_EXTRA = (
+    ('openai', ('base_url', 'max_concurrency', 'tokens_per_minute')),
+    ('reward', ('cost_coef',)),
+    ('env', ('cost_coef_range',)),
+)
+
 
 def train_parser() -> argparse.ArgumentParser:
-    "`spindleflow-train`'s parser: `TrainOptions`, every `TrainConfig` field, and `TRAIN_EXTRA`; defaults shown from train.yaml."
-    from spindleflow_rl.runs import TrainConfig   # lazy: loads torch and SB3 (~1.5 s)
+    """`spindleflow-train`'s parser: `TrainOptions`, every `TrainConfig`
+    field, and `TRAIN_EXTRA`; defaults shown from train.yaml."""
+    from spindleflow_rl.runs import TrainConfig  # lazy: loads torch and SB3 (~1.5 s)
+
     shipped = load_yaml(config_path('train.yaml'))
     ap = parser('spindleflow-train', 'Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO), then evaluate it.')
     add_fields(ap, TrainOptions)
     add_fields(ap, TrainConfig, 'train', defaults=shipped.get('train'))
     for sec, names in TRAIN_EXTRA:
-        add_fields(ap, {'openai': OpenAIConfig, 'reward': RewardConfig, 'env': EnvConfig}[sec], sec, only=names, defaults=shipped.get(sec))
+        add_fields(
+            ap,
+            {'openai': OpenAIConfig, 'reward': RewardConfig, 'env': EnvConfig}[sec],
+            sec,
+            only=names,
+            defaults=shipped.get(sec),
+        )
     return ap
 
 # %% ../nbs/97_cli.ipynb #41b8be67
 def train_overrides(a) -> dict:
-    "The flags as config sections, after the checks between flags (an ineffective or contradictory combination is refused)."
-    ov = overrides(a); t = ov.setdefault('train', {})
+    """The flags as config sections, after the checks between flags
+    (an ineffective or contradictory combination is refused)."""
+    ov = overrides(a)
+    t = ov.setdefault('train', {})
     if 'phase' in t:
-        if t.get('curriculum'): raise ConfigError("--phase trains one phase; --curriculum trains them all: give one of the two.")
+        if t.get('curriculum'):
+            raise ConfigError("--phase trains one phase; --curriculum trains them all: give one of the two.")
         t['curriculum'] = False
     if a.demo_mode:
-        if t.get('backend', 'sim') != 'sim': raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {t['backend']}.")
-        if t.get('tier', 0) > 1: raise ConfigError("--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai.")
+        if t.get('backend', 'sim') != 'sim':
+            raise ConfigError(
+                f"--demo-mode runs the simulated backend; it cannot be combined with --backend {t['backend']}."
+            )
+        if t.get('tier', 0) > 1:
+            raise ConfigError(
+                "--demo-mode has no LLM judge: use --tier 0 or 1, or drop --demo-mode and use --backend openai."
+            )
         t['backend'] = 'sim'
     if a.checkpoint and 'init_from' in t:
-        raise ConfigError("--init-from starts a new run from other weights; a resume (--checkpoint) keeps its own. Drop one of them.")
+        raise ConfigError(
+            "--init-from starts a new run from other weights; a resume (--checkpoint) keeps its own. Drop one of them."
+        )
     return {k: v for k, v in ov.items() if v}
+
 
 def _train_config(a, ov: dict) -> dict:
     "The run config: train.yaml, then (a resume) the run's saved config, then --config, then the flags."
-    from spindleflow_rl.runs import load_run_config   # lazy: loads torch and SB3 (~1.5 s)
-    if not a.checkpoint: return load_run_config(a.config, ov, 'the command line')
+    from spindleflow_rl.runs import load_run_config  # lazy: loads torch and SB3 (~1.5 s)
+
+    if not a.checkpoint:
+        return load_run_config(a.config, ov, 'the command line')
     _, st = resolve_checkpoint(a.checkpoint)
     saved = {k: v for k, v in (st.get('config') or {}).items() if v is not None and not k.startswith('_')}
     return load_run_config(a.config, ov, 'the command line', base=saved)
 
 # %% ../nbs/97_cli.ipynb #8ae2715e
 PAID_EVAL_MIN_EPISODES = 10
+
 
 def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
     """What the evaluation `spindleflow-train` ends with plays (`evaluate_run`'s arguments), or why there is none (a
@@ -168,56 +277,111 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
     split; as many episodes in all as training played: at least 10 per policy, at most `paid_eval_episodes`, or
     `--eval-episodes` when given) inside a budget printed before it starts (`paid_eval_budget_usd`, or what
     `--max-cost-usd` left if less)."""
-    from spindleflow_rl.runs import spend_from   # lazy: loads torch and SB3 (~1.5 s)
-    from spindleflow_rl.evaluate import PAID_BASELINES   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.runs import spend_from  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.evaluate import PAID_BASELINES  # lazy: loads torch and SB3 (~1.5 s)
+
     t = cfg['train']
-    st = json.loads((run/'latest.json').read_text()) if (run/'latest.json').exists() else {}
-    summ = json.loads((run/'train_summary.json').read_text()) if (run/'train_summary.json').exists() else {}
+    st = json.loads((run / 'latest.json').read_text()) if (run / 'latest.json').exists() else {}
+    summ = json.loads((run / 'train_summary.json').read_text()) if (run / 'train_summary.json').exists() else {}
     if summ.get('stopped_for_cost'):
-        return ("evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate with "
-                f"spindleflow-eval --checkpoint {run} --max-cost-usd USD.")
-    if t.backend != 'openai': return {'episodes': t.eval_episodes} if t.eval_episodes else ''
+        return (
+            "evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate "
+            "with "
+            f"spindleflow-eval --checkpoint {run} --max-cost-usd USD."
+        )
+    if t.backend != 'openai':
+        return {'episodes': t.eval_episodes} if t.eval_episodes else ''
     spent, played = spend_from(st), int(st.get('episodes') or 0)
-    n_pol = len(PAID_BASELINES) + 2                         # the policy, the scripted baselines and the LLM planner
-    episodes = t.eval_episodes if explicit else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played//n_pol))
-    if not episodes: return ''
-    budget, why = t.paid_eval_budget_usd, 'train.paid_eval_budget_usd, the default of the evaluation after paid training'
+    n_pol = len(PAID_BASELINES) + 2  # the policy, the scripted baselines and the LLM planner
+    episodes = t.eval_episodes if explicit else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played // n_pol))
+    if not episodes:
+        return ''
+    budget, why = (
+        t.paid_eval_budget_usd,
+        'train.paid_eval_budget_usd, the default of the evaluation after paid training',
+    )
     if t.max_cost_usd > 0 and t.max_cost_usd - spent < budget:
         budget, why = t.max_cost_usd - spent, 'what --max-cost-usd left after training'
-        if budget <= 0: return f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with spindleflow-eval --checkpoint {run}."
-    return {'episodes': episodes, 'splits': ('heldout',), 'baselines': PAID_BASELINES, 'max_cost_usd': budget, 'budget_why': why,
-            'cost_per_episode': spent/played if played else None}
+        if budget <= 0:
+            return (
+                f"evaluation skipped: nothing left of --max-cost-usd after training. Evaluate with "
+                f"spindleflow-eval --checkpoint {run}."
+            )
+    return {
+        'episodes': episodes,
+        'splits': ('heldout',),
+        'baselines': PAID_BASELINES,
+        'max_cost_usd': budget,
+        'budget_why': why,
+        'cost_per_episode': spent / played if played else None,
+    }
+
 
 def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str | None = None) -> dict:
     """`evaluate_run`'s extra arguments for a run on a recorded log (`{}` for another backend): the one price every
     episode is played and reported at, and the routers' section (chapter 18c)."""
     _, st = resolve_checkpoint(checkpoint)
     if (backend or ((st.get('config') or {}).get('train') or {}).get('backend')) != 'recorded':
-        if cost_coef is not None: raise ConfigError("--cost-coef sets the price a recorded run is evaluated at: this run is not on a log. Drop it.")
+        if cost_coef is not None:
+            raise ConfigError(
+                "--cost-coef sets the price a recorded run is evaluated at: this run is not on a log. Drop it."
+            )
         return {}
-    from spindleflow_rl.log_runs import run_price, logged_section   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.log_runs import run_price, logged_section  # lazy: loads torch and SB3 (~1.5 s)
+
     price, why = run_price(checkpoint, cost_coef)
-    return {'cost_coef': price, 'cost_coef_why': why,
-            'logged': lambda be, model, seed, M: logged_section(be, model, price, why, seed, max_specialists=M, quiet=False)}
+    return {
+        'cost_coef': price,
+        'cost_coef_why': why,
+        'logged': lambda be, model, seed, M: logged_section(
+            be, model, price, why, seed, max_specialists=M, quiet=False
+        ),
+    }
+
 
 def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
     "Evaluate a run just trained as `eval_plan` says (with its seed); the report is the run's own `eval.json`."
-    from spindleflow_rl.evaluate import evaluate_run   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.evaluate import evaluate_run  # lazy: loads torch and SB3 (~1.5 s)
+
     plan = eval_plan(cfg, explicit, run)
     if isinstance(plan, str):
-        if plan: print(plan)
+        if plan:
+            print(plan)
         return None
-    if cfg['train'].backend == 'recorded': plan = {**plan, **recorded_eval_args(run)}
+    if cfg['train'].backend == 'recorded':
+        plan = {**plan, **recorded_eval_args(run)}
     if 'splits' in plan and not quiet:
-        print(f"evaluating the paid run as its training was sized: the policy against {', '.join(plan['baselines'])} and the LLM "
-              f"planner on held-out tasks (a full comparison: spindleflow-eval --checkpoint {run}).", flush=True)
+        print(
+            f"evaluating the paid run as its training was sized: the policy against {', '.join(plan['baselines'])} "
+            f"and the LLM "
+            f"planner on held-out tasks (a full comparison: spindleflow-eval --checkpoint {run}).",
+            flush=True,
+        )
     return evaluate_run(run, seed=cfg['train'].seed, overwrite=True, quiet=quiet, **plan)
 
 # %% ../nbs/97_cli.ipynb #ba10c9af
-PPO_ONLY = ('timesteps', 'imitation_teacher', 'imitation_episodes', 'imitation_epochs', 'imitation_dagger_rounds', 'init_from',
-            'phase', 'curriculum', 'checkpoint_every', 'keep_checkpoints', 'max_cost_usd')
-FULL_INFO_ONLY = ('distil_episodes', 'distil_epochs', 'distil_dagger_rounds', 'finetune_timesteps', 'validation_fraction')
+PPO_ONLY = (
+    'timesteps',
+    'imitation_teacher',
+    'imitation_episodes',
+    'imitation_epochs',
+    'imitation_dagger_rounds',
+    'init_from',
+    'phase',
+    'curriculum',
+    'checkpoint_every',
+    'keep_checkpoints',
+    'max_cost_usd',
+)
+FULL_INFO_ONLY = (
+    'distil_episodes',
+    'distil_epochs',
+    'distil_dagger_rounds',
+    'finetune_timesteps',
+    'validation_fraction',
+)
 LOG_ONLY = ('heldout_fraction', 'log_price', 'log_learner')
+
 
 def _check_log_learner(cfg: dict, ov: dict) -> dict:
     """Flags the chosen learner would ignore are refused by name; on a log, `--cost-coef` is the price the run is
@@ -226,21 +390,35 @@ def _check_log_learner(cfg: dict, ov: dict) -> dict:
     flag = lambda k: '--' + k.replace('_', '-')
     if t.backend != 'recorded':
         bad = [flag(k) for k in LOG_ONLY + FULL_INFO_ONLY if k in given]
-        if bad: raise ConfigError(f"{', '.join(bad)}: for runs on a recorded log (--backend recorded); this run uses the {t.backend} backend. Drop them.")
+        if bad:
+            raise ConfigError(
+                f"{', '.join(bad)}: for runs on a recorded log (--backend recorded); this run uses the {t.backend} "
+                f"backend. Drop them."
+            )
         return cfg
     if t.log_learner == 'full-info':
         bad = [flag(k) for k in PPO_ONLY if k in given]
-        if bad: raise ConfigError(f"{', '.join(bad)}: the full-information learner (--log-learner full-info, the default on logs) fits "
-                                  "the policy from every logged outcome and runs no PPO unless asked: use --finetune-timesteps N for a "
-                                  "guarded PPO fine-tune, or --log-learner ppo for on-policy PPO with these flags.")
+        if bad:
+            raise ConfigError(
+                f"{', '.join(bad)}: the full-information learner (--log-learner full-info, the default on logs) fits "
+                "the policy from every logged outcome and runs no PPO unless asked: use --finetune-timesteps N for a "
+                "guarded PPO fine-tune, or --log-learner ppo for on-policy PPO with these flags."
+            )
     else:
         bad = [flag(k) for k in FULL_INFO_ONLY if k in given]
-        if bad: raise ConfigError(f"{', '.join(bad)}: for the full-information learner; this run trains with --log-learner ppo. Drop them.")
-    if 'cost_coef' in ov.get('reward', {}): cfg = {**cfg, 'train': t.replace(log_price=float(ov['reward']['cost_coef']))}
+        if bad:
+            raise ConfigError(
+                f"{', '.join(bad)}: for the full-information learner; this run trains with --log-learner ppo. Drop "
+                f"them."
+            )
+    if 'cost_coef' in ov.get('reward', {}):
+        cfg = {**cfg, 'train': t.replace(log_price=float(ov['reward']['cost_coef']))}
     return cfg
 
+
 def _train(argv) -> int:
-    from spindleflow_rl.train import train   # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.train import train  # lazy: loads torch and SB3 (~1.5 s)
+
     a = train_parser().parse_args(argv)
     read_env_files(a.env_file)
     ov = train_overrides(a)
@@ -249,21 +427,32 @@ def _train(argv) -> int:
     if a.checkpoint:
         _, st = resolve_checkpoint(a.checkpoint)
         if st.get('learner') == 'full-info':
-            print(f"{st['run_dir']}: this run was trained in one go by the full-information learner; there is nothing to resume. "
-                  f"Evaluate it with spindleflow-eval --checkpoint {st['run_dir']}, or train a new run.")
+            print(
+                f"{st['run_dir']}: this run was trained in one go by the full-information learner; there is nothing "
+                f"to resume. "
+                f"Evaluate it with spindleflow-eval --checkpoint {st['run_dir']}, or train a new run."
+            )
             return 0
         if int(st.get('num_timesteps') or 0) >= t.timesteps:
-            print(f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {t.timesteps:,} timesteps); nothing to train. "
-                  "Pass a larger --timesteps to train further, or evaluate it again with "
-                  f"spindleflow-eval --checkpoint {st['run_dir']} --overwrite.")
+            print(
+                f"{st['run_dir']}: this run is finished ({int(st['num_timesteps']):,} of {t.timesteps:,} timesteps); "
+                f"nothing to train. "
+                "Pass a larger --timesteps to train further, or evaluate it again with "
+                f"spindleflow-eval --checkpoint {st['run_dir']} --overwrite."
+            )
             return 0
-    explicit = 'eval_episodes' in ov.get('train', {}) or 'eval_episodes' in ((load_yaml(a.config, what='config') if a.config else {}).get('train') or {})
+    explicit = 'eval_episodes' in ov.get('train', {}) or 'eval_episodes' in (
+        (load_yaml(a.config, what='config') if a.config else {}).get('train') or {}
+    )
     if t.backend == 'recorded' and t.log_learner == 'full-info':
-        from spindleflow_rl.log_runs import train_log_run   # lazy: loads torch and SB3 (~1.5 s)
+        from spindleflow_rl.log_runs import train_log_run  # lazy: loads torch and SB3 (~1.5 s)
+
         run = train_log_run(cfg)
-    else: run = train(cfg, checkpoint=a.checkpoint, trust_resume_state=a.trust_resume_state)
+    else:
+        run = train(cfg, checkpoint=a.checkpoint, trust_resume_state=a.trust_resume_state)
     evaluate_after_training(run, cfg, explicit)
     return 0
+
 
 def train_main(argv=None) -> int:
     "`spindleflow-train`: train (or resume) a run, then evaluate it."
@@ -271,42 +460,80 @@ def train_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #64405529
 def _eval(argv) -> int:
-    from spindleflow_rl.evaluate import EvalOptions, EvalRequest, evaluate_run, BASELINES   # lazy: loads torch and SB3 (~1.5 s)
-    from spindleflow_rl.runs import SPLITS   # lazy: loads torch and SB3 (~1.5 s)
-    a = add_fields(parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'), EvalOptions).parse_args(argv)
+    from spindleflow_rl.evaluate import (  # lazy: loads torch and SB3 (~1.5 s)
+        EvalOptions,
+        EvalRequest,
+        evaluate_run,
+        BASELINES,
+    )
+    from spindleflow_rl.runs import SPLITS  # lazy: loads torch and SB3 (~1.5 s)
+
+    a = add_fields(
+        parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'), EvalOptions
+    ).parse_args(argv)
     read_env_files(a.env_file)
     if a.demo_mode:
-        if a.backend not in (None, 'sim'): raise ConfigError(f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}.")
+        if a.backend not in (None, 'sim'):
+            raise ConfigError(
+                f"--demo-mode runs the simulated backend; it cannot be combined with --backend {a.backend}."
+            )
         a.backend = 'sim'
-    if a.sweep: return _eval_sweep(a)
-    req = EvalRequest(episodes=a.episodes, splits=tuple(a.split or SPLITS), seed=a.seed or 0, json_out=a.json,
-                      baselines=tuple(b.strip() for b in a.baselines.split(',')) if a.baselines else BASELINES,
-                      record=5 if a.record is None else a.record, backend=a.backend, tier=a.tier, recorded=a.recorded,
-                      max_cost_usd=a.max_cost_usd, overwrite=bool(a.overwrite), catalog=a.catalog, tasks=a.tasks,
-                      base_url=a.base_url, **recorded_eval_args(a.checkpoint, a.cost_coef, a.backend))
+    if a.sweep:
+        return _eval_sweep(a)
+    req = EvalRequest(
+        episodes=a.episodes,
+        splits=tuple(a.split or SPLITS),
+        seed=a.seed or 0,
+        json_out=a.json,
+        baselines=tuple(b.strip() for b in a.baselines.split(',')) if a.baselines else BASELINES,
+        record=5 if a.record is None else a.record,
+        backend=a.backend,
+        tier=a.tier,
+        recorded=a.recorded,
+        max_cost_usd=a.max_cost_usd,
+        overwrite=bool(a.overwrite),
+        catalog=a.catalog,
+        tasks=a.tasks,
+        base_url=a.base_url,
+        **recorded_eval_args(a.checkpoint, a.cost_coef, a.backend),
+    )
     evaluate_run(a.checkpoint, req)
     return 0
 
+
 SWEEP_IGNORES = ('episodes', 'tasks', 'record', 'base_url', 'max_cost_usd', 'tier', 'cost_coef', 'demo_mode')
+
 
 def _eval_sweep(a) -> int:
     """`spindleflow-eval --sweep`: every flag is used or refused by name. Used: --checkpoint, --json, --overwrite,
     --seed, --recorded and --catalog (another log or roster), --baselines (which routers), --env-file; --split and
     --backend only as heldout and recorded."""
-    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS   # lazy: loads torch and SB3 (~1.5 s)
-    bad = ['--' + k.replace('_', '-') for k in SWEEP_IGNORES if getattr(a, k) is not None and getattr(a, k) is not False]
-    if a.backend not in (None, 'recorded'): bad.append(f"--backend {a.backend}")
-    if a.split and set(a.split) != {'heldout'}: bad.append('--split ' + ','.join(s for s in a.split if s != 'heldout'))
-    if bad: raise ConfigError(f"--sweep plays every held-out question once at each point against the routers fitted on the training "
-                              f"questions; it does not use {', '.join(bad)}. Drop {'it' if len(bad) == 1 else 'them'}.")
+    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS  # lazy: loads torch and SB3 (~1.5 s)
+
+    bad = [
+        '--' + k.replace('_', '-') for k in SWEEP_IGNORES if getattr(a, k) is not None and getattr(a, k) is not False
+    ]
+    if a.backend not in (None, 'recorded'):
+        bad.append(f"--backend {a.backend}")
+    if a.split and set(a.split) != {'heldout'}:
+        bad.append('--split ' + ','.join(s for s in a.split if s != 'heldout'))
+    if bad:
+        raise ConfigError(
+            f"--sweep plays every held-out question once at each point against the routers fitted on the training "
+            f"questions; it does not use {', '.join(bad)}. Drop {'it' if len(bad) == 1 else 'them'}."
+        )
     routers = None
     if a.baselines is not None:
         routers = [b.strip() for b in a.baselines.split(',') if b.strip()]
         unknown = [r for r in routers if r not in ROUTERS]
         if unknown or not routers:
-            raise ConfigError(f"--baselines {a.baselines!r} with --sweep names the routers to compare: {', '.join(ROUTERS)} (got {unknown or 'none'}).")
+            raise ConfigError(
+                f"--baselines {a.baselines!r} with --sweep names the routers to compare: {', '.join(ROUTERS)} (got "
+                f"{unknown or 'none'})."
+            )
     sweep_log_run(a.checkpoint, a.sweep, a.json, bool(a.overwrite), a.seed or 0, a.recorded, a.catalog, routers)
     return 0
+
 
 def eval_main(argv=None) -> int:
     "`spindleflow-eval`: evaluate a trained run against the baselines."
@@ -318,33 +545,66 @@ def _opt(a, cls, name):
     v = getattr(a, name)
     return v if v is not None else getattr(cls(), name)
 
+
 def _demo(argv) -> int:
-    from spindleflow_rl.demo import DemoOptions, build_demo   # lazy: loads torch and SB3 (~1.5 s)
-    a = add_fields(parser('spindleflow-demo', 'Before/after demo in demo mode (simulated backend, no network): untrained vs trained '
-                          'policy vs baselines on held-out tasks; writes a table, plots, recorded episodes and a replay page.'), DemoOptions).parse_args(argv)
+    from spindleflow_rl.demo import DemoOptions, build_demo  # lazy: loads torch and SB3 (~1.5 s)
+
+    a = add_fields(
+        parser(
+            'spindleflow-demo',
+            'Before/after demo in demo mode (simulated backend, no network): untrained vs trained '
+            'policy vs baselines on held-out tasks; writes a table, plots, recorded episodes and a replay page.',
+        ),
+        DemoOptions,
+    ).parse_args(argv)
     read_env_files(None)
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
+    os.environ.setdefault('HF_HUB_OFFLINE', '1')
+    os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
     o = {f.name: _opt(a, DemoOptions, f.name) for f in fields(DemoOptions)}
     build_demo(DemoOptions(**o))
     return 0
+
 
 def demo_main(argv=None) -> int:
     "`spindleflow-demo`: the before/after demo."
     return run_command('spindleflow-demo', _demo, argv)
 
+
 def _export(argv) -> int:
-    from spindleflow_rl.export import ExportOptions, export_workflow   # lazy: loads torch and SB3 (~1.5 s)
-    a = add_fields(parser('spindleflow-export', 'Run a trained policy on a task (simulated backend, no network) and write its plan '
-                          'as a SpindleFlow workflow.'), ExportOptions).parse_args(argv)
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
+    from spindleflow_rl.export import ExportOptions, export_workflow  # lazy: loads torch and SB3 (~1.5 s)
+
+    a = add_fields(
+        parser(
+            'spindleflow-export',
+            'Run a trained policy on a task (simulated backend, no network) and write its plan '
+            'as a SpindleFlow workflow.',
+        ),
+        ExportOptions,
+    ).parse_args(argv)
+    os.environ.setdefault('HF_HUB_OFFLINE', '1')
+    os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
     o = {f.name: _opt(a, ExportOptions, f.name) for f in fields(ExportOptions)}
     roster = [r.strip() for r in a.roster.split(',')] if a.roster is not None else None
-    if roster is not None and not all(roster): raise ConfigError(f"--roster {a.roster!r}: an empty id; write id1,id2,... (ids of the catalog).")
-    res = export_workflow(a.checkpoint or DEMO_POLICY, a.task, o['out'], a.catalog, o['seed'], roster, o['model'], o['provider'],
-                          o['max_tokens'], overwrite=o['overwrite'])
-    print(f"task {res['info']['task']}\nplan {res['info']['plan']}\n{res['info']['simulated episode']}\n"
-          f"wrote {o['out']} ({res['workflow']['workflow']['type']} workflow, {len(res['workflow']['agents'])} agents)")
+    if roster is not None and not all(roster):
+        raise ConfigError(f"--roster {a.roster!r}: an empty id; write id1,id2,... (ids of the catalog).")
+    res = export_workflow(
+        a.checkpoint or DEMO_POLICY,
+        a.task,
+        o['out'],
+        a.catalog,
+        o['seed'],
+        roster,
+        o['model'],
+        o['provider'],
+        o['max_tokens'],
+        overwrite=o['overwrite'],
+    )
+    print(
+        f"task {res['info']['task']}\nplan {res['info']['plan']}\n{res['info']['simulated episode']}\n"
+        f"wrote {o['out']} ({res['workflow']['workflow']['type']} workflow, {len(res['workflow']['agents'])} agents)"
+    )
     return 0
+
 
 def export_main(argv=None) -> int:
     "`spindleflow-export`: a trained policy's plan as a SpindleFlow workflow."
@@ -352,28 +612,58 @@ def export_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #4f8b3317
 def _audit(argv) -> int:
-    from spindleflow_rl.audit import AuditOptions, audit_run   # lazy: loads torch and SB3 (~1.5 s)
-    a = add_fields(parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."), AuditOptions).parse_args(argv)
+    from spindleflow_rl.audit import AuditOptions, audit_run  # lazy: loads torch and SB3 (~1.5 s)
+
+    a = add_fields(
+        parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."), AuditOptions
+    ).parse_args(argv)
     o = {f.name: _opt(a, AuditOptions, f.name) for f in fields(AuditOptions)}
-    rep, files = audit_run(a.source, a.out, a.policy, o['record'], a.split, o['baselines'], o['seed'], o['threshold'], o['overwrite'])
+    rep, files = audit_run(
+        a.source, a.out, a.policy, o['record'], a.split, o['baselines'], o['seed'], o['threshold'], o['overwrite']
+    )
     for n, v in rep['policies'].items():
-        print(f"{n:22s} episodes {v['episodes']:3d}  claims verified {v['verified']:.2f}  every decision justified {v['justified']:.2f}")
-    print(f"{len(rep['deviations'])} deviation(s) from the best baseline, {len(rep['failures'])} failure(s); report: " + ', '.join(str(f) for f in files))
+        print(
+            f"{n:22s} episodes {v['episodes']:3d}  claims verified {v['verified']:.2f}  every decision justified "
+            f"{v['justified']:.2f}"
+        )
+    print(
+        f"{len(rep['deviations'])} deviation(s) from the best baseline, {len(rep['failures'])} failure(s); report: "
+        + ', '.join(str(f) for f in files)
+    )
     return 0
+
 
 def audit_main(argv=None) -> int:
     "`spindleflow-audit`: explain, verify and report a run's decisions."
     return run_command('spindleflow-audit', _audit, argv)
 
+
 def _sweep(argv) -> int:
-    from spindleflow_rl.sweep import SweepOptions, run_sweep, parse_assignments   # lazy: loads torch and SB3 (~1.5 s)
-    a = add_fields(parser('spindleflow-sweep', 'Run a grid of spindleflow-train configs (seeds, coefficients, any config key) through '
-                          'Ray Tune when installed, else one after another; gather the results.'), SweepOptions).parse_args(argv)
+    from spindleflow_rl.sweep import SweepOptions, run_sweep, parse_assignments  # lazy: loads torch and SB3 (~1.5 s)
+
+    a = add_fields(
+        parser(
+            'spindleflow-sweep',
+            'Run a grid of spindleflow-train configs (seeds, coefficients, any config key) through '
+            'Ray Tune when installed, else one after another; gather the results.',
+        ),
+        SweepOptions,
+    ).parse_args(argv)
     read_env_files(a.env_file)
     o = {f.name: _opt(a, SweepOptions, f.name) for f in fields(SweepOptions)}
-    run_sweep(parse_assignments(a.sweep), parse_assignments(o['set'], many=False), a.config, o['out'], o['eval_episodes'],
-              o['engine'], a.address, o['cpus_per_trial'], o['max_concurrent'])
+    run_sweep(
+        parse_assignments(a.sweep),
+        parse_assignments(o['set'], many=False),
+        a.config,
+        o['out'],
+        o['eval_episodes'],
+        o['engine'],
+        a.address,
+        o['cpus_per_trial'],
+        o['max_concurrent'],
+    )
     return 0
+
 
 def sweep_main(argv=None) -> int:
     "`spindleflow-sweep`: a grid of training runs."
@@ -381,21 +671,39 @@ def sweep_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #6e5f3ff0
 def _serve(argv) -> int:
-    from spindleflow_rl.openenv import ServeOptions, listen_socket, make_app   # lazy: needs the [openenv] extra; ~4 s
-    a = add_fields(parser('spindleflow-serve', 'Serve SpindleFlow-v0 over the OpenEnv protocol (HTTP + WebSocket sessions), '
-                          'simulated backend.'), ServeOptions).parse_args(argv)
+    from spindleflow_rl.openenv import ServeOptions, listen_socket, make_app  # lazy: needs the [openenv] extra; ~4 s
+
+    a = add_fields(
+        parser(
+            'spindleflow-serve',
+            'Serve SpindleFlow-v0 over the OpenEnv protocol (HTTP + WebSocket sessions), simulated backend.',
+        ),
+        ServeOptions,
+    ).parse_args(argv)
     o = {f.name: _opt(a, ServeOptions, f.name) for f in fields(ServeOptions)}
-    os.environ.setdefault('HF_HUB_OFFLINE', '1'); os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    sock = listen_socket(o['host'], o['port'])                  # before the slow part: a wrong port fails in a second
+    os.environ.setdefault('HF_HUB_OFFLINE', '1')
+    os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
+    sock = listen_socket(o['host'], o['port'])  # before the slow part: a wrong port fails in a second
     try:
         import uvicorn
+
         app = make_app(o['max_sessions'], max_request_bytes=o['max_request_bytes'])
-    except BaseException: sock.close(); raise
+    except BaseException:
+        sock.close()
+        raise
     host, port = sock.getsockname()[:2]
-    print(f"spindleflow-serve: SpindleFlow-v0 on http://{f'[{host}]' if ':' in host else host}:{port} (at most {o['max_sessions']} "
-          f"WebSocket sessions on /ws, requests up to {o['max_request_bytes']} bytes)", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level='warning', ws_max_size=16 * o['max_request_bytes'])).run(sockets=[sock])
+    print(
+        f"spindleflow-serve: SpindleFlow-v0 on http://{f'[{host}]' if ':' in host else host}:{port} (at most "
+        f"{o['max_sessions']} "
+        f"WebSocket sessions on /ws, requests up to {o['max_request_bytes']} bytes)",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.Server(uvicorn.Config(app, log_level='warning', ws_max_size=16 * o['max_request_bytes'])).run(
+        sockets=[sock]
+    )
     return 0
+
 
 def serve_main(argv=None) -> int:
     "`spindleflow-serve`: the OpenEnv server."

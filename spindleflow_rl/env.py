@@ -8,16 +8,33 @@ import math
 import numpy as np
 import gymnasium as gym
 from gymnasium import spaces
-from .config import (EnvConfig, RewardConfig, SimConfig, ObsLayout, ConfigError, SCALAR_FEATURES,
-                                   COST_COEF_SCALAR, check_cost_coef_range)
+from spindleflow_rl.config import (
+    EnvConfig,
+    RewardConfig,
+    SimConfig,
+    ObsLayout,
+    ConfigError,
+    SCALAR_FEATURES,
+    COST_COEF_SCALAR,
+    check_cost_coef_range,
+)
 from .config import patch_into
 from .dag import DelegationDAG
 from .explain import explanation_verified
 from .tasks import Task
 from .world import World, default_world, fit_from_cosine
 from .backends import SimulatedBackend, EpisodeContext, ModeParams, MODES, ExecutionBackend
-from .rewards import (RewardCalculator, ConsistencyTracker, TierCascade, EpisodeRecord, zero_terms,
-                                    overrun_fraction, REWARD_TERMS, subtask_scores, subtask_scores_each)
+from spindleflow_rl.rewards import (
+    RewardCalculator,
+    ConsistencyTracker,
+    TierCascade,
+    EpisodeRecord,
+    zero_terms,
+    overrun_fraction,
+    REWARD_TERMS,
+    subtask_scores,
+    subtask_scores_each,
+)
 from .render import render_ansi, render_frame
 
 # %% auto #0
@@ -26,15 +43,17 @@ __all__ = ['decode_mode', 'encode_action', 'SpindleFlowEnv']
 # %% ../nbs/07_env.ipynb #eb474a3e
 def decode_mode(x: float) -> str:
     "Bin the mode slot into SEQUENTIAL / PARALLEL / DEBATE."
-    return MODES[0] if x < -1/3 else (MODES[1] if x < 1/3 else MODES[2])
+    return MODES[0] if x < -1 / 3 else (MODES[1] if x < 1 / 3 else MODES[2])
+
 
 def encode_action(M: int, stop: bool = False, slots=(), mode: str = 'sequential', params=(0, 0, 0, 0)) -> np.ndarray:
     "Build an action vector (the inverse of decoding): handy for scripted baselines and tests."
     a = np.full(M + 6, -1.0, np.float32)
     a[0] = 1.0 if stop else -1.0
-    for r, s in enumerate(slots): a[1 + s] = 1.0 - 0.01*r      # earlier in `slots` -> called first
+    for r, s in enumerate(slots):
+        a[1 + s] = 1.0 - 0.01 * r  # earlier in `slots` -> called first
     a[M + 1] = {'sequential': -1.0, 'parallel': 0.0, 'debate': 1.0}[mode]
-    a[M + 2:M + 6] = params
+    a[M + 2 : M + 6] = params
     return a
 
 # %% ../nbs/07_env.ipynb #6338a0a4
@@ -86,45 +105,69 @@ class SpindleFlowEnv(gym.Env):
     `EnvConfig` field as a keyword (`gymnasium.make('SpindleFlow-v0', max_specialists=4, phase=2)`).
     Reset options: `task` (a `Task` or task id), `roster` (list of specialist ids), `tier` (0-3).
     """
+
     metadata = {'render_modes': ['ansi', 'rgb_array'], 'render_fps': 1}
 
 # %% ../nbs/07_env.ipynb #ed3499cd
 @patch_into(SpindleFlowEnv)
 def _check_config(self, render_mode):
     "Refuse an impossible configuration with a message naming the setting and its valid values."
-    c = self.cfg; M = c.max_specialists
-    if not (1 <= M <= 32): raise ConfigError(f"max_specialists must be in 1..32, got {M}.")
-    if c.phase not in (0, 1, 2, 3): raise ConfigError(f"phase must be 0 (all), 1, 2 or 3, got {c.phase}.")
-    if c.split not in ('train', 'heldout', 'all'): raise ConfigError(f"split must be train, heldout or all, got {c.split!r}.")
+    c = self.cfg
+    M = c.max_specialists
+    if not (1 <= M <= 32):
+        raise ConfigError(f"max_specialists must be in 1..32, got {M}.")
+    if c.phase not in (0, 1, 2, 3):
+        raise ConfigError(f"phase must be 0 (all), 1, 2 or 3, got {c.phase}.")
+    if c.split not in ('train', 'heldout', 'all'):
+        raise ConfigError(f"split must be train, heldout or all, got {c.split!r}.")
     if c.roster_split not in ('train', 'unseen', 'all'):
         raise ConfigError(f"roster_split must be train, unseen or all, got {c.roster_split!r}.")
     if render_mode not in (None, 'ansi', 'rgb_array'):
         raise ConfigError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}.")
-    if c.max_steps < 1: raise ConfigError(f"max_steps must be >= 1, got {c.max_steps}.")
-    if c.max_depth < 1: raise ConfigError(f"max_depth must be >= 1, got {c.max_depth}.")
-    if c.n_relevant < 0: raise ConfigError(f"n_relevant must be >= 0, got {c.n_relevant}.")
-    if not 0 <= c.rehearsal <= 1: raise ConfigError(f"rehearsal must be a share in [0, 1], got {c.rehearsal}.")
-    self.cost_range = check_cost_coef_range(c.cost_coef_range)     # () or (lo, hi)
+    if c.max_steps < 1:
+        raise ConfigError(f"max_steps must be >= 1, got {c.max_steps}.")
+    if c.max_depth < 1:
+        raise ConfigError(f"max_depth must be >= 1, got {c.max_depth}.")
+    if c.n_relevant < 0:
+        raise ConfigError(f"n_relevant must be >= 0, got {c.n_relevant}.")
+    if not 0 <= c.rehearsal <= 1:
+        raise ConfigError(f"rehearsal must be a share in [0, 1], got {c.rehearsal}.")
+    self.cost_range = check_cost_coef_range(c.cost_coef_range)  # () or (lo, hi)
 
 # %% ../nbs/07_env.ipynb #04977a61
 @patch_into(SpindleFlowEnv)
-def __init__(self, config: EnvConfig | dict | None = None, *, reward_config: RewardConfig | dict | None = None,
-             sim_config: SimConfig | dict | None = None, world: World | None = None, backend=None,
-             scorers: dict | None = None, render_mode: str | None = None, **overrides):
+def __init__(
+    self,
+    config: EnvConfig | dict | None = None,
+    *,
+    reward_config: RewardConfig | dict | None = None,
+    sim_config: SimConfig | dict | None = None,
+    world: World | None = None,
+    backend=None,
+    scorers: dict | None = None,
+    render_mode: str | None = None,
+    **overrides,
+):
     base = config.to_dict() if isinstance(config, EnvConfig) else dict(config or {})
     self.cfg = EnvConfig.from_dict({**base, **overrides}, where='SpindleFlowEnv config')
-    self.reward_cfg = reward_config if isinstance(reward_config, RewardConfig) else RewardConfig.from_dict(reward_config)
+    self.reward_cfg = (
+        reward_config if isinstance(reward_config, RewardConfig) else RewardConfig.from_dict(reward_config)
+    )
     self.sim_cfg = sim_config if isinstance(sim_config, SimConfig) else SimConfig.from_dict(sim_config)
     self._check_config(render_mode)
     self.render_mode = render_mode
     self.world = world or getattr(backend, 'world', None) or default_world()
     self.backend = backend or SimulatedBackend(self.world, self.sim_cfg)
     if not isinstance(self.backend, ExecutionBackend):
-        raise ConfigError(f"backend {type(self.backend).__name__} does not implement ExecutionBackend "
-                          "(begin_episode, execute, coverage, baseline and the hooks of chapter 05); extend spindleflow_rl.backends.Backend "
-                          "for the hooks' defaults.")
+        raise ConfigError(
+            f"backend {type(self.backend).__name__} does not implement ExecutionBackend "
+            "(begin_episode, execute, coverage, baseline and the hooks of chapter 05); extend "
+            "spindleflow_rl.backends.Backend "
+            "for the hooks' defaults."
+        )
     M, D = self.cfg.max_specialists, self.world.emb_dim
-    if D != self.cfg.emb_dim: self.cfg = self.cfg.replace(emb_dim=D)
+    if D != self.cfg.emb_dim:
+        self.cfg = self.cfg.replace(emb_dim=D)
     self.scalar_names = SCALAR_FEATURES + ((COST_COEF_SCALAR,) if self.cost_range else ())
     self.layout = ObsLayout(M, D, n_scalars=len(self.scalar_names))
     self.observation_space = spaces.Box(-np.inf, np.inf, (self.layout.obs_dim,), np.float32)
@@ -132,24 +175,29 @@ def __init__(self, config: EnvConfig | dict | None = None, *, reward_config: Rew
     self.rewards = RewardCalculator(self.reward_cfg)
     self.cascade = TierCascade(scorers)
     self.consistency = ConsistencyTracker(self.reward_cfg.consistency_alpha)
-    self.cost_coef = self.reward_cfg.cost_coef           # the episode's price of money (redrawn at reset with a range)
+    self.cost_coef = self.reward_cfg.cost_coef  # the episode's price of money (redrawn at reset with a range)
     self._task_cache = {}
     self._spent_sim = 0.0
-    sl = self._sl = self.layout.slices        # per-env constants, so a reset and a step only fill in numbers
+    sl = self._sl = self.layout.slices  # per-env constants, so a reset and a step only fill in numbers
     self._obs_dim, self._called_off = self.layout.obs_dim, sl['called'].start
-    self._task_static = {}   # task id -> [subtask embeddings, deps, has deps, opening scratchpad, prerequisite lists]
+    self._task_static = {}  # task id -> [subtask embeddings, deps, has deps, opening scratchpad, prerequisite lists]
     self._dag_template = DelegationDAG(M, self.cfg.max_depth)
-    self.task = None; self._done = True
+    self.task = None
+    self._done = True
 
 # %% ../nbs/07_env.ipynb #08bb1c17
 @patch_into(SpindleFlowEnv)
 def set_phase(self, phase: int):
     "Switch the phase of the tasks sampled from the next reset on (curriculum; called through `VecEnv.env_method`)."
-    if phase not in (0, 1, 2, 3): raise ConfigError(f"phase must be 0, 1, 2 or 3, got {phase}.")
+    if phase not in (0, 1, 2, 3):
+        raise ConfigError(f"phase must be 0, 1, 2 or 3, got {phase}.")
     self.cfg = self.cfg.replace(phase=phase)
 
+
 @patch_into(SpindleFlowEnv)
-def get_phase(self) -> int: return self.cfg.phase
+def get_phase(self) -> int:
+    return self.cfg.phase
+
 
 @patch_into(SpindleFlowEnv)
 def task_pool(self, phase: int | None = None) -> list:
@@ -158,24 +206,35 @@ def task_pool(self, phase: int | None = None) -> list:
     key = (phase, self.cfg.split)
     if key not in self._task_cache:
         ts = self.world.bank.tasks(phase=phase or None, split=None if self.cfg.split == 'all' else self.cfg.split)
-        if not ts: raise ConfigError(f"No tasks for phase={phase}, split={self.cfg.split!r} in the task bank.")
+        if not ts:
+            raise ConfigError(f"No tasks for phase={phase}, split={self.cfg.split!r} in the task bank.")
         self._task_cache[key] = ts
     return self._task_cache[key]
+
 
 @patch_into(SpindleFlowEnv)
 def n_task_categories(self) -> int:
     "How many task categories the configured pool holds (the consistency bonus needs at least 2, chapter 06)."
     key = ('categories', self.cfg.phase, self.cfg.split)
-    if key not in self._task_cache: self._task_cache[key] = len({t.category for t in self.task_pool()})
+    if key not in self._task_cache:
+        self._task_cache[key] = len({t.category for t in self.task_pool()})
     return self._task_cache[key]
+
 
 @patch_into(SpindleFlowEnv)
 def roster_pool(self, task: Task) -> list:
     "Specialist ids a roster may be drawn from: the backend's own list (recorded logs) or the roster split."
     pool = self.backend.specialists_for(task, self.cfg.roster_split)
-    if pool is not None: return pool
+    if pool is not None:
+        return pool
     rs = self.cfg.roster_split
-    return self.world.train_ids if rs == 'train' else self.world.heldout_ids if rs == 'unseen' else list(self.world.catalog.ids)
+    return (
+        self.world.train_ids
+        if rs == 'train'
+        else self.world.heldout_ids
+        if rs == 'unseen'
+        else list(self.world.catalog.ids)
+    )
 
 # %% ../nbs/07_env.ipynb #bfa9263f
 @patch_into(SpindleFlowEnv)
@@ -184,17 +243,24 @@ def _pick_task(self, task=None) -> Task:
     if task is None:
         pool = self.task_pool()
         if self.cfg.rehearsal > 0 and self.cfg.phase > 1 and self.np_random.random() < self.cfg.rehearsal:
-            pool = self.task_pool(int(self.np_random.integers(1, self.cfg.phase)))   # rehearse an earlier phase
+            pool = self.task_pool(int(self.np_random.integers(1, self.cfg.phase)))  # rehearse an earlier phase
         task = pool[int(self.np_random.integers(len(pool)))]
     elif isinstance(task, str):
-        try: task = self.world.bank[task]
-        except KeyError: raise ConfigError(f"reset option task={task!r}: no such task id in the task bank.") from None
+        try:
+            task = self.world.bank[task]
+        except KeyError:
+            raise ConfigError(f"reset option task={task!r}: no such task id in the task bank.") from None
     if task.id not in self.sub_emb_cache():
-        raise ConfigError(f"task {task.id!r} has no embeddings in this world; register it with world.add_task(task, embedder).")
+        raise ConfigError(
+            f"task {task.id!r} has no embeddings in this world; register it with world.add_task(task, embedder)."
+        )
     return task
 
+
 @patch_into(SpindleFlowEnv)
-def sub_emb_cache(self): return self.world.sub_emb
+def sub_emb_cache(self):
+    return self.world.sub_emb
+
 
 @patch_into(SpindleFlowEnv)
 def _pick_roster(self, task: Task, sub: np.ndarray, roster=None) -> list:
@@ -204,22 +270,31 @@ def _pick_roster(self, task: Task, sub: np.ndarray, roster=None) -> list:
         n_rel = min(M, max(self.cfg.n_relevant, len(task.subtasks)))
         return self.world.catalog.sample_roster(self.np_random, sub, M, n_rel, self.roster_pool(task))
     roster = list(roster)
-    if len(roster) > M: raise ConfigError(f"reset option roster has {len(roster)} entries but max_specialists is {M}.")
+    if len(roster) > M:
+        raise ConfigError(f"reset option roster has {len(roster)} entries but max_specialists is {M}.")
     bad = [r for r in roster if r is not None and r not in self.world.index]
-    if bad: raise ConfigError(f"reset option roster: unknown specialist id(s) {bad}.")
-    return roster + [None]*(M - len(roster))
+    if bad:
+        raise ConfigError(f"reset option roster: unknown specialist id(s) {bad}.")
+    return roster + [None] * (M - len(roster))
 
 # %% ../nbs/07_env.ipynb #fbe28569
 @patch_into(SpindleFlowEnv)
 def _load_task_static(self, task: Task, sub: np.ndarray) -> list:
-    "Per-task constants, computed once: [subtask embeddings, dependencies, has dependencies, opening scratchpad, prerequisites]."
+    """Per-task constants, computed once: [subtask embeddings,
+    dependencies, has dependencies, opening scratchpad, prerequisites]."""
     ts = self._task_static.get(task.id)
     if ts is None or ts[0] is not sub:
         deps = self.world.task_arrays(task)['deps']
-        ts = self._task_static[task.id] = [sub, deps, bool(self.sim_cfg.dependencies and deps.any()), None,
-                                           [[i for i, x in enumerate(r) if x] for r in deps.tolist()]]
+        ts = self._task_static[task.id] = [
+            sub,
+            deps,
+            bool(self.sim_cfg.dependencies and deps.any()),
+            None,
+            [[i for i, x in enumerate(r) if x] for r in deps.tolist()],
+        ]
     self.deps, self._has_deps, self._dep_lists = ts[1], ts[2], ts[4]
     return ts
+
 
 @patch_into(SpindleFlowEnv)
 def _fresh_dag(self, roster: list):
@@ -228,21 +303,36 @@ def _fresh_dag(self, roster: list):
     if (self._dag_template.max_specialists, self._dag_template.max_depth) != (M, self.cfg.max_depth):
         self._dag_template = DelegationDAG(M, self.cfg.max_depth)
     self.dag = self._dag_template.copy()
-    if None in roster: self.dag.set_empty_slots([s for s, r in enumerate(roster) if r is None])
+    if None in roster:
+        self.dag.set_empty_slots([s for s, r in enumerate(roster) if r is None])
+
 
 @patch_into(SpindleFlowEnv)
 def _reset_counters(self):
     "Zero what an episode accumulates: steps, latency, money, failures, conflicts, outputs, path, trace, return."
-    self.t = 0; self.latency = 0.0; self.cost = 0.0; self.n_failures = 0; self.n_recovered = 0
-    self.n_unresolved = 0; self.n_resolved = 0; self.n_invalid = 0
+    self.t = 0
+    self.latency = 0.0
+    self.cost = 0.0
+    self.n_failures = 0
+    self.n_recovered = 0
+    self.n_unresolved = 0
+    self.n_resolved = 0
+    self.n_invalid = 0
     self.called_emb = np.zeros((self.cfg.max_specialists, self.layout.emb_dim), np.float32)
-    self.outputs = []; self.path = []; self.trace = []; self.return_ = 0.0
-    self.terms_total = zero_terms(); self._done = False
+    self.outputs = []
+    self.path = []
+    self.trace = []
+    self.return_ = 0.0
+    self.terms_total = zero_terms()
+    self._done = False
+
 
 @patch_into(SpindleFlowEnv)
 def _draw_cost_coef(self) -> float:
-    "The episode's `cost_coef`: `RewardConfig.cost_coef` without a range, else uniform in `[lo, hi]` (`lo == hi`: no draw)."
-    if not self.cost_range: return self.reward_cfg.cost_coef
+    """The episode's `cost_coef`: `RewardConfig.cost_coef` without
+    a range, else uniform in `[lo, hi]` (`lo == hi`: no draw)."""
+    if not self.cost_range:
+        return self.reward_cfg.cost_coef
     lo, hi = self.cost_range
     return lo if lo == hi else float(self.np_random.uniform(lo, hi))
 
@@ -252,12 +342,13 @@ def _scratchpad(self, q: np.ndarray | None = None) -> np.ndarray:
     """Digest of the open work: subtask embeddings weighted by what is still missing (ready items count double).
     "Missing" is judged by the run-time scores (`self.scores`: what the outputs so far say about each subtask),
     never by the backend's hidden quality."""
-    if q is None: q = self.scores
-    ql = q.tolist()                                  # a few subtasks: plain floats beat numpy's per-call overhead
-    open_ = np.array([1.0 - min(x, 1.0) for x in ql], np.float32)        # = 1 - np.minimum(q, 1) in float32
-    if self._has_deps:                               # blocked (a prerequisite under 0.5) counts half, in float64
-        open_ = open_*np.array([0.5 if any(ql[i] < 0.5 for i in pre) else 1.0 for pre in self._dep_lists])
-    return (open_ @ self.sub_emb)*np.float32(1.0/len(ql))
+    if q is None:
+        q = self.scores
+    ql = q.tolist()  # a few subtasks: plain floats beat numpy's per-call overhead
+    open_ = np.array([1.0 - min(x, 1.0) for x in ql], np.float32)  # = 1 - np.minimum(q, 1) in float32
+    if self._has_deps:  # blocked (a prerequisite under 0.5) counts half, in float64
+        open_ = open_ * np.array([0.5 if any(ql[i] < 0.5 for i in pre) else 1.0 for pre in self._dep_lists])
+    return (open_ @ self.sub_emb) * np.float32(1.0 / len(ql))
 
 # %% ../nbs/07_env.ipynb #0c3d3a84
 @patch_into(SpindleFlowEnv)
@@ -265,10 +356,15 @@ def _slot_obs(self) -> np.ndarray:
     """`(M, 8)` per-slot features (`SLOT_FEATURES`): fit to the open and ready subtasks, to the open ones, to any;
     then failed, recovered, the run-time score of its output, its call's latency and cost. Open and ready are
     judged by the run-time scores (a prerequisite counts as covered at 0.5), never by hidden quality."""
-    q = self.scores; open_ = 1.0 - q; ql = q.tolist()
+    q = self.scores
+    open_ = 1.0 - q
+    ql = q.tolist()
     ready = np.array([all(ql[i] >= 0.5 for i in pre) for pre in self._dep_lists], np.float32)
-    f = self.slot_fit; out = np.empty((len(f), 8), np.float32)
-    np.max(f*(open_*ready), 1, out=out[:, 0]); np.max(f*open_, 1, out=out[:, 1]); np.max(f, 1, out=out[:, 2])
+    f = self.slot_fit
+    out = np.empty((len(f), 8), np.float32)
+    np.max(f * (open_ * ready), 1, out=out[:, 0])
+    np.max(f * open_, 1, out=out[:, 1])
+    np.max(f, 1, out=out[:, 2])
     out[:, 3:] = self.slot_call
     return out
 
@@ -278,15 +374,18 @@ def _scalars(self) -> np.ndarray:
     "The scalar features, named by `self.scalar_names` (`SCALAR_FEATURES`, plus `cost_coef` with a cost range)."
     M = self.cfg.max_specialists
     b = self.budget
-    x = [self.t/self.cfg.max_steps,
-         2.0 if not math.isfinite(b) else min(2.0, max(-1.0, (b - self.latency)/60.0)),
-         float(min(2.0, self.latency/60.0)),
-         self.tier/3,
-         self.n_failures/M,
-         self.n_unresolved/M,
-         float(min(2.0, self.cost/0.1)),
-         len(self.dag.called)/M]
-    if self.cost_range: x.append(math.log1p(self.cost_coef))
+    x = [
+        self.t / self.cfg.max_steps,
+        2.0 if not math.isfinite(b) else min(2.0, max(-1.0, (b - self.latency) / 60.0)),
+        float(min(2.0, self.latency / 60.0)),
+        self.tier / 3,
+        self.n_failures / M,
+        self.n_unresolved / M,
+        float(min(2.0, self.cost / 0.1)),
+        len(self.dag.called) / M,
+    ]
+    if self.cost_range:
+        x.append(math.log1p(self.cost_coef))
     return np.array(x, np.float32)
 
 # %% ../nbs/07_env.ipynb #aa95337d
@@ -299,21 +398,26 @@ def _obs(self, changed: bool = True) -> np.ndarray:
         b[sl['scratchpad']] = self._scratchpad()
         b[sl['adjacency']] = self.dag.adjacency()
         b[sl['slot_obs']] = self._slot_obs().ravel()
-        cm = b[sl['called_mask']]; cm[:] = 0.0; cm[self.dag.called] = 1.0
+        cm = b[sl['called_mask']]
+        cm[:] = 0.0
+        cm[self.dag.called] = 1.0
     b[sl['scalars']] = self._scalars()
     return b.copy()
+
 
 @patch_into(SpindleFlowEnv)
 def _first_observation(self, task: Task, sub: np.ndarray, ts: list):
     "The episode's buffer with its static parts, the opening run-time scores (zeros) and per-slot fits."
     M, sl = self.cfg.max_specialists, self._sl
-    b = self._obs_buf = np.zeros(self._obs_dim, np.float32)    # static parts written once per episode
-    b[sl['task']] = self.task_emb; b[sl['roster']] = self.roster_emb.ravel()
-    self.scores = np.zeros(len(task.subtasks), np.float32)   # run-time scores: nothing written yet
-    self.slot_fit = fit_from_cosine(self.roster_emb @ sub.T)      # (M, k) capability/subtask fit, observable
-    self.slot_call = np.zeros((M, 5), np.float32)               # per slot: failed, recovered, output score, latency, cost
+    b = self._obs_buf = np.zeros(self._obs_dim, np.float32)  # static parts written once per episode
+    b[sl['task']] = self.task_emb
+    b[sl['roster']] = self.roster_emb.ravel()
+    self.scores = np.zeros(len(task.subtasks), np.float32)  # run-time scores: nothing written yet
+    self.slot_fit = fit_from_cosine(self.roster_emb @ sub.T)  # (M, k) capability/subtask fit, observable
+    self.slot_call = np.zeros((M, 5), np.float32)  # per slot: failed, recovered, output score, latency, cost
     b[sl['slot_obs']] = self._slot_obs().ravel()
-    if ts[3] is None: ts[3] = self._scratchpad(self.scores)  # so the opening scratchpad depends on the task only
+    if ts[3] is None:
+        ts[3] = self._scratchpad(self.scores)  # so the opening scratchpad depends on the task only
     b[sl['scratchpad']] = ts[3]
 
 # %% ../nbs/07_env.ipynb #bd4be4c1
@@ -323,7 +427,8 @@ def reset(self, *, seed: int | None = None, options: dict | None = None):
     super(SpindleFlowEnv, self).reset(seed=seed)
     opts = dict(options) if options else {}
     unknown = set(opts) - {'task', 'roster', 'tier'}
-    if unknown: raise ConfigError(f"unknown reset option(s) {sorted(unknown)}; valid: task, roster, tier.")
+    if unknown:
+        raise ConfigError(f"unknown reset option(s) {sorted(unknown)}; valid: task, roster, tier.")
     task = self._pick_task(opts.get('task'))
     sub = self.world.sub_emb[task.id]
     roster = self._pick_roster(task, sub, opts.get('roster'))
@@ -335,16 +440,22 @@ def reset(self, *, seed: int | None = None, options: dict | None = None):
     self.sub_emb = sub
     ts = self._load_task_static(task, sub)
     self.ctx = EpisodeContext(task, self.task_emb, sub, roster, self.roster_emb, self.cfg.roster_split)
-    self.backend.begin_episode(self.ctx, self.np_random)       # the hidden world: true fits, who will fail
+    self.backend.begin_episode(self.ctx, self.np_random)  # the hidden world: true fits, who will fail
     self.budget = float(task.latency_budget_s) if self.sim_cfg.latency_budget else float('inf')
     self._fresh_dag(roster)
-    self.backend.on_reset(self)                          # e.g. the sandboxed backend's fresh scratchpad (chapter 16)
+    self.backend.on_reset(self)  # e.g. the sandboxed backend's fresh scratchpad (chapter 16)
     self._reset_counters()
     self.cost_coef = self._draw_cost_coef()
     self._first_observation(task, sub, ts)
-    info = {'action_mask': self.dag.action_mask(), 'task_id': task.id, 'roster': list(roster), 'tier': self.tier,
-            'tier_flagged': self.tier_flag, 'cost_coef': self.cost_coef}
-    return self._obs(changed=False), info               # fresh DAG: zero adjacency and called mask
+    info = {
+        'action_mask': self.dag.action_mask(),
+        'task_id': task.id,
+        'roster': list(roster),
+        'tier': self.tier,
+        'tier_flagged': self.tier_flag,
+        'cost_coef': self.cost_coef,
+    }
+    return self._obs(changed=False), info  # fresh DAG: zero adjacency and called mask
 
 # %% ../nbs/07_env.ipynb #439002ba
 @patch_into(SpindleFlowEnv)
@@ -354,39 +465,63 @@ def _clean_action(self, action) -> list:
     a = np.asarray(action, dtype=np.float32).reshape(-1)
     if a.shape != (M + 6,):
         raise ValueError(f"action must have shape ({M + 6},) for max_specialists={M}, got {np.shape(action)}.")
-    al = a.tolist()                                         # float32 values, exactly, as Python floats
-    if not math.isfinite(sum(al)):                          # any NaN/inf makes the sum non-finite
+    al = a.tolist()  # float32 values, exactly, as Python floats
+    if not math.isfinite(sum(al)):  # any NaN/inf makes the sum non-finite
         bad = np.flatnonzero(~np.isfinite(a)).tolist()
-        raise ValueError(f"action has NaN or infinite values at positions {bad}. The policy has probably diverged: "
-                         "lower the learning rate or check the reward scale; actions must be finite.")
-    return [-1.0 if x < -1.0 else 1.0 if x > 1.0 else x for x in al]   # = np.clip(a, -1, 1)
+        raise ValueError(
+            f"action has NaN or infinite values at positions {bad}. The policy has probably diverged: "
+            "lower the learning rate or check the reward scale; actions must be finite."
+        )
+    return [-1.0 if x < -1.0 else 1.0 if x > 1.0 else x for x in al]  # = np.clip(a, -1, 1)
 
 # %% ../nbs/07_env.ipynb #a1ad522c
 @patch_into(SpindleFlowEnv)
 def _choose_calls(self, al: list, ml: list, ev: dict) -> tuple:
-    "Decode a CALL action against the mask `ml`; add the calls to the DAG. Returns `(accepted, mode, params, n_invalid)`."
+    """Decode a CALL action against the mask `ml`; add the calls
+    to the DAG. Returns `(accepted, mode, params, n_invalid)`."""
     M = self.cfg.max_specialists
-    logits = al[1:M + 1]; mode = decode_mode(al[M + 1]); mp = ModeParams.from_action(al[M + 2:M + 6])
+    logits = al[1 : M + 1]
+    mode = decode_mode(al[M + 1])
+    mp = ModeParams.from_action(al[M + 2 : M + 6])
     selected = [i for i in range(M) if logits[i] > 0]
-    selected.sort(key=logits.__getitem__, reverse=True)   # highest logit first, ties in slot order (stable)
+    selected.sort(key=logits.__getitem__, reverse=True)  # highest logit first, ties in slot order (stable)
     rejected = []
     for s in selected:
         if not ml[s]:
-            reason = ('empty slot' if self.empty[s] else 'already called' if s in self.dag.called
-                      else 'would exceed depth or close a cycle')
+            reason = (
+                'empty slot'
+                if self.empty[s]
+                else 'already called'
+                if s in self.dag.called
+                else 'would exceed depth or close a cycle'
+            )
             rejected.append({'slot': s, 'specialist_id': self.roster[s], 'reason': reason})
     valid = [s for s in selected if ml[s]]
     auto = False
-    if not selected and True in ml:                      # the best allowed slot (first one on ties, as argmax)
-        valid = [max((i for i in range(M) if ml[i]), key=logits.__getitem__)]; auto = True
+    if not selected and True in ml:  # the best allowed slot (first one on ties, as argmax)
+        valid = [max((i for i in range(M) if ml[i]), key=logits.__getitem__)]
+        auto = True
     accepted = self.dag.add_calls(valid, mode) if valid else []
     for s in valid:
-        if s not in accepted: rejected.append({'slot': s, 'specialist_id': self.roster[s], 'reason': 'refused by the DAG'})
+        if s not in accepted:
+            rejected.append({'slot': s, 'specialist_id': self.roster[s], 'reason': 'refused by the DAG'})
     n_invalid = len(rejected) + (0 if accepted else 1)
-    ev.update(mode=mode, params=vars(mp).copy(), selected=selected, accepted=accepted, rejected=rejected,
-              auto_selected=auto,
-              allowed={str(s): ('best allowed slot (no logit above 0)' if auto else 'selected, allowed by the mask: not called before, no cycle, within depth')
-                       for s in accepted})
+    ev.update(
+        mode=mode,
+        params=vars(mp).copy(),
+        selected=selected,
+        accepted=accepted,
+        rejected=rejected,
+        auto_selected=auto,
+        allowed={
+            str(s): (
+                'best allowed slot (no logit above 0)'
+                if auto
+                else 'selected, allowed by the mask: not called before, no cycle, within depth'
+            )
+            for s in accepted
+        },
+    )
     return accepted, mode, mp, n_invalid
 
 # %% ../nbs/07_env.ipynb #b9a79bdf
@@ -396,23 +531,41 @@ def _execute(self, accepted: list, mode: str, mp, n_invalid: int) -> tuple:
     called_before = len(self.dag.called) - len(accepted)
     res = self.backend.execute(accepted, mode, mp, self.np_random)
     over0 = overrun_fraction(self.latency, self.budget)
-    self.latency += res.latency_s; self.cost += res.cost_usd; self._spent_sim += res.cost_usd
+    self.latency += res.latency_s
+    self.cost += res.cost_usd
+    self._spent_sim += res.cost_usd
     nt = ne = rt = re_ = 0
     for c in res.calls:
         if c.status == 'timeout':
             nt += 1
-            if c.recovered: rt += 1
+            if c.recovered:
+                rt += 1
         elif c.status == 'error':
             ne += 1
-            if c.recovered: re_ += 1
-    nr = sum(1 for c in res.conflicts if c.resolved); nu = len(res.conflicts) - nr
-    self.n_failures += nt + ne - rt - re_; self.n_recovered += rt + re_
-    self.n_unresolved += nu; self.n_resolved += nr
-    terms = self.rewards.step_terms(n_new_calls=len(accepted), n_called_before=called_before,
-        expected=self.task.expected_specialists, n_timeouts=nt, n_errors=ne, n_recovered_timeouts=rt,
-        n_recovered_errors=re_, n_unresolved=nu, n_resolved=nr, overrun_before=over0,
-        overrun_after=overrun_fraction(self.latency, self.budget), n_invalid=n_invalid,
-        step_cost_usd=res.cost_usd, cost_coef=self.cost_coef)
+            if c.recovered:
+                re_ += 1
+    nr = sum(1 for c in res.conflicts if c.resolved)
+    nu = len(res.conflicts) - nr
+    self.n_failures += nt + ne - rt - re_
+    self.n_recovered += rt + re_
+    self.n_unresolved += nu
+    self.n_resolved += nr
+    terms = self.rewards.step_terms(
+        n_new_calls=len(accepted),
+        n_called_before=called_before,
+        expected=self.task.expected_specialists,
+        n_timeouts=nt,
+        n_errors=ne,
+        n_recovered_timeouts=rt,
+        n_recovered_errors=re_,
+        n_unresolved=nu,
+        n_resolved=nr,
+        overrun_before=over0,
+        overrun_after=overrun_fraction(self.latency, self.budget),
+        n_invalid=n_invalid,
+        step_cost_usd=res.cost_usd,
+        cost_coef=self.cost_coef,
+    )
     return terms, res
 
 # %% ../nbs/07_env.ipynb #b40252a0
@@ -422,34 +575,58 @@ def _record(self, res, accepted: list, mode: str, ev: dict):
     D, off = self.layout.emb_dim, self._called_off
     for c in res.calls:
         self.called_emb[c.slot] = c.embedding
-        self._obs_buf[off + c.slot*D: off + (c.slot + 1)*D] = c.embedding
-        if c.usable: self.outputs.append((c.fallback_id if (c.recovered and c.fallback_id) else c.specialist_id, c.output_text, c.embedding))
+        self._obs_buf[off + c.slot * D : off + (c.slot + 1) * D] = c.embedding
+        if c.usable:
+            self.outputs.append(
+                (c.fallback_id if (c.recovered and c.fallback_id) else c.specialist_id, c.output_text, c.embedding)
+            )
     usable = [c for c in res.calls if c.usable]
-    if usable:                                       # the run-time scorer reads what was written, nothing else
+    if usable:  # the run-time scorer reads what was written, nothing else
         S = subtask_scores_each([c.embedding for c in usable], self.sub_emb, self.cfg.score_lo, self.cfg.score_hi)
         self.scores = np.maximum(self.scores, S.max(0))
     own = dict(zip((c.slot for c in usable), S.max(1).tolist())) if usable else {}
-    for c in res.calls:                              # what came back, per slot
-        self.slot_call[c.slot] = (0.0 if c.usable else 1.0, float(c.recovered), own.get(c.slot, 0.0),
-                                  min(2.0, c.latency_s/60.0), min(2.0, c.cost_usd/0.05))
+    for c in res.calls:  # what came back, per slot
+        self.slot_call[c.slot] = (
+            0.0 if c.usable else 1.0,
+            float(c.recovered),
+            own.get(c.slot, 0.0),
+            min(2.0, c.latency_s / 60.0),
+            min(2.0, c.cost_usd / 0.05),
+        )
     cat = self.world.catalog
     self.path.append(mode[0] + ':' + '+'.join(sorted(cat[self.roster[s]].domain for s in accepted)))
-    ev.update(calls=[{'slot': c.slot, 'specialist_id': c.specialist_id, 'role': cat[c.specialist_id].role,
-                      'status': c.status, 'fallback_id': c.fallback_id, 'recovered': c.recovered,
-                      'latency_s': c.latency_s, 'cost_usd': c.cost_usd,
-                      'contribution': c.contribution, 'output': c.output_text[:240], 'tokens': c.tokens}
-                     for c in res.calls],
-              conflicts=[{'a': x.slot_a, 'b': x.slot_b, 'resolved': x.resolved} for x in res.conflicts],
-              step_latency_s=res.latency_s, step_cost_usd=res.cost_usd)
+    ev.update(
+        calls=[
+            {
+                'slot': c.slot,
+                'specialist_id': c.specialist_id,
+                'role': cat[c.specialist_id].role,
+                'status': c.status,
+                'fallback_id': c.fallback_id,
+                'recovered': c.recovered,
+                'latency_s': c.latency_s,
+                'cost_usd': c.cost_usd,
+                'contribution': c.contribution,
+                'output': c.output_text[:240],
+                'tokens': c.tokens,
+            }
+            for c in res.calls
+        ],
+        conflicts=[{'a': x.slot_a, 'b': x.slot_b, 'resolved': x.resolved} for x in res.conflicts],
+        step_latency_s=res.latency_s,
+        step_cost_usd=res.cost_usd,
+    )
 
 # %% ../nbs/07_env.ipynb #a5fef235
 @patch_into(SpindleFlowEnv)
 def step(self, action):
     "One decision: STOP, or CALL a group of specialists in a mode. Returns `obs, reward, terminated, truncated, info`."
-    if self._done: raise RuntimeError("step() called on a finished episode: call reset() first.")
+    if self._done:
+        raise RuntimeError("step() called on a finished episode: call reset() first.")
     al = self._clean_action(action)
     self.t += 1
-    mask = self.dag.action_mask(); ml = mask.tolist()
+    mask = self.dag.action_mask()
+    ml = mask.tolist()
     terms = zero_terms()
     stop = al[0] >= 0
     ev = {'step': self.t, 'meta': 'stop' if stop else 'call', 'mask': ml}
@@ -460,9 +637,9 @@ def step(self, action):
             terms, res = self._execute(accepted, mode, mp, n_invalid)
             self._record(res, accepted, mode, ev)
         else:
-            terms['invalid_action_penalty'] = -self.reward_cfg.invalid_action_penalty*n_invalid
+            terms['invalid_action_penalty'] = -self.reward_cfg.invalid_action_penalty * n_invalid
         self.n_invalid += n_invalid
-    mask_after = self.dag.action_mask() if accepted else mask   # no call accepted: the DAG did not change
+    mask_after = self.dag.action_mask() if accepted else mask  # no call accepted: the DAG did not change
     terminated = bool(stop or not (mask_after.any() if accepted else True in ml))
     truncated = bool(not terminated and self.t >= self.cfg.max_steps)
     info = {'action_mask': mask_after}
@@ -470,14 +647,24 @@ def step(self, action):
         self._finish(terms, info, explicit=terminated, ev=ev)
     reward = float(sum(terms.values()))
     tt = self.terms_total
-    for k_, v in terms.items(): tt[k_] += v
+    for k_, v in terms.items():
+        tt[k_] += v
     self.return_ += reward
-    ev.update(reward=reward, reward_terms=dict(terms), latency_s=self.latency, cost_usd=self.cost,
-              scores=self.scores.tolist(), edges=self.dag_edges())
+    ev.update(
+        reward=reward,
+        reward_terms=dict(terms),
+        latency_s=self.latency,
+        cost_usd=self.cost,
+        scores=self.scores.tolist(),
+        edges=self.dag_edges(),
+    )
     self.trace.append(ev)
     info.update(reward_terms=terms, trace=ev)
-    if 'summary' in info: info['summary']['return'] = self.return_; info['summary']['terms_total'] = dict(self.terms_total)
+    if 'summary' in info:
+        info['summary']['return'] = self.return_
+        info['summary']['terms_total'] = dict(self.terms_total)
     return self._obs(changed=bool(accepted)), reward, terminated, truncated, info
+
 
 @patch_into(SpindleFlowEnv)
 def dag_edges(self) -> list:
@@ -489,22 +676,31 @@ def dag_edges(self) -> list:
 def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = None):
     "Score the finished episode; add the end-of-episode terms to `terms` and its summary to `info`."
     self._done = True
-    q = self.backend.coverage()                      # the hidden quality: read only here, for the reward
+    q = self.backend.coverage()  # the hidden quality: read only here, for the reward
     cm = self.backend.conflict_multiplier()
     rec = EpisodeRecord(self.task, self.sub_emb, q, cm, self.outputs, self.backend.baseline())
     judges = [getattr(x, 'judge', None) for x in self.cascade.scorers.values()]
     spent0 = sum(getattr(j, 'cost_usd', 0.0) for j in judges)
     sc = self.cascade.score(self.tier, rec)
-    judge_cost = sum(getattr(j, 'cost_usd', 0.0) for j in judges) - spent0     # LLM judges (tiers 2-3) cost money too
+    judge_cost = sum(getattr(j, 'cost_usd', 0.0) for j in judges) - spent0  # LLM judges (tiers 2-3) cost money too
     path = '>'.join(self.path) or 'none'
     cons = self.consistency.update(self.task.category, path, n_categories=self.n_task_categories())
     # the explanation bonus is paid only when the explanation generated from the trace justifies every decision
     # and is verified against it (chapter 07c): the check reads only what a deployment observes
-    auditable = (explicit and self.n_invalid == 0 and len(self.path) > 0
-                 and explanation_verified(self, pending=ev, explicit=explicit))
-    tt = self.rewards.terminal_terms(specialist_score=sc['specialist_score'], baseline_score=sc['baseline_score'],
-                                     consistency=cons, auditable=auditable)
-    for k_ in ('quality_delta', 'consistency_bonus', 'explanation_bonus'): terms[k_] += tt[k_]
+    auditable = (
+        explicit
+        and self.n_invalid == 0
+        and len(self.path) > 0
+        and explanation_verified(self, pending=ev, explicit=explicit)
+    )
+    tt = self.rewards.terminal_terms(
+        specialist_score=sc['specialist_score'],
+        baseline_score=sc['baseline_score'],
+        consistency=cons,
+        auditable=auditable,
+    )
+    for k_ in ('quality_delta', 'consistency_bonus', 'explanation_bonus'):
+        terms[k_] += tt[k_]
     info['summary'] = self._summary(sc, judge_cost, path, cons, auditable, explicit)
 
 # %% ../nbs/07_env.ipynb #177f471d
@@ -513,34 +709,61 @@ def _summary(self, sc: dict, judge_cost: float, path: str, cons: float, auditabl
     "The finished episode in one dict (`info['summary']`): scores, tier, money, time, counts, path, success."
     over = overrun_fraction(self.latency, self.budget)
     return {
-        'task_id': self.task.id, 'category': self.task.category, 'phase': self.task.phase, 'roster': list(self.roster),
-        'tier_locked': self.tier, 'tier_used': sc['tier_used'], 'rescored': sc['rescored'] or self.tier_flag,
-        'judge_errors': sc['errors'], 'specialist_score': sc['specialist_score'], 'baseline_score': sc['baseline_score'],
-        'quality': sc['specialist_score'], 'cost_usd': self.cost, 'judge_cost_usd': judge_cost,
-        'cost_coef': self.cost_coef, 'latency_s': self.latency, 'budget_s': self.budget,
-        'overrun': over, 'n_called': len(self.dag.called), 'expected': self.task.expected_specialists,
-        'failures': self.n_failures, 'recovered': self.n_recovered, 'conflicts_unresolved': self.n_unresolved,
-        'conflicts_resolved': self.n_resolved, 'invalid': self.n_invalid, 'path': path, 'consistency': cons,
-        'auditable': auditable, 'steps': self.t, 'truncated': not explicit,
-        'success': bool(sc['specialist_score'] - sc['baseline_score'] >= 0.25 and over <= 0.1)}
+        'task_id': self.task.id,
+        'category': self.task.category,
+        'phase': self.task.phase,
+        'roster': list(self.roster),
+        'tier_locked': self.tier,
+        'tier_used': sc['tier_used'],
+        'rescored': sc['rescored'] or self.tier_flag,
+        'judge_errors': sc['errors'],
+        'specialist_score': sc['specialist_score'],
+        'baseline_score': sc['baseline_score'],
+        'quality': sc['specialist_score'],
+        'cost_usd': self.cost,
+        'judge_cost_usd': judge_cost,
+        'cost_coef': self.cost_coef,
+        'latency_s': self.latency,
+        'budget_s': self.budget,
+        'overrun': over,
+        'n_called': len(self.dag.called),
+        'expected': self.task.expected_specialists,
+        'failures': self.n_failures,
+        'recovered': self.n_recovered,
+        'conflicts_unresolved': self.n_unresolved,
+        'conflicts_resolved': self.n_resolved,
+        'invalid': self.n_invalid,
+        'path': path,
+        'consistency': cons,
+        'auditable': auditable,
+        'steps': self.t,
+        'truncated': not explicit,
+        'success': bool(sc['specialist_score'] - sc['baseline_score'] >= 0.25 and over <= 0.1),
+    }
 
 # %% ../nbs/07_env.ipynb #0c5d8232
-SpindleFlowEnv._CACHES = ('_task_cache', '_task_static')       # derived per-task arrays: rebuilt on demand, identical
+SpindleFlowEnv._CACHES = ('_task_cache', '_task_static')  # derived per-task arrays: rebuilt on demand, identical
+
 
 @patch_into(SpindleFlowEnv)
 def __getstate__(self):
     "Pickle (exact-resume snapshots, subprocesses) without the per-task caches: a snapshot stays small and cheap."
     d = dict(self.__dict__)
-    for k in self._CACHES: d[k] = {}
+    for k in self._CACHES:
+        d[k] = {}
     return d
+
 
 @patch_into(SpindleFlowEnv)
 def consistency_state(self) -> dict:
     "The consistency-bonus history (Dirichlet counts per category), for checkpoints."
     return self.consistency.state_dict()
 
+
 @patch_into(SpindleFlowEnv)
-def load_consistency_state(self, state: dict): self.consistency.load_state_dict(state)
+def load_consistency_state(self, state: dict):
+    self.consistency.load_state_dict(state)
+
 
 @patch_into(SpindleFlowEnv)
 def spent_usd(self) -> float:
@@ -551,14 +774,18 @@ def spent_usd(self) -> float:
     total = float(b) if b is not None else self._spent_sim
     return total + sum(getattr(getattr(x, 'judge', None), 'cost_usd', 0.0) for x in self.cascade.scorers.values())
 
+
 @patch_into(SpindleFlowEnv)
 def action_masks(self) -> np.ndarray:
     "Slots that may be called next (the DAG's mask)."
     return self.dag.action_mask()
 
+
 @patch_into(SpindleFlowEnv)
 def render(self):
     "`ansi`: a text summary of the episode so far; `rgb_array`: a frame (DAG, calls, reward terms; chapter 07b)."
-    if self.render_mode == 'rgb_array': return render_frame(self)
-    if self.render_mode != 'ansi' or self.task is None: return None
+    if self.render_mode == 'rgb_array':
+        return render_frame(self)
+    if self.render_mode != 'ansi' or self.task is None:
+        return None
     return render_ansi(self)

@@ -12,12 +12,30 @@ import numpy as np
 from .config import ConfigError, options_from, param
 from .files import atomic_write_json, atomic_write_text, check_output
 from .llm import OpenAIConfig, LLMClient, normalise_base_url
-from .policies import (ModelPolicy, BASELINES, make_baselines, run_episode, mean_ci, normalised,
-                                     LLMPlannerPolicy)
+from spindleflow_rl.policies import (
+    ModelPolicy,
+    BASELINES,
+    make_baselines,
+    run_episode,
+    mean_ci,
+    normalised,
+    LLMPlannerPolicy,
+)
 from .routers import HindsightOraclePolicy
 from .replay import episode_record, write_episodes
-from .runs import (SECTIONS, TrainConfig, SPLITS, load_model, split_env_fn, make_backend, build_world, with_roster,
-                                 calls_failed, CallsFailedError, Interrupted)
+from spindleflow_rl.runs import (
+    SECTIONS,
+    TrainConfig,
+    SPLITS,
+    load_model,
+    split_env_fn,
+    make_backend,
+    build_world,
+    with_roster,
+    calls_failed,
+    CallsFailedError,
+    Interrupted,
+)
 
 # %% auto #0
 __all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS', 'MIN_PHASE_SPAN', 'EVAL_POSITIONAL',
@@ -30,31 +48,43 @@ __all__ = ['NON_DEPLOYABLE', 'PAID_WORKERS', 'PAID_BASELINES', 'POLICY_COLOURS',
 def plan_consistency(summaries) -> float:
     "Share of episodes whose path equals the most common path of their task (tasks seen at least twice)."
     by = defaultdict(list)
-    for s in summaries: by[s['task_id']].append(s['path'])
+    for s in summaries:
+        by[s['task_id']].append(s['path'])
     num = den = 0
     for paths in by.values():
-        if len(paths) < 2: continue
-        num += Counter(paths).most_common(1)[0][1]; den += len(paths)
-    return num/den if den else float('nan')
+        if len(paths) < 2:
+            continue
+        num += Counter(paths).most_common(1)[0][1]
+        den += len(paths)
+    return num / den if den else float('nan')
+
 
 def metrics(summaries) -> dict:
     "Aggregate episode summaries of one policy."
-    R = [s['return'] for s in summaries]; m, h = mean_ci(R)
-    fails = sum(s['failures'] + s['recovered'] for s in summaries); rec = sum(s['recovered'] for s in summaries)
-    out = {'episodes': len(summaries), 'return': m, 'return_ci95': h,
-           'quality': float(np.mean([s['specialist_score'] for s in summaries])),
-           'quality_delta': float(np.mean([s['specialist_score'] - s['baseline_score'] for s in summaries])),
-           'cost_usd': float(np.mean([s['cost_usd'] for s in summaries])),
-           'latency_s': float(np.mean([s['latency_s'] for s in summaries])),
-           'overrun': float(np.mean([s['overrun'] for s in summaries])),
-           'success_rate': float(np.mean([s['success'] for s in summaries])),
-           'recovery_rate': rec/fails if fails else float('nan'),
-           'specialists_per_task': float(np.mean([s['n_called'] for s in summaries])),
-           'plan_consistency': plan_consistency(summaries)}
+    R = [s['return'] for s in summaries]
+    m, h = mean_ci(R)
+    fails = sum(s['failures'] + s['recovered'] for s in summaries)
+    rec = sum(s['recovered'] for s in summaries)
+    out = {
+        'episodes': len(summaries),
+        'return': m,
+        'return_ci95': h,
+        'quality': float(np.mean([s['specialist_score'] for s in summaries])),
+        'quality_delta': float(np.mean([s['specialist_score'] - s['baseline_score'] for s in summaries])),
+        'cost_usd': float(np.mean([s['cost_usd'] for s in summaries])),
+        'latency_s': float(np.mean([s['latency_s'] for s in summaries])),
+        'overrun': float(np.mean([s['overrun'] for s in summaries])),
+        'success_rate': float(np.mean([s['success'] for s in summaries])),
+        'recovery_rate': rec / fails if fails else float('nan'),
+        'specialists_per_task': float(np.mean([s['n_called'] for s in summaries])),
+        'plan_consistency': plan_consistency(summaries),
+    }
     by_phase = defaultdict(list)
-    for s in summaries: by_phase[s['phase']].append(s['return'])
+    for s in summaries:
+        by_phase[s['phase']].append(s['return'])
     out['return_by_phase'] = {int(p): float(np.mean(v)) for p, v in sorted(by_phase.items())}
     return out
+
 
 def normalised_ci(R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Paired-bootstrap confidence interval of the normalised score `(mean R - mean R_random) / (mean R_oracle -
@@ -62,15 +92,21 @@ def normalised_ci(R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, leve
     the same task, roster and hidden parameters): episode indices are resampled jointly."""
     R, R0, R1 = (np.asarray(x, float) for x in (R, R_random, R_oracle))
     if not (R.ndim == R0.ndim == R1.ndim == 1 and len(R) == len(R0) == len(R1)):
-        raise ValueError(f"normalised_ci needs three 1-d arrays of per-episode returns on the same seeds, got lengths "
-                         f"{len(R)}, {len(R0)}, {len(R1)}.")
-    if len(R) < 2: raise ValueError("normalised_ci needs at least 2 episodes.")
+        raise ValueError(
+            f"normalised_ci needs three 1-d arrays of per-episode returns on the same seeds, got lengths "
+            f"{len(R)}, {len(R0)}, {len(R1)}."
+        )
+    if len(R) < 2:
+        raise ValueError("normalised_ci needs at least 2 episodes.")
     idx = np.random.default_rng(seed).integers(0, len(R), (n_boot, len(R)))
-    m0 = R0[idx].mean(1); num, den = R[idx].mean(1) - m0, R1[idx].mean(1) - m0
-    ok = den > 0                                     # resamples where the oracle does not beat random say nothing
-    if not ok.any(): return float('nan'), float('nan')
-    lo, hi = np.quantile(num[ok]/den[ok], [(1 - level)/2, 1 - (1 - level)/2])
+    m0 = R0[idx].mean(1)
+    num, den = R[idx].mean(1) - m0, R1[idx].mean(1) - m0
+    ok = den > 0  # resamples where the oracle does not beat random say nothing
+    if not ok.any():
+        return float('nan'), float('nan')
+    lo, hi = np.quantile(num[ok] / den[ok], [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
+
 
 def add_normalised(table: dict, returns: dict | None = None) -> dict:
     """Add the normalised score (overall and per phase) to every policy of a split's table; with `returns` (per-episode
@@ -80,88 +116,134 @@ def add_normalised(table: dict, returns: dict | None = None) -> dict:
         v['normalised'] = normalised(v['return'], r0, r1)
         if returns is not None and k in returns:
             v['normalised_ci95'] = list(normalised_ci(returns[k], returns['random'], returns['oracle']))
-        v['normalised_by_phase'] = {p: normalised(v['return_by_phase'][p], table['random']['return_by_phase'][p],
-                                                  table['oracle']['return_by_phase'][p]) for p in v['return_by_phase']}
+        v['normalised_by_phase'] = {
+            p: normalised(
+                v['return_by_phase'][p], table['random']['return_by_phase'][p], table['oracle']['return_by_phase'][p]
+            )
+            for p in v['return_by_phase']
+        }
     return table
 
 # %% ../nbs/10_evaluate.ipynb #4e352347
-NON_DEPLOYABLE = ('random', 'oracle')     # random is a floor, and the oracle reads the simulator's hidden parameters
-PAID_WORKERS = 8                          # a paid backend's episodes played at once (each waits on the network, not the CPU)
-PAID_BASELINES = ('adaptive-planner',)   # the best deployable scripted baseline (README); with the LLM planner a paid backend adds,
-                                         # the two an evaluation sized to a paid training run plays against the policy
+NON_DEPLOYABLE = ('random', 'oracle')  # random is a floor, and the oracle reads the simulator's hidden parameters
+PAID_WORKERS = 8  # a paid backend's episodes played at once (each waits on the network, not the CPU)
+PAID_BASELINES = (
+    'adaptive-planner',
+)  # the best deployable scripted baseline (README); with the LLM planner a paid backend adds,
+# the two an evaluation sized to a paid training run plays against the policy
+
 
 def best_baseline(table: dict, exclude=('policy', *NON_DEPLOYABLE)) -> str | None:
     "The non-learned baseline a deployment could run with the best mean return in a split's table (`None` if none)."
     names = [n for n in table if n not in exclude]
     return max(names, key=lambda n: table[n]['return']) if names else None
 
-def paired_difference(R, R_base, R_random=None, R_oracle=None, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+
+def paired_difference(
+    R, R_base, R_random=None, R_oracle=None, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict:
     """Policy minus baseline on the same episodes (episode i of each: same task, roster, hidden parameters): the mean
     return difference and, with random's and the oracle's returns, the normalised difference
     `(mean R - mean R_base) / (mean R_oracle - mean R_random)`, each with a paired-bootstrap interval (episode indices
     resampled jointly for all arrays; seeded)."""
     arrs = [np.asarray(x, float) for x in (R, R_base, R_random, R_oracle) if x is not None]
-    if len(arrs) not in (2, 4): raise ValueError("paired_difference needs R and R_base, and optionally both R_random and R_oracle.")
+    if len(arrs) not in (2, 4):
+        raise ValueError("paired_difference needs R and R_base, and optionally both R_random and R_oracle.")
     if any(a.ndim != 1 for a in arrs) or len({len(a) for a in arrs}) != 1:
-        raise ValueError(f"paired_difference needs 1-d per-episode returns of equal length (the same episodes), got lengths "
-                         f"{[len(a) for a in arrs]}.")
-    if len(arrs[0]) < 2: raise ValueError("paired_difference needs at least 2 episodes.")
-    q = [(1 - level)/2, 1 - (1 - level)/2]
+        raise ValueError(
+            f"paired_difference needs 1-d per-episode returns of equal length (the same episodes), got lengths "
+            f"{[len(a) for a in arrs]}."
+        )
+    if len(arrs[0]) < 2:
+        raise ValueError("paired_difference needs at least 2 episodes.")
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
     idx = np.random.default_rng(seed).integers(0, len(arrs[0]), (n_boot, len(arrs[0])))
-    d = arrs[0] - arrs[1]; bd = d[idx].mean(1)
+    d = arrs[0] - arrs[1]
+    bd = d[idx].mean(1)
     out = {'return_diff': float(d.mean()), 'return_diff_ci95': [float(x) for x in np.quantile(bd, q)]}
     if len(arrs) == 4:
-        span = arrs[3].mean() - arrs[2].mean(); bspan = arrs[3][idx].mean(1) - arrs[2][idx].mean(1)
-        out['normalised_diff'] = float(d.mean()/span) if span > 0 else float('nan')
+        span = arrs[3].mean() - arrs[2].mean()
+        bspan = arrs[3][idx].mean(1) - arrs[2][idx].mean(1)
+        out['normalised_diff'] = float(d.mean() / span) if span > 0 else float('nan')
         ok = bspan > 0
-        out['normalised_diff_ci95'] = ([float(x) for x in np.quantile(bd[ok]/bspan[ok], q)] if ok.any() else [float('nan')]*2)
+        out['normalised_diff_ci95'] = (
+            [float(x) for x in np.quantile(bd[ok] / bspan[ok], q)] if ok.any() else [float('nan')] * 2
+        )
     return out
+
 
 def compare_to_best(table: dict, returns: dict, seed: int = 0) -> dict | None:
     "Policy vs the split's best deployable baseline: its name, both normalised scores and the paired difference."
     b = best_baseline(table)
-    if b is None or 'policy' not in returns or b not in returns: return None
+    if b is None or 'policy' not in returns or b not in returns:
+        return None
     n = min(len(returns['policy']), len(returns[b]), *(len(returns[k]) for k in NON_DEPLOYABLE if k in returns))
     rr = [returns[k][:n] for k in NON_DEPLOYABLE] if all(k in returns for k in NON_DEPLOYABLE) else [None, None]
-    out = {'best_baseline': b, 'episodes': n, **paired_difference(returns['policy'][:n], returns[b][:n], *rr, seed=seed)}
+    out = {
+        'best_baseline': b,
+        'episodes': n,
+        **paired_difference(returns['policy'][:n], returns[b][:n], *rr, seed=seed),
+    }
     for k in ('policy', b):
-        if 'normalised' in table[k]: out[f"{'policy' if k == 'policy' else 'baseline'}_normalised"] = table[k]['normalised']
+        if 'normalised' in table[k]:
+            out[f"{'policy' if k == 'policy' else 'baseline'}_normalised"] = table[k]['normalised']
     return out
+
 
 def fmt_comparison(c: dict) -> str:
     "`policy − greedy-topk-par: +0.031 [+0.012, +0.050] return, +0.05 [+0.02, +0.08] normalised`."
-    s = f"policy − {c['best_baseline']}: {c['return_diff']:+.3f} [{c['return_diff_ci95'][0]:+.3f}, {c['return_diff_ci95'][1]:+.3f}] return"
+    s = (
+        f"policy − {c['best_baseline']}: {c['return_diff']:+.3f} [{c['return_diff_ci95'][0]:+.3f}, "
+        f"{c['return_diff_ci95'][1]:+.3f}] return"
+    )
     if 'normalised_diff' in c:
-        lo, hi = c['normalised_diff_ci95']; s += f", {c['normalised_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] normalised"
+        lo, hi = c['normalised_diff_ci95']
+        s += f", {c['normalised_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] normalised"
     return s
 
 # %% ../nbs/10_evaluate.ipynb #5bbb5d73
 class EvalBudget:
     """What an evaluation may spend (`limit_usd` None: no limit) and what it spent; the real calls it made and how many
     failed (`calls_failed` with `max_failed`); why it stopped early, if it did. Thread-safe (parallel episodes)."""
+
     def __init__(self, limit_usd: float | None = None, max_failed: float = 0.2):
         self.limit, self.spent, self.most, self.stopped = limit_usd, 0.0, 0.0, None
         self.max_failed, self._calls, self.failure = max_failed, {}, None
         self._lock, self.inflight = threading.Lock(), 0
+
     def charge(self, usd: float):
         "An episode ended having spent `usd` (its reservation is released)."
-        with self._lock: self.spent += usd; self.most = max(self.most, usd); self.inflight = max(0, self.inflight - 1)
+        with self._lock:
+            self.spent += usd
+            self.most = max(self.most, usd)
+            self.inflight = max(0, self.inflight - 1)
+
     def count(self, *sources):
         "Take the `call_stats()` of backends and clients that made real calls (held, so each is counted once)."
         with self._lock:
             for s in sources:
                 st = s.call_stats() if s is not None and hasattr(s, 'call_stats') else None
-                if st: self._calls[id(s)] = (s, st)
+                if st:
+                    self._calls[id(s)] = (s, st)
             self.failure = calls_failed([st for _, st in self._calls.values()], self.max_failed)
+
     def calls(self) -> list:
-        with self._lock: return [st for _, st in self._calls.values()]
+        with self._lock:
+            return [st for _, st in self._calls.values()]
+
     def allows_next(self) -> bool:
         """May one more episode start? It reserves a share of the budget: with `k` episodes already running, the spend so far
         plus `(k + 1) x 1.5 x` the most one episode cost must fit; before any episode has finished, one at a time."""
-        if self.failure: self.stopped = self.stopped or 'calls failed'; return False
+        if self.failure:
+            self.stopped = self.stopped or 'calls failed'
+            return False
         with self._lock:
-            ok = self.limit is None or (self.spent + (self.inflight + 1)*1.5*self.most <= self.limit and (self.most > 0 or self.inflight == 0))
-            if ok: self.inflight += 1
+            ok = self.limit is None or (
+                self.spent + (self.inflight + 1) * 1.5 * self.most <= self.limit
+                and (self.most > 0 or self.inflight == 0)
+            )
+            if ok:
+                self.inflight += 1
             return ok
 
 # %% ../nbs/10_evaluate.ipynb #4526f97e
@@ -169,22 +251,33 @@ def _spent(env, pol) -> float:
     f = getattr(getattr(env, 'unwrapped', env), 'spent_usd', None)
     return (f() if f else 0.0) + float(getattr(pol, 'cost_usd', 0.0) or 0.0)
 
+
 def _wait_for_budget(budget) -> bool:
     "Whether another episode may start: asked again while episodes of other threads are running (they may free room)."
     while not budget.allows_next():
-        if budget.failure or budget.stopped or budget.inflight == 0: return False
+        if budget.failure or budget.stopped or budget.inflight == 0:
+            return False
         time.sleep(0.05)
     return True
 
+
 class _Turns:
     "Episodes start in index order across threads: `wait(i)` until episode i may start, `next()` once it has."
-    def __init__(self): self.i, self.cv = 0, threading.Condition()
+
+    def __init__(self):
+        self.i, self.cv = 0, threading.Condition()
+
     def wait(self, i: int, budget) -> bool:
         with self.cv:
-            while self.i != i and not budget.stopped: self.cv.wait(0.1)
+            while self.i != i and not budget.stopped:
+                self.cv.wait(0.1)
             return not budget.stopped
+
     def next(self):
-        with self.cv: self.i += 1; self.cv.notify_all()
+        with self.cv:
+            self.i += 1
+            self.cv.notify_all()
+
 
 def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = None) -> dict:
     """Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`. With `turns` (threads of a parallel
@@ -193,41 +286,69 @@ def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = 
     env, out = env_fn(), {}
     try:
         for i in idx:
-            if turns is not None and not turns.wait(i, budget): break
+            if turns is not None and not turns.wait(i, budget):
+                break
             ok = not budget.stopped and _wait_for_budget(budget)
-            if turns is not None: turns.next()
-            if not ok: budget.stopped = budget.stopped or 'budget'; break
-            sd = 10_000*(seed + 1) + i; before = _spent(env, pol)
-            s = run_episode(env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None)
+            if turns is not None:
+                turns.next()
+            if not ok:
+                budget.stopped = budget.stopped or 'budget'
+                break
+            sd = 10_000 * (seed + 1) + i
+            before = _spent(env, pol)
+            s = run_episode(
+                env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None
+            )
             budget.charge(_spent(env, pol) - before)
             budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
             out[i] = (s, {**s, 'seed': sd, 'task': env.task} if i < record else None)
-    except KeyboardInterrupt: budget.stopped = 'interrupted'        # Ctrl-C (this thread): the finished episodes are kept
-    except BaseException: budget.stopped = budget.stopped or 'failed'; raise   # the other threads stop waiting for their turn
+    except KeyboardInterrupt:
+        budget.stopped = 'interrupted'  # Ctrl-C (this thread): the finished episodes are kept
+    except BaseException:
+        budget.stopped = budget.stopped or 'failed'
+        raise  # the other threads stop waiting for their turn
     return out
 
 # %% ../nbs/10_evaluate.ipynb #fd75f459
 def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
     """Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) over `workers` threads, thread k
     playing episodes k, k + workers, ... on its own env with its own copy of the policy (deterministic for a given `workers`)."""
-    if workers <= 1 or n < 2: return _play(env_fn, pol, range(n), seed, record, tasks, budget)
+    if workers <= 1 or n < 2:
+        return _play(env_fn, pol, range(n), seed, record, tasks, budget)
     from concurrent.futures import ThreadPoolExecutor
-    w = min(workers, n); out = {}; turns = _Turns()
-    pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]      # copies made before any of them plays
+
+    w = min(workers, n)
+    out = {}
+    turns = _Turns()
+    pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]  # copies made before any of them plays
     with ThreadPoolExecutor(w) as ex:
         futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget, turns) for k in range(w)]
         try:
-            for f in futs: out.update(f.result())
-        except KeyboardInterrupt:
-            budget.stopped = 'interrupted'                   # the workers stop at their next episode; what finished is kept
             for f in futs:
-                try: out.update(f.result())
-                except BaseException: pass
+                out.update(f.result())
+        except KeyboardInterrupt:
+            budget.stopped = 'interrupted'  # the workers stop at their next episode; what finished is kept
+            for f in futs:
+                try:
+                    out.update(f.result())
+                except BaseException:
+                    pass
             raise
     return out
 
-def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record: int = 0, progress: bool = False,
-                   budget: EvalBudget | None = None, returns_out: dict | None = None, tasks=None, workers: int = 1) -> tuple[dict, dict]:
+
+def evaluate_split(
+    env_fn,
+    policies: dict,
+    episodes: int,
+    seed: int = 0,
+    record: int = 0,
+    progress: bool = False,
+    budget: EvalBudget | None = None,
+    returns_out: dict | None = None,
+    tasks=None,
+    workers: int = 1,
+) -> tuple[dict, dict]:
     """Run every policy on the same `episodes` seeds (fresh envs per policy). Returns (metrics table, recorded traces:
     the first `record` episodes of each policy). `budget`: stop before the spend could pass its limit, or once too many
     real calls failed; Ctrl-C also stops; either way the finished episodes are kept (`budget.stopped` says why).
@@ -237,17 +358,29 @@ def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record:
     budget = budget or EvalBudget()
     n = episodes if tasks is None else len(tasks)
     for name, pol in policies.items():
-        if budget.stopped: break
-        try: done = _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers)
-        except KeyboardInterrupt: budget.stopped, done = 'interrupted', {}
+        if budget.stopped:
+            break
+        try:
+            done = _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers)
+        except KeyboardInterrupt:
+            budget.stopped, done = 'interrupted', {}
         k = 0
-        while k in done: k += 1                          # the finished prefix: episode i of every policy stays the same task
+        while k in done:
+            k += 1  # the finished prefix: episode i of every policy stays the same task
         sums = [done[i][0] for i in range(k)]
-        traces.update({name: [done[i][1] for i in range(k) if done[i][1] is not None]} if any(done[i][1] for i in range(k)) else {})
-        if not sums: continue
-        table[name] = metrics(sums); returns[name] = [s['return'] for s in sums]
-        if len(sums) < n: table[name]['partial'] = True
-        if progress: print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
+        traces.update(
+            {name: [done[i][1] for i in range(k) if done[i][1] is not None]}
+            if any(done[i][1] for i in range(k))
+            else {}
+        )
+        if not sums:
+            continue
+        table[name] = metrics(sums)
+        returns[name] = [s['return'] for s in sums]
+        if len(sums) < n:
+            table[name]['partial'] = True
+        if progress:
+            print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
     if 'random' in table and 'oracle' in table:
         k = min(len(v) for v in returns.values())
         add_normalised(table, {p: v[:k] for p, v in returns.items()} if k >= 2 else None)
@@ -257,32 +390,57 @@ def evaluate_split(env_fn, policies: dict, episodes: int, seed: int = 0, record:
 def learning_curve(run_dir) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "(timesteps, mean episode return, phase) from a run's progress*.csv files (resumed runs concatenated)."
     import csv
+
     rows = []
     for p in sorted(Path(run_dir).glob('progress*.csv')):
         for r in csv.DictReader(open(p)):
             if r.get('episode/return') not in (None, ''):
-                rows.append((float(r['time/total_timesteps']), float(r['episode/return']), float(r.get('curriculum/phase') or 0)))
+                rows.append(
+                    (
+                        float(r['time/total_timesteps']),
+                        float(r['episode/return']),
+                        float(r.get('curriculum/phase') or 0),
+                    )
+                )
     rows.sort()
     a = np.array(rows) if rows else np.zeros((0, 3))
     return a[:, 0], a[:, 1], a[:, 2]
 
-POLICY_COLOURS = {   # one colour per policy name, the same in every figure (chapters 09, 10, 12, the blog, the app)
-    'policy': 'tab:red', 'warm start + PPO': 'tab:red', 'warm start': '#f4a3a3', 'untrained': 'tab:gray',
-    'oracle': 'black', 'random': 'tab:orange', 'adaptive-planner': 'tab:blue', 'adaptive-planner-tuned': '#6baed6',
-    'subtask-planner': 'tab:cyan', 'greedy-topk-par': 'tab:green', 'greedy-topk-seq': '#98df8a',
-    'greedy-top3-par': 'tab:purple', 'greedy-top3-seq': '#c5b0d5', 'call-all-parallel': 'tab:brown',
-    'call-all-sequential': '#c49c94', 'llm-planner': 'tab:pink', 'bayes-cascade': 'tab:olive'}
+
+POLICY_COLOURS = {  # one colour per policy name, the same in every figure (chapters 09, 10, 12, the blog, the app)
+    'policy': 'tab:red',
+    'warm start + PPO': 'tab:red',
+    'warm start': '#f4a3a3',
+    'untrained': 'tab:gray',
+    'oracle': 'black',
+    'random': 'tab:orange',
+    'adaptive-planner': 'tab:blue',
+    'adaptive-planner-tuned': '#6baed6',
+    'subtask-planner': 'tab:cyan',
+    'greedy-topk-par': 'tab:green',
+    'greedy-topk-seq': '#98df8a',
+    'greedy-top3-par': 'tab:purple',
+    'greedy-top3-seq': '#c5b0d5',
+    'call-all-parallel': 'tab:brown',
+    'call-all-sequential': '#c49c94',
+    'llm-planner': 'tab:pink',
+    'bayes-cascade': 'tab:olive',
+}
+
 
 def policy_colours(names) -> dict:
     """`{name: colour}` from `POLICY_COLOURS`, so a policy keeps its colour whichever figure it is in and whatever else
     is drawn; a name not in the map gets a fixed colour from its CRC32 (Set2 + Set3), the next free one if taken."""
     import zlib, matplotlib.pyplot as plt
+
     pal = list(plt.cm.Set2.colors) + list(plt.cm.Set3.colors)
     out = {n: POLICY_COLOURS[n] for n in names if n in POLICY_COLOURS}
     for n in names:
-        if n in out: continue
+        if n in out:
+            continue
         j = zlib.crc32(str(n).encode()) % len(pal)
-        while pal[j] in out.values() and len(out) < len(pal): j = (j + 1) % len(pal)
+        while pal[j] in out.values() and len(out) < len(pal):
+            j = (j + 1) % len(pal)
         out[n] = pal[j]
     return out
 
@@ -290,108 +448,192 @@ def policy_colours(names) -> dict:
 def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
     "learning_curve.png: mean episode return per rollout, its moving average, and where the curriculum changed phase."
     import matplotlib.pyplot as plt
-    t, r, ph = learning_curve(run_dir) if run_dir else (np.zeros(0),)*3
+
+    t, r, ph = learning_curve(run_dir) if run_dir else (np.zeros(0),) * 3
     fig, ax = plt.subplots(figsize=(9, 4.4))
     if len(t):
         ax.plot(t, r, lw=1, color='tab:blue', alpha=0.4, label='mean episode return (per rollout)')
-        k = max(1, len(r)//40); sm = np.convolve(r, np.ones(k)/k, mode='valid')
-        ax.plot(t[k - 1:], sm, color='tab:blue', lw=2, label=f'moving average ({k})')
+        k = max(1, len(r) // 40)
+        sm = np.convolve(r, np.ones(k) / k, mode='valid')
+        ax.plot(t[k - 1 :], sm, color='tab:blue', lw=2, label=f'moving average ({k})')
         for p in (2, 3):
-            if (ph == p).any(): ax.axvline(t[np.argmax(ph == p)], color='grey', ls='--', lw=1); ax.text(t[np.argmax(ph == p)], ax.get_ylim()[1], f' phase {p}', va='top', fontsize=8)
-    ax.set_xlabel('timesteps'); ax.set_ylabel('return'); ax.set_title('Learning curve (training tasks, curriculum)')
-    if len(t): ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.14), frameon=False)   # below the axes: no point hidden
-    else: ax.text(0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes)
-    fig.tight_layout(); f = Path(out_dir)/'learning_curve.png'; fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
+            if (ph == p).any():
+                ax.axvline(t[np.argmax(ph == p)], color='grey', ls='--', lw=1)
+                ax.text(t[np.argmax(ph == p)], ax.get_ylim()[1], f' phase {p}', va='top', fontsize=8)
+    ax.set_xlabel('timesteps')
+    ax.set_ylabel('return')
+    ax.set_title('Learning curve (training tasks, curriculum)')
+    if len(t):
+        ax.legend(
+            fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.14), frameon=False
+        )  # below the axes: no point hidden
+    else:
+        ax.text(
+            0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes
+        )
+    fig.tight_layout()
+    f = Path(out_dir) / 'learning_curve.png'
+    fig.savefig(f, dpi=100, bbox_inches='tight')
+    plt.close(fig)
     return f
+
 
 def _n_eps(report: dict) -> str:
     "', N episodes' (per policy) for a figure's title: two evaluations of different sizes never share one title."
     return f", {report['episodes']} episodes" if report.get('episodes') else ''
 
+
 def _plot_pareto(report: dict, out_dir: Path) -> Path:
     """pareto.png: quality against cost per split. Policies are told apart by colour and a legend below the axes
     (labels written next to the points ran into each other where policies sit close together)."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(report['splits']), figsize=(max(8.4, 4.2*len(report['splits'])), 4.2), squeeze=False)
+
+    fig, axes = plt.subplots(
+        1, len(report['splits']), figsize=(max(8.4, 4.2 * len(report['splits'])), 4.2), squeeze=False
+    )
     for ax, (split, tab) in zip(axes[0], report['splits'].items()):
         col = policy_colours(tab)
         for name, v in tab.items():
-            ax.scatter(v['cost_usd'], v['quality'], s=110 if name == 'policy' else 40, marker='*' if name == 'policy' else 'o',
-                       zorder=3, color=col[name], label=name, edgecolor='black' if name == 'policy' else 'none')
-        ax.set_xlabel('cost per episode (USD)'); ax.set_ylabel('quality'); ax.set_title(f'{split}{_n_eps(report)}: quality vs cost')
-    h, l = axes[0][0].get_legend_handles_labels(); nc = 4   # the figure is at least 8.4 in wide
+            ax.scatter(
+                v['cost_usd'],
+                v['quality'],
+                s=110 if name == 'policy' else 40,
+                marker='*' if name == 'policy' else 'o',
+                zorder=3,
+                color=col[name],
+                label=name,
+                edgecolor='black' if name == 'policy' else 'none',
+            )
+        ax.set_xlabel('cost per episode (USD)')
+        ax.set_ylabel('quality')
+        ax.set_title(f'{split}{_n_eps(report)}: quality vs cost')
+    h, l = axes[0][0].get_legend_handles_labels()
+    nc = 4  # the figure is at least 8.4 in wide
     fig.legend(h, l, fontsize=7, ncol=nc, loc='lower center', frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.035*((len(l) + nc - 1)//nc), 1, 1)); f = Path(out_dir)/'pareto.png'
-    fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
+    fig.tight_layout(rect=(0, 0.03 + 0.035 * ((len(l) + nc - 1) // nc), 1, 1))
+    f = Path(out_dir) / 'pareto.png'
+    fig.savefig(f, dpi=100, bbox_inches='tight')
+    plt.close(fig)
     return f
 
 # %% ../nbs/10_evaluate.ipynb #2ad31029
-MIN_PHASE_SPAN = 0.25   # a phase's oracle-random gap below this share of the split's: its normalised score is left out
+MIN_PHASE_SPAN = 0.25  # a phase's oracle-random gap below this share of the split's: its normalised score is left out
+
 
 def _phase_scores(tab: dict) -> tuple[dict, list]:
     """Per phase, each policy's normalised score, and the phases left out (`nan`) because the oracle barely beats random
     there: on few episodes a phase's gap can be tiny, and dividing by it blew a score up to 3.47 (chapter 12, 4 episodes)."""
     span = tab['oracle']['return'] - tab['random']['return']
-    gap = {p: tab['oracle']['return_by_phase'][p] - tab['random']['return_by_phase'][p] for p in tab['random']['return_by_phase']}
-    out = [p for p, g in gap.items() if not (span > 0 and g >= MIN_PHASE_SPAN*span)]
+    gap = {
+        p: tab['oracle']['return_by_phase'][p] - tab['random']['return_by_phase'][p]
+        for p in tab['random']['return_by_phase']
+    }
+    out = [p for p, g in gap.items() if not (span > 0 and g >= MIN_PHASE_SPAN * span)]
     return {n: {p: float('nan') if p in out else v['normalised_by_phase'][p] for p in gap} for n, v in tab.items()}, out
+
 
 def _plot_phases(report: dict, out_dir: Path) -> Path:
     """phases.png: each policy's normalised score (else return) per curriculum phase on held-out tasks. The y axis
     always holds 0 and every bar (scores below random are negative); phases where the oracle-random gap is too small
     to divide by are marked 'n/a' and named in the title."""
     import matplotlib.pyplot as plt
+
     tab = report['splits'].get('heldout') or next(iter(report['splits'].values()))
     norm = 'normalised_by_phase' in tab['policy']
     names = [n for n in tab if n not in ('random',)]
     phases = sorted(next(iter(tab.values()))['return_by_phase'])
     val, out = _phase_scores(tab) if norm else ({n: tab[n]['return_by_phase'] for n in tab}, [])
-    fig, ax = plt.subplots(figsize=(8.6, 4.4)); w = 0.8/len(names); col = policy_colours(tab)   # the colours of pareto.png
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
+    w = 0.8 / len(names)
+    col = policy_colours(tab)  # the colours of pareto.png
     for i, n in enumerate(names):
-        ax.bar(np.arange(len(phases)) + i*w, [val[n][p] for p in phases], w, label=n, color=col[n])
+        ax.bar(np.arange(len(phases)) + i * w, [val[n][p] for p in phases], w, label=n, color=col[n])
     ys = [val[n][p] for n in names for p in phases if np.isfinite(val[n][p])] + [0.0] + ([1.0] if norm else [])
-    pad = 0.08*(max(ys) - min(ys) or 1); ax.set_ylim(min(ys) - pad, max(ys) + pad)
-    ax.set_xlim(-w/2 - 0.15, len(phases) - 0.2 - w/2 + 0.15)                       # every phase, even one left out
-    ax.set_xticks(np.arange(len(phases)) + 0.4 - w/2); ax.set_xticklabels([f'phase {p}' for p in phases])
-    for p in out: ax.text(phases.index(p) + 0.4 - w/2, 0.5*sum(ax.get_ylim()), 'n/a:\noracle ≈ random', ha='center', va='center', fontsize=8, color='grey')
+    pad = 0.08 * (max(ys) - min(ys) or 1)
+    ax.set_ylim(min(ys) - pad, max(ys) + pad)
+    ax.set_xlim(-w / 2 - 0.15, len(phases) - 0.2 - w / 2 + 0.15)  # every phase, even one left out
+    ax.set_xticks(np.arange(len(phases)) + 0.4 - w / 2)
+    ax.set_xticklabels([f'phase {p}' for p in phases])
+    for p in out:
+        ax.text(
+            phases.index(p) + 0.4 - w / 2,
+            0.5 * sum(ax.get_ylim()),
+            'n/a:\noracle ≈ random',
+            ha='center',
+            va='center',
+            fontsize=8,
+            color='grey',
+        )
     ax.axhline(0, color='black', lw=0.8)
-    if norm: ax.axhline(1, color='black', lw=0.8, ls='--')
+    if norm:
+        ax.axhline(1, color='black', lw=0.8, ls='--')
     ylabel = 'normalised score (random 0, oracle 1)' if norm else 'return'
-    ax.set_ylabel(ylabel); ax.set_title(f"{'Normalised score' if norm else 'Return'} per phase (held-out tasks{_n_eps(report)})" +
-                                        (f"\nphase {', '.join(map(str, out))} left out: oracle − random < {MIN_PHASE_SPAN:.0%} of the split's" if out else ''), fontsize=10)
-    ax.legend(fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False)   # below the axes: no bar hidden
-    fig.tight_layout(); f = Path(out_dir)/'phases.png'; fig.savefig(f, dpi=100, bbox_inches='tight'); plt.close(fig)
+    ax.set_ylabel(ylabel)
+    ax.set_title(
+        f"{'Normalised score' if norm else 'Return'} per phase (held-out tasks{_n_eps(report)})"
+        + (
+            f"\nphase {', '.join(map(str, out))} left out: oracle − random < {MIN_PHASE_SPAN:.0%} of the split's"
+            if out
+            else ''
+        ),
+        fontsize=10,
+    )
+    ax.legend(
+        fontsize=7, ncol=4, loc='upper center', bbox_to_anchor=(0.5, -0.12), frameon=False
+    )  # below the axes: no bar hidden
+    fig.tight_layout()
+    f = Path(out_dir) / 'phases.png'
+    fig.savefig(f, dpi=100, bbox_inches='tight')
+    plt.close(fig)
     return f
+
 
 def plot_report(report: dict, run_dir, out_dir) -> list:
     "Write learning_curve.png, pareto.png and phases.png into `out_dir`; return their paths."
-    import matplotlib; matplotlib.use('Agg')
+    import matplotlib
+
+    matplotlib.use('Agg')
     out_dir = Path(out_dir)
     return [_plot_learning_curve(run_dir, out_dir), _plot_pareto(report, out_dir), _plot_phases(report, out_dir)]
 
 # %% ../nbs/10_evaluate.ipynb #5ef39702
 def fmt_normalised(v: dict) -> str:
     "A policy's normalised score with its 95% interval when the table has one: `0.68 [0.63, 0.73]`."
-    n = v.get('normalised', float('nan')); ci = v.get('normalised_ci95')
+    n = v.get('normalised', float('nan'))
+    ci = v.get('normalised_ci95')
     return f"{n:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else '')
+
 
 def markdown_table(report: dict) -> str:
     "The report as markdown tables, one per split."
     out = []
     for split, tab in report['splits'].items():
-        out += [f"### {split} ({next(iter(tab.values()))['episodes']} episodes per policy)", '',
-                '| policy | return (95% CI) | normalised (95% CI) | quality | ' + ('cost $ (simulated)' if report.get('backend', 'sim') == 'sim' else 'cost $') + ' | latency s | success | recovery | specialists | consistency |',
-                '|---|---|---|---|---|---|---|---|---|---|']
+        out += [
+            f"### {split} ({next(iter(tab.values()))['episodes']} episodes per policy)",
+            '',
+            '| policy | return (95% CI) | normalised (95% CI) | quality | '
+            + ('cost $ (simulated)' if report.get('backend', 'sim') == 'sim' else 'cost $')
+            + ' | latency s | success | recovery | specialists | consistency |',
+            '|---|---|---|---|---|---|---|---|---|---|',
+        ]
         for n, v in tab.items():
-            out.append(f"| {n} | {v['return']:+.3f} ± {v['return_ci95']:.3f} | {fmt_normalised(v)} | {v['quality']:.3f} | "
-                       f"{v['cost_usd']:.4f} | {v['latency_s']:.1f} | {v['success_rate']:.2f} | {v['recovery_rate']:.2f} | "
-                       f"{v['specialists_per_task']:.2f} | {v['plan_consistency']:.2f} |" + (' (partial)' if v.get('partial') else ''))
+            out.append(
+                f"| {n} | {v['return']:+.3f} ± {v['return_ci95']:.3f} | {fmt_normalised(v)} | {v['quality']:.3f} | "
+                f"{v['cost_usd']:.4f} | {v['latency_s']:.1f} | {v['success_rate']:.2f} | {v['recovery_rate']:.2f} | "
+                f"{v['specialists_per_task']:.2f} | {v['plan_consistency']:.2f} |"
+                + (' (partial)' if v.get('partial') else '')
+            )
         c = report.get('vs_best_baseline', {}).get(split)
-        if c: out += ['', f"**Policy vs the best baseline ({c['best_baseline']})**, paired over {c['episodes']} episodes: {fmt_comparison(c)}"]
+        if c:
+            out += [
+                '',
+                f"**Policy vs the best baseline ({c['best_baseline']})**, paired over {c['episodes']} episodes: "
+                f"{fmt_comparison(c)}",
+            ]
         out.append('')
-    if report.get('logged'): out.append(report['logged'].get('markdown', ''))   # the routers on a log (chapter 18c renders it)
+    if report.get('logged'):
+        out.append(report['logged'].get('markdown', ''))  # the routers on a log (chapter 18c renders it)
     return '\n'.join(out)
-
 
 # %% ../nbs/10_evaluate.ipynb #b459a213
 def report_paths(run_dir: Path, json_out=None, overwrite: bool = False) -> tuple[Path, Path, Path]:
@@ -399,74 +641,111 @@ def report_paths(run_dir: Path, json_out=None, overwrite: bool = False) -> tuple
     existing report, a markdown companion or a folder holding files is refused unless `overwrite`. The run's own report
     lives in the run folder; a report named with `json_out` keeps its companions next to it (`X.md`) and in a folder
     named after it (`X/`), so it never lands on the run's own files."""
-    if json_out is None or Path(json_out).resolve() == (Path(run_dir)/'eval.json').resolve():
-        j, md, side = run_dir/'eval.json', run_dir/'eval.md', run_dir
-        if not overwrite and j.exists(): raise ConfigError(f"{j} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate report.")
-        for f in (j, md, side/'episodes.jsonl'): check_output(f, '--json', 'file', overwrite)
+    if json_out is None or Path(json_out).resolve() == (Path(run_dir) / 'eval.json').resolve():
+        j, md, side = run_dir / 'eval.json', run_dir / 'eval.md', run_dir
+        if not overwrite and j.exists():
+            raise ConfigError(
+                f"{j} already holds a report. Pass --overwrite to replace it, or --json OTHER.json for a separate "
+                f"report."
+            )
+        for f in (j, md, side / 'episodes.jsonl'):
+            check_output(f, '--json', 'file', overwrite)
         return j, md, side
     j = Path(json_out)
-    if j.suffix != '.json': raise ConfigError(f"--json names the report file and must end in .json, got {j}.")
-    check_output(j, '--json', 'file', overwrite); check_output(j.with_suffix('.md'), '--json', 'file', overwrite)
+    if j.suffix != '.json':
+        raise ConfigError(f"--json names the report file and must end in .json, got {j}.")
+    check_output(j, '--json', 'file', overwrite)
+    check_output(j.with_suffix('.md'), '--json', 'file', overwrite)
     check_output(j.with_suffix(''), '--json', 'dir', overwrite)
     return j, j.with_suffix('.md'), j.with_suffix('')
 
+
 def _headlines(report: dict) -> list:
-    if report.get('logged', {}).get('headline'): return [report['logged']['headline']]   # a log run: the policy against the routers
+    if report.get('logged', {}).get('headline'):
+        return [report['logged']['headline']]  # a log run: the policy against the routers
     out = []
     for split, tab in report['splits'].items():
         p = tab.get('policy')
-        if p is None: continue
+        if p is None:
+            continue
         c = report.get('vs_best_baseline', {}).get(split)
-        head = (f"headline {split}: policy normalised {fmt_normalised(p)}" if 'normalised' in p else f"headline {split}: policy") + \
-               f" (return {p['return']:+.3f} ± {p['return_ci95']:.3f})"
-        if c: head += f" vs best baseline {c['best_baseline']} {fmt_normalised(tab[c['best_baseline']])}; {fmt_comparison(c)}"
+        head = (
+            f"headline {split}: policy normalised {fmt_normalised(p)}"
+            if 'normalised' in p
+            else f"headline {split}: policy"
+        ) + f" (return {p['return']:+.3f} ± {p['return_ci95']:.3f})"
+        if c:
+            head += (
+                f" vs best baseline {c['best_baseline']} {fmt_normalised(tab[c['best_baseline']])}; {fmt_comparison(c)}"
+            )
         out.append(head)
     return out
-
-
 
 # %% ../nbs/10_evaluate.ipynb #647dd2b2
 def _run_server(tc, cfg: dict, base_url, quiet: bool) -> dict:
     """The run's `openai` section with the server to evaluate on: the one the run recorded (never one that
     `$OPENAI_BASE_URL` happens to name), or `base_url` when given on purpose (said when it differs)."""
-    o = dict(cfg.get('openai') or {}); rec = o.get('base_url')
+    o = dict(cfg.get('openai') or {})
+    rec = o.get('base_url')
     if base_url:
         if rec and normalise_base_url(base_url) != normalise_base_url(rec) and not quiet:
             print(f"note: evaluating on {base_url} (--base-url); the run was trained on {rec}.", flush=True)
         o['base_url'] = base_url
     elif not rec and not quiet:
-        print("note: this run does not record its server (it was trained before runs recorded one): evaluating on "
-              f"{os.environ.get('OPENAI_BASE_URL') or 'the OpenAI API'}; pass --base-url to choose.", flush=True)
+        print(
+            "note: this run does not record its server (it was trained before runs recorded one): evaluating on "
+            f"{os.environ.get('OPENAI_BASE_URL') or 'the OpenAI API'}; pass --base-url to choose.",
+            flush=True,
+        )
     return o
+
 
 def _check_flags(tc, backend, recorded, base_url):
     "A flag that the run's backend would ignore is an error, not a silent no-op."
     if base_url and tc.backend != 'openai':
-        raise ConfigError(f"--base-url has no effect: this evaluation runs the {tc.backend} backend. Add --backend openai to evaluate on a server.")
+        raise ConfigError(
+            f"--base-url has no effect: this evaluation runs the {tc.backend} backend. Add --backend openai to "
+            f"evaluate on a server."
+        )
     if recorded and tc.backend != 'recorded':
-        raise ConfigError(f"--recorded has no effect: this evaluation runs the {tc.backend} backend. Add --backend recorded to replay the log.")
-    if tc.tier >= 2 and tc.backend != 'openai': raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+        raise ConfigError(
+            f"--recorded has no effect: this evaluation runs the {tc.backend} backend. Add --backend recorded to "
+            f"replay the log."
+        )
+    if tc.tier >= 2 and tc.backend != 'openai':
+        raise ConfigError(f"tier {tc.tier} needs an LLM judge: add --backend openai.")
+
 
 def _announce(tc, episodes, n_pol, splits, budget_usd, per_episode, why_budget, quiet):
     "Before a paid evaluation starts: its size, the estimated cost and the budget it stays inside."
-    if quiet: return
-    n_runs = episodes*n_pol*len(splits)
-    est = (f"about ${n_runs*per_episode:.4f} at training's ${per_episode:.5f} per episode (call-all baselines cost more)"
-           if per_episode else "unknown (no paid training episodes to measure from)")
-    print(f"evaluation on {tc.backend}: {episodes} episodes x {n_pol} policies x {len(splits)} split(s) = {n_runs} episodes; "
-          f"estimated cost {est}.\nevaluation budget: ${budget_usd:.4f} ({why_budget}): it stops before passing ${budget_usd:.4f}.", flush=True)
+    if quiet:
+        return
+    n_runs = episodes * n_pol * len(splits)
+    est = (
+        f"about ${n_runs * per_episode:.4f} at training's ${per_episode:.5f} per episode (call-all baselines cost more)"
+        if per_episode
+        else "unknown (no paid training episodes to measure from)"
+    )
+    print(
+        f"evaluation on {tc.backend}: {episodes} episodes x {n_pol} policies x {len(splits)} split(s) = {n_runs} "
+        f"episodes; "
+        f"estimated cost {est}.\nevaluation budget: ${budget_usd:.4f} ({why_budget}): it stops before passing "
+        f"${budget_usd:.4f}.",
+        flush=True,
+    )
 
 # %% ../nbs/10_evaluate.ipynb #5234df0d
 def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     """`(world, backend_fn, baselines, extra policies, recorded?)` for the run's backend: the run's own catalog and task
     bank; one backend (one embedded log) shared by every split and policy on recorded logs, with the hindsight oracle
     of chapter 18 in place of the simulator's; the LLM planner on OpenAI."""
-    world = build_world(cfg)                       # the run's own catalog and task bank (--catalog/--tasks), else the shipped ones
+    world = build_world(cfg)  # the run's own catalog and task bank (--catalog/--tasks), else the shipped ones
     rec = tc.backend == 'recorded'
-    if rec:                                        # one backend (one embedded log) for every split and policy
+    if rec:  # one backend (one embedded log) for every split and policy
         _be = make_backend(tc, world, sec['sim'], cfg.get('openai'))
         backend_fn = lambda: _be
-    else: backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
+    else:
+        backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
     extra = {}
     if tc.backend != 'sim':
         if rec and 'oracle' in baselines:
@@ -479,9 +758,11 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
 
 
 def _one_price(sec: dict, cost_coef: float) -> dict:
-    "The sections with every episode at `cost_coef`: the reward's price, and a cost-conditioned run's range pinned to it."
+    """The sections with every episode at `cost_coef`: the reward's
+    price, and a cost-conditioned run's range pinned to it."""
     sec = {**sec, 'reward': sec['reward'].replace(cost_coef=cost_coef)}
-    if sec['env'].cost_coef_range: sec['env'] = sec['env'].replace(cost_coef_range=(cost_coef, cost_coef))
+    if sec['env'].cost_coef_range:
+        sec['env'] = sec['env'].replace(cost_coef_range=(cost_coef, cost_coef))
     return sec
 
 # %% ../nbs/10_evaluate.ipynb #e7a1c0de
@@ -491,12 +772,13 @@ class EvalRequest:
     `tasks`/`base_url` override the run's; `max_cost_usd`, `cost_per_episode` and `budget_why` size a paid evaluation;
     `cost_coef` (with `cost_coef_why`) is the one price a recorded run is played at, and `logged` builds its routers'
     section (chapter 18c). `spindleflow-eval` makes one from its `EvalOptions` (appendix 97)."""
-    episodes: int | None = None                 # per policy and split: EVAL_EPISODES, or a paid run's paid_eval_episodes
+
+    episodes: int | None = None  # per policy and split: EVAL_EPISODES, or a paid run's paid_eval_episodes
     splits: tuple = ('train', 'heldout', 'unseen-roster')
     seed: int = 0
-    json_out: str | None = None                 # the report file; None: the run's own eval.json
+    json_out: str | None = None  # the report file; None: the run's own eval.json
     baselines: tuple = BASELINES
-    record: int = 5                             # episodes per policy recorded for the replay
+    record: int = 5  # episodes per policy recorded for the replay
     quiet: bool = False
     device: str = 'cpu'
     backend: str | None = None
@@ -511,11 +793,13 @@ class EvalRequest:
     budget_why: str = ''
     cost_coef: float | None = None
     cost_coef_why: str = ''
-    logged: object = None                       # logged(backend, model, seed, max_specialists) -> the routing section
+    logged: object = None  # logged(backend, model, seed, max_specialists) -> the routing section
+
 
 @dataclass
 class _EvalPlan:
     "What `evaluate_run` resolved from the run and the request: the policies, environments and budget of every split."
+
     model: object
     sec: dict
     world: object
@@ -527,39 +811,84 @@ class _EvalPlan:
     budget: EvalBudget
     workers: int = 1
 
-EVAL_POSITIONAL = ('episodes', 'splits', 'seed', 'json_out', 'baselines', 'record', 'quiet', 'device')   # the 0.1.0 order
+
+EVAL_POSITIONAL = (
+    'episodes',
+    'splits',
+    'seed',
+    'json_out',
+    'baselines',
+    'record',
+    'quiet',
+    'device',
+)  # the 0.1.0 order
 
 # %% ../nbs/10_evaluate.ipynb #91007f07
 def _evaluate_splits(report, traces, splits, p: _EvalPlan, o: EvalRequest, logged=None):
     """Play every policy on the same episodes of each split, filling `report` (tables, paired comparison with the best
     baseline, the routers on logs) and `traces`; a SIGTERM or Ctrl-C stops it with the finished part kept."""
     import signal
-    def _on_term(signum, frame): raise KeyboardInterrupt
+
+    def _on_term(signum, frame):
+        raise KeyboardInterrupt
+
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') else None
     try:
         for split in splits:
-            if p.budget.stopped: break
+            if p.budget.stopped:
+                break
             pols = {'policy': ModelPolicy(p.model), **make_baselines(o.seed, p.baselines), **p.extra}
-            fn = split_env_fn(split, p.sec['env'], p.sec['reward'], p.sec['sim'], None if p.rec else p.world, p.backend_fn)
+            fn = split_env_fn(
+                split, p.sec['env'], p.sec['reward'], p.sec['sim'], None if p.rec else p.world, p.backend_fn
+            )
             try:
-                e = fn(); pool = e.task_pool()
-                if p.rec: e.roster_pool(pool[0])      # e.g. no 'unseen' roster when the catalog holds out none of the logged specialists
-            except ConfigError as err:          # e.g. a small table of recorded outcomes with no held-out task
-                print(f"  skipped {split}: {err}"); continue
-            if not o.quiet: print(f"evaluating on {split} ({len(pool) if p.rec else p.episodes} episodes per policy"
-                                  + (": every task once" if p.rec else '') + ")...", flush=True)
+                e = fn()
+                pool = e.task_pool()
+                if p.rec:
+                    e.roster_pool(
+                        pool[0]
+                    )  # e.g. no 'unseen' roster when the catalog holds out none of the logged specialists
+            except ConfigError as err:  # e.g. a small table of recorded outcomes with no held-out task
+                print(f"  skipped {split}: {err}")
+                continue
+            if not o.quiet:
+                print(
+                    f"evaluating on {split} ({len(pool) if p.rec else p.episodes} episodes per policy"
+                    + (": every task once" if p.rec else '')
+                    + ")...",
+                    flush=True,
+                )
             rets = {}
-            tab, tr = evaluate_split(fn, pols, p.episodes, o.seed, o.record, progress=not o.quiet, budget=p.budget,
-                                     returns_out=rets, workers=p.workers, tasks=pool if p.rec else None)
-            if p.rec and tab and logged is not None and split == 'heldout':      # routers fitted on the training tasks: held out only
-                try: report['logged'] = logged(e.backend, p.model, o.seed, p.sec['env'].max_specialists)
-                except ConfigError as err: report['logged'] = {'error': str(err), 'markdown': f"routers not evaluated: {err}\n"}
-            if tab: report['splits'][split] = tab; traces[split] = tr
+            tab, tr = evaluate_split(
+                fn,
+                pols,
+                p.episodes,
+                o.seed,
+                o.record,
+                progress=not o.quiet,
+                budget=p.budget,
+                returns_out=rets,
+                workers=p.workers,
+                tasks=pool if p.rec else None,
+            )
+            if (
+                p.rec and tab and logged is not None and split == 'heldout'
+            ):  # routers fitted on the training tasks: held out only
+                try:
+                    report['logged'] = logged(e.backend, p.model, o.seed, p.sec['env'].max_specialists)
+                except ConfigError as err:
+                    report['logged'] = {'error': str(err), 'markdown': f"routers not evaluated: {err}\n"}
+            if tab:
+                report['splits'][split] = tab
+                traces[split] = tr
             c = compare_to_best(tab, rets, o.seed) if tab else None
-            if c: report['vs_best_baseline'][split] = c
-    except KeyboardInterrupt: p.budget.stopped = 'interrupted'
+            if c:
+                report['vs_best_baseline'][split] = c
+    except KeyboardInterrupt:
+        p.budget.stopped = 'interrupted'
     finally:
-        if old_term is not None: signal.signal(signal.SIGTERM, old_term)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 # %% ../nbs/10_evaluate.ipynb #6a0992a8
 def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) -> dict:
@@ -573,121 +902,233 @@ def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) 
     o = options_from(EvalRequest, request, old, EVAL_POSITIONAL, given, 'evaluate_run')
     model, cfg, z = load_model(checkpoint, o.device)
     run_dir = Path(cfg.pop('_run_dir'))
-    jpath, mdpath, side = report_paths(run_dir, o.json_out, o.overwrite)        # refused before any episode is played
-    if o.catalog or o.tasks: cfg['train'] = with_roster(cfg.get('train') or {}, o.catalog, o.tasks).to_dict()
+    jpath, mdpath, side = report_paths(run_dir, o.json_out, o.overwrite)  # refused before any episode is played
+    if o.catalog or o.tasks:
+        cfg['train'] = with_roster(cfg.get('train') or {}, o.catalog, o.tasks).to_dict()
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
-    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
-    tc = tc.replace(**{k: v for k, v in dict(backend=o.backend, tier=o.tier, recorded=o.recorded).items() if v is not None})
+    tc = TrainConfig.from_dict(
+        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
+    )
+    tc = tc.replace(
+        **{k: v for k, v in dict(backend=o.backend, tier=o.tier, recorded=o.recorded).items() if v is not None}
+    )
     _check_flags(tc, o.backend, o.recorded, o.base_url)
     paid = tc.backend == 'openai'
-    if paid: cfg['openai'] = _run_server(tc, cfg, o.base_url, o.quiet)
+    if paid:
+        cfg['openai'] = _run_server(tc, cfg, o.base_url, o.quiet)
     episodes = o.episodes if o.episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
-    if episodes < 2: raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
+    if episodes < 2:
+        raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
     sec['env'] = sec['env'].replace(tier=tc.tier)
-    if o.cost_coef is not None: sec = _one_price(sec, float(o.cost_coef))     # one stated price for every episode and policy
+    if o.cost_coef is not None:
+        sec = _one_price(sec, float(o.cost_coef))  # one stated price for every episode and policy
     world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, o.baselines)
     splits = o.splits
     if 'unseen-roster' in splits and not world.heldout_ids and not rec:
         splits = tuple(s for s in splits if s != 'unseen-roster')
-        if not o.quiet: print('no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)')
+        if not o.quiet:
+            print(
+                'no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)'
+            )
     limit = (o.max_cost_usd if o.max_cost_usd is not None else tc.paid_eval_budget_usd) if paid else None
-    if paid: _announce(tc, episodes, 1 + len(baselines) + len(extra), splits, limit, o.cost_per_episode,
-                       o.budget_why or ('--max-cost-usd' if o.max_cost_usd is not None else
-                                        'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'), o.quiet)
-    report = {'checkpoint': str(z), 'episodes': episodes, 'seed': o.seed, 'backend': tc.backend, 'tier': tc.tier, 'splits': {},
-              'vs_best_baseline': {}, 'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
-              **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
-              **({'cost_coef': {'value': float(o.cost_coef), 'why': o.cost_coef_why}} if o.cost_coef is not None else {})}
+    if paid:
+        _announce(
+            tc,
+            episodes,
+            1 + len(baselines) + len(extra),
+            splits,
+            limit,
+            o.cost_per_episode,
+            o.budget_why
+            or (
+                '--max-cost-usd'
+                if o.max_cost_usd is not None
+                else 'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'
+            ),
+            o.quiet,
+        )
+    report = {
+        'checkpoint': str(z),
+        'episodes': episodes,
+        'seed': o.seed,
+        'backend': tc.backend,
+        'tier': tc.tier,
+        'splits': {},
+        'vs_best_baseline': {},
+        'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+        **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
+        **({'cost_coef': {'value': float(o.cost_coef), 'why': o.cost_coef_why}} if o.cost_coef is not None else {}),
+    }
     traces, t0 = {}, time.time()
-    log_run = rec and o.logged is not None      # a log: the routing report, and the policy's held-out episodes (replay, audit)
-    if log_run: splits, baselines, extra = ('heldout',), (), {}
-    p = _EvalPlan(model, sec, world, backend_fn, baselines, extra, rec, episodes, EvalBudget(limit, tc.max_failed_calls),
-                  PAID_WORKERS if paid else 1)
+    log_run = (
+        rec and o.logged is not None
+    )  # a log: the routing report, and the policy's held-out episodes (replay, audit)
+    if log_run:
+        splits, baselines, extra = ('heldout',), (), {}
+    p = _EvalPlan(
+        model,
+        sec,
+        world,
+        backend_fn,
+        baselines,
+        extra,
+        rec,
+        episodes,
+        EvalBudget(limit, tc.max_failed_calls),
+        PAID_WORKERS if paid else 1,
+    )
     _evaluate_splits(report, traces, splits, p, o, logged=None if log_run else o.logged)
-    if log_run: return _write_routing_report(report, o.logged(backend_fn()[0], model, o.seed, sec['env'].max_specialists),
-                                             traces, t0, jpath, mdpath, side, o.quiet)
+    if log_run:
+        return _write_routing_report(
+            report,
+            o.logged(backend_fn()[0], model, o.seed, sec['env'].max_specialists),
+            traces,
+            t0,
+            jpath,
+            mdpath,
+            side,
+            o.quiet,
+        )
     failed = calls_failed(p.budget.calls(), tc.max_failed_calls, final=True)
-    if failed: report.update(failed=failed, vs_best_baseline={}, llm_calls=p.budget.calls())
+    if failed:
+        report.update(failed=failed, vs_best_baseline={}, llm_calls=p.budget.calls())
     if not report['splits']:
-        if failed: raise CallsFailedError(failed)
-        if p.budget.stopped == 'interrupted': raise Interrupted('interrupted before any episode finished: no report written.')
-        raise ConfigError("no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
-                          "--split or --max-cost-usd.")
+        if failed:
+            raise CallsFailedError(failed)
+        if p.budget.stopped == 'interrupted':
+            raise Interrupted('interrupted before any episode finished: no report written.')
+        raise ConfigError(
+            "no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
+            "--split or --max-cost-usd."
+        )
     report['seconds'] = time.time() - t0
     report.update(stopped=p.budget.stopped, eval_cost_usd=p.budget.spent if paid else 0.0)
     return _write_report(report, traces, run_dir, jpath, mdpath, side, o.quiet)
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
 def _write_episodes(side: Path, traces: dict):
-    "The recorded episodes of every split and policy, as `episodes.jsonl` for the replay viewer (chapter 11) and the audit."
-    write_episodes(side/'episodes.jsonl', [episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
-                                           for split, tr in traces.items() for name, eps in tr.items() for s in eps])
+    """The recorded episodes of every split and policy, as
+    `episodes.jsonl` for the replay viewer (chapter 11) and the audit."""
+    write_episodes(
+        side / 'episodes.jsonl',
+        [
+            episode_record({k: v for k, v in s.items() if k != 'task'}, name, split, s['seed'], s['task'])
+            for split, tr in traces.items()
+            for name, eps in tr.items()
+            for s in eps
+        ],
+    )
+
 
 def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
     "Write the report, its markdown, plots and episodes; then say how it ended (a failure or an interrupt raises)."
-    jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
+    jpath.parent.mkdir(parents=True, exist_ok=True)
+    side.mkdir(parents=True, exist_ok=True)
     atomic_write_json(jpath, report)
     md = (f"**FAILED: {report['failed']}**\n\n" if report.get('failed') else '') + markdown_table(report)
     atomic_write_text(mdpath, md)
-    figs = plot_report(report, run_dir if (run_dir/'progress.csv').exists() else None, side)
+    figs = plot_report(report, run_dir if (run_dir / 'progress.csv').exists() else None, side)
     _write_episodes(side, traces)
     if not quiet:
-        print('\n' + md); print(f"report: {jpath} (+ {mdpath.name}; {side/'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
+        print('\n' + md)
+        print(f"report: {jpath} (+ {mdpath.name}; {side / 'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
         if not report.get('failed'):
-            for h in _headlines(report): print(h)
-    if report.get('failed'): raise CallsFailedError(f"{report['failed']} The report {jpath} holds what finished, marked failed; no comparison is made.")
+            for h in _headlines(report):
+                print(h)
+    if report.get('failed'):
+        raise CallsFailedError(
+            f"{report['failed']} The report {jpath} holds what finished, marked failed; no comparison is made."
+        )
     if report.get('stopped') == 'interrupted':
-        raise Interrupted(f"interrupted: {jpath} holds the episodes that finished (marked 'partial' and stopped: interrupted).")
+        raise Interrupted(
+            f"interrupted: {jpath} holds the episodes that finished (marked 'partial' and stopped: interrupted)."
+        )
     if report.get('stopped'):
-        print("evaluation stopped early by the budget: the report holds the finished episodes (marked 'partial').", flush=True)
+        print(
+            "evaluation stopped early by the budget: the report holds the finished episodes (marked 'partial').",
+            flush=True,
+        )
     return report
 
 # %% ../nbs/10_evaluate.ipynb #68e3930a
 def _plot_routing(logged: dict, path) -> Path:
     "Quality against cost per question on the held-out questions: the policy, each router at its point, both ends."
-    import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
     pol, ends = logged['policies']['policy'], logged['ends']
     qc, qs = ends['cheapest']['quality'], ends['strongest']['quality']
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
-    ax.plot([ends['cheapest']['cost_usd'], ends['strongest']['cost_usd']], [qc, qs], color='0.6', ls='--', lw=1,
-            label='always cheapest → always strongest')
+    ax.plot(
+        [ends['cheapest']['cost_usd'], ends['strongest']['cost_usd']],
+        [qc, qs],
+        color='0.6',
+        ls='--',
+        lw=1,
+        label='always cheapest → always strongest',
+    )
     for i, (n, v) in enumerate(pol['vs'].items()):
         ax.scatter(v['cost_usd'][0], v['quality_b'][0], s=45, color=f"C{i + 1}", label=n, zorder=3)
     ax.scatter(pol['cost_usd'][0], pol['quality'][0], s=90, marker='*', color='C0', label='policy', zorder=4)
-    ax.set_xlabel('cost per question (USD)'); ax.set_ylabel('quality (mean grade)')
+    ax.set_xlabel('cost per question (USD)')
+    ax.set_ylabel('quality (mean grade)')
     ax.set_title(f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.3g}", fontsize=10)
     ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1), frameon=False)
-    fig.tight_layout(); path = Path(path); fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100, bbox_inches='tight')
+    plt.close(fig)
     return path
 
-def _write_routing_report(report: dict, logged: dict, traces: dict, t0: float, jpath, mdpath, side, quiet: bool) -> dict:
+
+def _write_routing_report(
+    report: dict, logged: dict, traces: dict, t0: float, jpath, mdpath, side, quiet: bool
+) -> dict:
     """A run on a recorded log: the report is the routing section (the policy against every router at the stated
     price, chapter 18c), its markdown, one figure (`routing.png`: quality against cost per question) and the policy's
     held-out episodes (`episodes.jsonl`, for the replay viewer and the audit)."""
     report.update(kind='routing', logged=logged, seconds=time.time() - t0, stopped=None, eval_cost_usd=0.0)
-    report.pop('splits', None); report.pop('vs_best_baseline', None)
-    jpath.parent.mkdir(parents=True, exist_ok=True); side.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(jpath, report); atomic_write_text(mdpath, logged['markdown'])
-    fig = _plot_routing(logged, Path(side)/'routing.png')
+    report.pop('splits', None)
+    report.pop('vs_best_baseline', None)
+    jpath.parent.mkdir(parents=True, exist_ok=True)
+    side.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(jpath, report)
+    atomic_write_text(mdpath, logged['markdown'])
+    fig = _plot_routing(logged, Path(side) / 'routing.png')
     _write_episodes(side, traces)
     if not quiet:
-        print('\n' + logged['markdown']); print(f"report: {jpath} (+ {mdpath.name}, {fig.name})")
-        for h in _headlines(report): print(h)
+        print('\n' + logged['markdown'])
+        print(f"report: {jpath} (+ {mdpath.name}, {fig.name})")
+        for h in _headlines(report):
+            print(h)
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e
-EVAL_EPISODES = 1000            # episodes per policy and split of a standalone evaluation (simulated or recorded backend)
+EVAL_EPISODES = 1000  # episodes per policy and split of a standalone evaluation (simulated or recorded backend)
 _ok2 = lambda v: v >= 2
+
 
 @dataclass
 class EvalOptions:
     "The options of `spindleflow-eval`; its command line is generated from these fields (appendix 97)."
+
     checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', required=True)
-    episodes: int = param(EVAL_EPISODES, "episodes per policy and split (a paid backend: the run's train.paid_eval_episodes unless given)",
-                          ok=_ok2, rule='at least 2 (a confidence interval needs two episodes)')
-    split: list = param(list(SPLITS), 'split(s) to evaluate (repeat the flag for several)', choices=tuple(SPLITS), many=True)
-    json: str = param('', 'report file; its .md goes next to it, episodes.jsonl and plots into a folder named after it',
-                      show="the run's own <run>/eval.json")
+    episodes: int = param(
+        EVAL_EPISODES,
+        "episodes per policy and split (a paid backend: the run's train.paid_eval_episodes unless given)",
+        ok=_ok2,
+        rule='at least 2 (a confidence interval needs two episodes)',
+    )
+    split: list = param(
+        list(SPLITS), 'split(s) to evaluate (repeat the flag for several)', choices=tuple(SPLITS), many=True
+    )
+    json: str = param(
+        '',
+        'report file; its .md goes next to it, episodes.jsonl and plots into a folder named after it',
+        show="the run's own <run>/eval.json",
+    )
     overwrite: bool = param(False, 'replace an existing report (its .md and folder too)')
     seed: int = param(0, 'seed of the evaluation episodes', lo=0, hi=2**32 - 1)
     record: int = param(5, 'episodes per policy recorded for the replay', lo=0)
@@ -695,16 +1136,37 @@ class EvalOptions:
     backend: str = param('', 'execution backend', choices=('sim', 'recorded', 'openai'), show="the run's own")
     tier: int = param(0, 'reward tier', choices=(0, 1, 2, 3), show="the run's own")
     recorded: str = param('', 'outcome table (CSV/JSONL) for --backend recorded')
-    base_url: str = param('', 'OpenAI-compatible server', show='the one the run recorded', ok=lambda v: v.startswith(('http://', 'https://')),
-                          rule='an http(s) URL, e.g. http://localhost:8000/v1')
-    max_cost_usd: float = param(0.0, 'with a paid backend: stop before the spend passes this', show="the run's train.paid_eval_budget_usd",
-                                lo=0, lo_open=True)
+    base_url: str = param(
+        '',
+        'OpenAI-compatible server',
+        show='the one the run recorded',
+        ok=lambda v: v.startswith(('http://', 'https://')),
+        rule='an http(s) URL, e.g. http://localhost:8000/v1',
+    )
+    max_cost_usd: float = param(
+        0.0,
+        'with a paid backend: stop before the spend passes this',
+        show="the run's train.paid_eval_budget_usd",
+        lo=0,
+        lo_open=True,
+    )
     demo_mode: bool = param(False, 'simulated backend, no network')
-    env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
-    sweep: str = param('', 'recorded runs: play the policy on every held-out question at each point, against the tuned routers at '
-                       'its strong-call rate (chapter 18c): strong_rate=R1,R2,... (two specialists), spend_share=S1,... (more) '
-                       'or cost_coef=C1,...; writes sweep.json, sweep.md and sweep.png')
-    cost_coef: float = param(0.0, 'recorded runs: the price every episode is played and reported at', lo=0,
-                             show="the run's own (chapter 18c's run_price)")
-    catalog: str = param('', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one")
+    env_file: str = param(
+        '.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent'
+    )
+    sweep: str = param(
+        '',
+        'recorded runs: play the policy on every held-out question at each point, against the tuned routers at '
+        'its strong-call rate (chapter 18c): strong_rate=R1,R2,... (two specialists), spend_share=S1,... (more) '
+        'or cost_coef=C1,...; writes sweep.json, sweep.md and sweep.png',
+    )
+    cost_coef: float = param(
+        0.0,
+        'recorded runs: the price every episode is played and reported at',
+        lo=0,
+        show="the run's own (chapter 18c's run_price)",
+    )
+    catalog: str = param(
+        '', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one"
+    )
     tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")

@@ -14,53 +14,88 @@ __all__ = ['DEFAULT_FIT_THRESHOLD', 'JUSTIFIED', 'AuditContext', 'trace_facts', 
            'explanation_text', 'Verification', 'verify', 'audit_episode', 'explanation_verified']
 
 # %% ../nbs/07c_explain.ipynb #ec3d51ff
-DEFAULT_FIT_THRESHOLD = 0.3   # a specialist "fits" a subtask at this fit or above (cosine about 0.18)
+DEFAULT_FIT_THRESHOLD = 0.3  # a specialist "fits" a subtask at this fit or above (cosine about 0.18)
+
 
 @dataclass
 class AuditContext:
     """The observable facts about one episode besides its trace: subtask texts and prerequisites, the roster, and the
     capability fit of every roster specialist (and fallback) to every subtask, from embeddings only."""
+
     task_id: str
-    subtasks: list                 # subtask texts, in the task's order
-    deps: list                     # deps[j]: indices of the prerequisites of subtask j
-    roster: list                   # specialist id per slot, None for an empty slot
-    fits: dict                     # specialist id -> (k,) fit to each subtask
-    budget_s: float = math.inf     # latency budget of the episode (inf: none)
+    subtasks: list  # subtask texts, in the task's order
+    deps: list  # deps[j]: indices of the prerequisites of subtask j
+    roster: list  # specialist id per slot, None for an empty slot
+    fits: dict  # specialist id -> (k,) fit to each subtask
+    budget_s: float = math.inf  # latency budget of the episode (inf: none)
     threshold: float = DEFAULT_FIT_THRESHOLD
+
     def fit(self, sid: str) -> np.ndarray:
         if sid not in self.fits:
-            raise ConfigError(f"AuditContext: no fit for specialist {sid!r}; build the context from a world whose catalog has it.")
+            raise ConfigError(
+                f"AuditContext: no fit for specialist {sid!r}; build the context from a world whose catalog has it."
+            )
         return self.fits[sid]
+
     @classmethod
-    def from_world(cls, world, task, roster, budget_s: float | None = None, threshold: float = DEFAULT_FIT_THRESHOLD) -> 'AuditContext':
-        "Context for `task` (a `Task` or a task id of `world`'s bank) played with `roster` (specialist ids, None for empty slots)."
+    def from_world(
+        cls, world, task, roster, budget_s: float | None = None, threshold: float = DEFAULT_FIT_THRESHOLD
+    ) -> 'AuditContext':
+        """Context for `task` (a `Task` or a task id of `world`'s bank)
+        played with `roster` (specialist ids, None for empty slots)."""
         if isinstance(task, str):
-            try: task = world.bank[task]
-            except KeyError: raise ConfigError(f"task {task!r} is not in this world's task bank; audit episodes with the world "
-                                               "they were played in (e.g. recorded outcomes: build it from the same table).") from None
+            try:
+                task = world.bank[task]
+            except KeyError:
+                raise ConfigError(
+                    f"task {task!r} is not in this world's task bank; audit episodes with the world "
+                    "they were played in (e.g. recorded outcomes: build it from the same table)."
+                ) from None
         cat = world.catalog
         unknown = [r for r in roster if r is not None and r not in world.index]
-        if unknown: raise ConfigError(f"roster specialist(s) {unknown} are not in the catalog; audit with the catalog the episode used.")
-        fa = world.task_arrays(task)['fit_all']          # every catalog specialist: roster, fallbacks, anyone a backend used
+        if unknown:
+            raise ConfigError(
+                f"roster specialist(s) {unknown} are not in the catalog; audit with the catalog the episode used."
+            )
+        fa = world.task_arrays(task)['fit_all']  # every catalog specialist: roster, fallbacks, anyone a backend used
         fits = dict(zip(cat.ids, fa))
-        if budget_s is None: budget_s = float(task.latency_budget_s)
-        return cls(task.id, [s.text for s in task.subtasks], [sorted(set(s.depends_on)) for s in task.subtasks], list(roster),
-                   fits, float(budget_s), float(threshold))
+        if budget_s is None:
+            budget_s = float(task.latency_budget_s)
+        return cls(
+            task.id,
+            [s.text for s in task.subtasks],
+            [sorted(set(s.depends_on)) for s in task.subtasks],
+            list(roster),
+            fits,
+            float(budget_s),
+            float(threshold),
+        )
+
     @classmethod
     def from_env(cls, env, threshold: float = DEFAULT_FIT_THRESHOLD) -> 'AuditContext':
         "Context of the environment's current episode (after `reset`)."
-        if env.task is None: raise ConfigError("AuditContext.from_env: the environment has no episode yet; call reset() first.")
+        if env.task is None:
+            raise ConfigError("AuditContext.from_env: the environment has no episode yet; call reset() first.")
         return cls.from_world(env.world, env.task, env.roster, env.budget, threshold)
 
 # %% ../nbs/07c_explain.ipynb #ebc70d60
-def _usable(c: dict) -> bool: return c.get('status', 'ok') == 'ok' or bool(c.get('recovered'))
-def _author(c: dict) -> str: return c['fallback_id'] if c.get('recovered') and c.get('fallback_id') else c['specialist_id']
+def _usable(c: dict) -> bool:
+    return c.get('status', 'ok') == 'ok' or bool(c.get('recovered'))
+
+
+def _author(c: dict) -> str:
+    return c['fallback_id'] if c.get('recovered') and c.get('fallback_id') else c['specialist_id']
+
 
 def trace_facts(trace: list, ctx: AuditContext) -> list[dict]:
     """Per step: `called_before` (slots), `covered_before` (bool per subtask), `calls` (per call: slot, the open subtasks it
     faced, whether its output was usable), and after the step `covered_after` and `cover_fit` (best covering fit per subtask)."""
-    k = len(ctx.subtasks); thr = ctx.threshold
-    covered = np.zeros(k, bool); cover_fit = np.zeros(k); called = []; out = []
+    k = len(ctx.subtasks)
+    thr = ctx.threshold
+    covered = np.zeros(k, bool)
+    cover_fit = np.zeros(k)
+    called = []
+    out = []
     for ev in trace:
         f = {'step': ev['step'], 'called_before': list(called), 'covered_before': covered.copy(), 'calls': []}
         seq = ev.get('mode') == 'sequential'
@@ -69,7 +104,8 @@ def trace_facts(trace: list, ctx: AuditContext) -> list[dict]:
             f['calls'].append({'slot': c['slot'], 'open': ~(cov if seq else covered), 'usable': _usable(c)})
             if _usable(c):
                 fa = ctx.fit(_author(c))
-                cov |= fa >= thr; cover_fit = np.maximum(cover_fit, np.where(fa >= thr, fa, 0.0))
+                cov |= fa >= thr
+                cover_fit = np.maximum(cover_fit, np.where(fa >= thr, fa, 0.0))
         covered = cov
         called += list(ev.get('accepted') or [])
         f['covered_after'], f['cover_fit'] = covered.copy(), cover_fit.copy()
@@ -79,10 +115,12 @@ def trace_facts(trace: list, ctx: AuditContext) -> list[dict]:
 # %% ../nbs/07c_explain.ipynb #aeba4544
 JUSTIFIED = {'call': {'fit'}, 'refused': set(), 'stop': {'all_covered', 'budget', 'no_fit', 'no_callable'}}
 
+
 @dataclass
 class Claim:
     "One statement about one step of an episode; `text` is its plain words (see `describe`)."
-    kind: str                      # call, refused, skip, outcome, conflict, stop
+
+    kind: str  # call, refused, skip, outcome, conflict, stop
     step: int
     reason: str
     slot: int | None = None
@@ -91,19 +129,31 @@ class Claim:
     value: float | None = None
     extra: dict = field(default_factory=dict)
     text: str = ''
+
     @property
-    def decision(self) -> bool: return self.kind in JUSTIFIED
+    def decision(self) -> bool:
+        return self.kind in JUSTIFIED
+
     @property
-    def justified(self) -> bool: return self.reason in JUSTIFIED.get(self.kind, ())
-    def to_dict(self) -> dict: return asdict(self)
+    def justified(self) -> bool:
+        return self.reason in JUSTIFIED.get(self.kind, ())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 # %% ../nbs/07c_explain.ipynb #566f84a7
 def _q(s: str, n: int = 60) -> str:
     s = ' '.join(str(s).split())
-    return "'" + (s if len(s) <= n else s[:n - 1] + '…') + "'"
+    return "'" + (s if len(s) <= n else s[: n - 1] + '…') + "'"
 
-_SKIP_WORDS = {'already_called': 'already called', 'empty': 'empty slot', 'masked': 'not allowed by the mask (depth or cycle)',
-               'nothing_open': 'no subtask left open'}
+
+_SKIP_WORDS = {
+    'already_called': 'already called',
+    'empty': 'empty slot',
+    'masked': 'not allowed by the mask (depth or cycle)',
+    'nothing_open': 'no subtask left open',
+}
+
 
 def describe(c: Claim, ctx: AuditContext) -> str:
     "The plain words of a claim."
@@ -113,60 +163,115 @@ def describe(c: Claim, ctx: AuditContext) -> str:
     if c.kind == 'call':
         if c.reason == 'fit':
             s = f"called {who}: best fit {c.value:.2f} to open subtask {st}"
-            if x.get('blocked_by'): s += f" (its prerequisite {', '.join(_q(ctx.subtasks[j], 40) for j in x['blocked_by'])} still open)"
-            if x.get('retry_of'): s += f"; a retry after {x['retry_of']} failed on it"
-        elif c.subtask is None: s = f"called {who} with no observable reason: no subtask was left open"
-        else: s = f"called {who} with no observable reason: best fit {c.value:.2f} to an open subtask, below {ctx.threshold:.2f}"
-        if x.get('auto'): s += "; picked by the environment (no slot was selected)"
-    elif c.kind == 'refused': s = f"tried {who}, refused: {c.reason}"
+            if x.get('blocked_by'):
+                s += f" (its prerequisite {', '.join(_q(ctx.subtasks[j], 40) for j in x['blocked_by'])} still open)"
+            if x.get('retry_of'):
+                s += f"; a retry after {x['retry_of']} failed on it"
+        elif c.subtask is None:
+            s = f"called {who} with no observable reason: no subtask was left open"
+        else:
+            s = (
+                f"called {who} with no observable reason: best fit {c.value:.2f} to an open subtask, below "
+                f"{ctx.threshold:.2f}"
+            )
+        if x.get('auto'):
+            s += "; picked by the environment (no slot was selected)"
+    elif c.kind == 'refused':
+        s = f"tried {who}, refused: {c.reason}"
     elif c.kind == 'skip':
-        if c.reason == 'no_fit': s = f"skipped {who}: best fit {c.value:.2f} to an open subtask, below {ctx.threshold:.2f}"
-        elif c.reason == 'not_chosen': s = f"skipped {who}: fits open subtask {st} at {c.value:.2f}, not chosen"
-        else: s = f"skipped {who}: {_SKIP_WORDS[c.reason]}"
+        if c.reason == 'no_fit':
+            s = f"skipped {who}: best fit {c.value:.2f} to an open subtask, below {ctx.threshold:.2f}"
+        elif c.reason == 'not_chosen':
+            s = f"skipped {who}: fits open subtask {st} at {c.value:.2f}, not chosen"
+        else:
+            s = f"skipped {who}: {_SKIP_WORDS[c.reason]}"
     elif c.kind == 'outcome':
         s = f"{who} {'timed out' if c.reason == 'timeout' else 'failed with an error'}"
         fb = x.get('fallback')
-        s += (f"; fallback {fb} recovered" if x.get('recovered') else f"; fallback {fb} failed too") if fb else "; no fallback"
+        s += (
+            (f"; fallback {fb} recovered" if x.get('recovered') else f"; fallback {fb} failed too")
+            if fb
+            else "; no fallback"
+        )
     elif c.kind == 'conflict':
-        s = f"{who} and {x.get('other')} disagreed; " + ('the debate resolved it' if c.reason == 'resolved' else 'left unresolved')
+        s = f"{who} and {x.get('other')} disagreed; " + (
+            'the debate resolved it' if c.reason == 'resolved' else 'left unresolved'
+        )
     elif c.kind == 'stop':
-        s = {'all_covered': lambda: f"stopped: all subtasks covered (weakest cover fit {c.value:.2f})",
-             'budget': lambda: f"stopped: latency budget used ({c.value:.1f} s of {ctx.budget_s:.0f} s)",
-             'no_fit': lambda: f"stopped: no callable specialist fits an open subtask (best {c.value:.2f}, below {ctx.threshold:.2f})",
-             'no_callable': lambda: "ended: no specialist left to call",
-             'work_left': lambda: f"stopped with work left: {who} fits open subtask {st} at {c.value:.2f}",
-             'step_limit': lambda: "ended at the step limit (not a decision to stop)"}[c.reason]()
-    else: raise ValueError(f"unknown claim kind {c.kind!r}")
+        s = {
+            'all_covered': lambda: f"stopped: all subtasks covered (weakest cover fit {c.value:.2f})",
+            'budget': lambda: f"stopped: latency budget used ({c.value:.1f} s of {ctx.budget_s:.0f} s)",
+            'no_fit': lambda: (
+                f"stopped: no callable specialist fits an open subtask (best {c.value:.2f}, below {ctx.threshold:.2f})"
+            ),
+            'no_callable': lambda: "ended: no specialist left to call",
+            'work_left': lambda: f"stopped with work left: {who} fits open subtask {st} at {c.value:.2f}",
+            'step_limit': lambda: "ended at the step limit (not a decision to stop)",
+        }[c.reason]()
+    else:
+        raise ValueError(f"unknown claim kind {c.kind!r}")
     return f"step {c.step}: {s}"
 
 # %% ../nbs/07c_explain.ipynb #268d0215
 def _best_open(fa: np.ndarray, open_: np.ndarray) -> tuple[int | None, float]:
     "(subtask, fit) of the best fit among open subtasks; (None, 0.0) if none is open."
-    if not open_.any(): return None, 0.0
+    if not open_.any():
+        return None, 0.0
     j = int(np.argmax(np.where(open_, fa, -1.0)))
     return j, float(fa[j])
+
 
 def _call_claims(ev, f, ctx, trace, n) -> list:
     out, thr = [], ctx.threshold
     for c, fc in zip(ev.get('calls') or [], f['calls']):
-        sid = c['specialist_id']; j, v = _best_open(ctx.fit(sid), fc['open'])
+        sid = c['specialist_id']
+        j, v = _best_open(ctx.fit(sid), fc['open'])
         if j is not None and v >= thr:
             x = {}
             blocked = [i for i in ctx.deps[j] if fc['open'][i]]
-            if blocked: x['blocked_by'] = blocked
-            retry = next((p['specialist_id'] for e in trace[:n] for p in e.get('calls') or []
-                          if not _usable(p) and int(np.argmax(ctx.fit(p['specialist_id']))) == j), None)
-            if retry: x['retry_of'] = retry
+            if blocked:
+                x['blocked_by'] = blocked
+            retry = next(
+                (
+                    p['specialist_id']
+                    for e in trace[:n]
+                    for p in e.get('calls') or []
+                    if not _usable(p) and int(np.argmax(ctx.fit(p['specialist_id']))) == j
+                ),
+                None,
+            )
+            if retry:
+                x['retry_of'] = retry
             cl = Claim('call', ev['step'], 'fit', c['slot'], sid, j, v, x)
-        else: cl = Claim('call', ev['step'], 'no_reason', c['slot'], sid, j, v, {})
-        if ev.get('auto_selected'): cl.extra['auto'] = True
+        else:
+            cl = Claim('call', ev['step'], 'no_reason', c['slot'], sid, j, v, {})
+        if ev.get('auto_selected'):
+            cl.extra['auto'] = True
         out.append(cl)
         if c.get('status', 'ok') != 'ok':
-            out.append(Claim('outcome', ev['step'], c['status'], c['slot'], sid, None, None,
-                             {'fallback': c.get('fallback_id'), 'recovered': bool(c.get('recovered'))}))
+            out.append(
+                Claim(
+                    'outcome',
+                    ev['step'],
+                    c['status'],
+                    c['slot'],
+                    sid,
+                    None,
+                    None,
+                    {'fallback': c.get('fallback_id'), 'recovered': bool(c.get('recovered'))},
+                )
+            )
     for x in ev.get('conflicts') or []:
-        out.append(Claim('conflict', ev['step'], 'resolved' if x['resolved'] else 'unresolved', x['a'], ctx.roster[x['a']],
-                         extra={'b': x['b'], 'other': ctx.roster[x['b']]}))
+        out.append(
+            Claim(
+                'conflict',
+                ev['step'],
+                'resolved' if x['resolved'] else 'unresolved',
+                x['a'],
+                ctx.roster[x['a']],
+                extra={'b': x['b'], 'other': ctx.roster[x['b']]},
+            )
+        )
     return out
 
 # %% ../nbs/07c_explain.ipynb #3aca950e
@@ -174,51 +279,78 @@ def _skip_claims(ev, f, ctx) -> list:
     out, thr, open_ = [], ctx.threshold, ~f['covered_before']
     chosen = set(ev.get('selected') or []) | set(ev.get('accepted') or [])
     for slot, sid in enumerate(ctx.roster):
-        if slot in chosen: continue
-        if sid is None: out.append(Claim('skip', ev['step'], 'empty', slot)); continue
-        if slot in f['called_before']: r, j, v = 'already_called', None, None
-        elif not ev['mask'][slot]: r, j, v = 'masked', None, None
-        elif not open_.any(): r, j, v = 'nothing_open', None, None
+        if slot in chosen:
+            continue
+        if sid is None:
+            out.append(Claim('skip', ev['step'], 'empty', slot))
+            continue
+        if slot in f['called_before']:
+            r, j, v = 'already_called', None, None
+        elif not ev['mask'][slot]:
+            r, j, v = 'masked', None, None
+        elif not open_.any():
+            r, j, v = 'nothing_open', None, None
         else:
             j, v = _best_open(ctx.fit(sid), open_)
             r = 'not_chosen' if v >= thr else 'no_fit'
-            if r == 'no_fit': j = None
+            if r == 'no_fit':
+                j = None
         out.append(Claim('skip', ev['step'], r, slot, sid, j, v))
     return out
 
+
 def _stop_claim(ev, f, ctx, truncated: bool) -> Claim:
     t = ev['step']
-    if truncated: return Claim('stop', t, 'step_limit')
-    if ev['meta'] == 'call': return Claim('stop', t, 'no_callable')
-    if f['covered_after'].all(): return Claim('stop', t, 'all_covered', value=float(f['cover_fit'].min()) if len(f['cover_fit']) else 0.0)
-    if ev.get('latency_s', 0.0) >= ctx.budget_s: return Claim('stop', t, 'budget', value=float(ev['latency_s']))
-    open_ = ~f['covered_after']; best = (None, None, -1.0)
+    if truncated:
+        return Claim('stop', t, 'step_limit')
+    if ev['meta'] == 'call':
+        return Claim('stop', t, 'no_callable')
+    if f['covered_after'].all():
+        return Claim('stop', t, 'all_covered', value=float(f['cover_fit'].min()) if len(f['cover_fit']) else 0.0)
+    if ev.get('latency_s', 0.0) >= ctx.budget_s:
+        return Claim('stop', t, 'budget', value=float(ev['latency_s']))
+    open_ = ~f['covered_after']
+    best = (None, None, -1.0)
     for slot, sid in enumerate(ctx.roster):
-        if sid is None or not ev['mask'][slot]: continue
+        if sid is None or not ev['mask'][slot]:
+            continue
         j, v = _best_open(ctx.fit(sid), open_)
-        if v > best[2]: best = (slot, j, v)
+        if v > best[2]:
+            best = (slot, j, v)
     slot, j, v = best
-    if slot is None or v < ctx.threshold: return Claim('stop', t, 'no_fit', value=max(v, 0.0))
+    if slot is None or v < ctx.threshold:
+        return Claim('stop', t, 'no_fit', value=max(v, 0.0))
     return Claim('stop', t, 'work_left', slot, ctx.roster[slot], j, v)
 
 # %% ../nbs/07c_explain.ipynb #485040fb
-def explain(trace: list, ctx: AuditContext, truncated: bool = False, skips: bool = True, words: bool = True,
-            facts: list | None = None) -> list[Claim]:
+def explain(
+    trace: list,
+    ctx: AuditContext,
+    truncated: bool = False,
+    skips: bool = True,
+    words: bool = True,
+    facts: list | None = None,
+) -> list[Claim]:
     """Claims about every step of `trace` (a finished episode's `env.trace`): calls, refusals, outcomes, conflicts, skipped slots
     (`skips`), and why it ended (`truncated`: it hit the step limit). `words=False` leaves `text` empty (fast, for training);
     `facts`: `trace_facts(trace, ctx)` when already computed."""
-    if not trace: raise ConfigError("explain: the trace is empty; play an episode first (env.trace, or a record's 'steps').")
-    facts = facts or trace_facts(trace, ctx); out = []
+    if not trace:
+        raise ConfigError("explain: the trace is empty; play an episode first (env.trace, or a record's 'steps').")
+    facts = facts or trace_facts(trace, ctx)
+    out = []
     for n, (ev, f) in enumerate(zip(trace, facts)):
         if ev['meta'] == 'call':
             out += _call_claims(ev, f, ctx, trace, n)
             for r in ev.get('rejected') or []:
                 out.append(Claim('refused', ev['step'], r['reason'], r['slot'], r.get('specialist_id')))
-            if skips: out += _skip_claims(ev, f, ctx)
+            if skips:
+                out += _skip_claims(ev, f, ctx)
     out.append(_stop_claim(trace[-1], facts[-1], ctx, truncated))
     if words:
-        for c in out: c.text = describe(c, ctx)
+        for c in out:
+            c.text = describe(c, ctx)
     return out
+
 
 def explanation_text(claims: list[Claim], skips: bool = False) -> str:
     "The explanation as plain text, one line per claim (skipped slots only with `skips`)."
@@ -228,152 +360,271 @@ def explanation_text(claims: list[Claim], skips: bool = False) -> str:
 @dataclass
 class Verification:
     "The checker's verdict: per claim (claim, ok, why), the decisions no claim covers, and the overall flags."
+
     results: list
     missing: list
+
     @property
-    def ok(self) -> bool: return not self.missing and all(r[1] for r in self.results)
+    def ok(self) -> bool:
+        return not self.missing and all(r[1] for r in self.results)
+
     @property
-    def justified(self) -> bool: return self.ok and all(c.justified for c, _, _ in self.results if c.decision)
+    def justified(self) -> bool:
+        return self.ok and all(c.justified for c, _, _ in self.results if c.decision)
+
     @property
-    def unjustified(self) -> list: return [c for c, ok, _ in self.results if ok and c.decision and not c.justified]
+    def unjustified(self) -> list:
+        return [c for c, ok, _ in self.results if ok and c.decision and not c.justified]
+
     @property
-    def failed(self) -> list: return [(c, why) for c, ok, why in self.results if not ok]
+    def failed(self) -> list:
+        return [(c, why) for c, ok, why in self.results if not ok]
+
     def summary(self) -> str:
-        n = len(self.results); bad = len(self.failed)
+        n = len(self.results)
+        bad = len(self.failed)
         s = f"{n - bad}/{n} claims verified"
-        if self.missing: s += f"; {len(self.missing)} decision(s) without a claim"
-        if self.ok: s += '; every decision justified' if self.justified else f"; {len(self.unjustified)} decision(s) without a justifying reason"
+        if self.missing:
+            s += f"; {len(self.missing)} decision(s) without a claim"
+        if self.ok:
+            s += (
+                '; every decision justified'
+                if self.justified
+                else f"; {len(self.unjustified)} decision(s) without a justifying reason"
+            )
         return s
 
-def _close(a, b, tol=1e-6) -> bool: return a is not None and b is not None and abs(float(a) - float(b)) <= tol
+
+def _close(a, b, tol=1e-6) -> bool:
+    return a is not None and b is not None and abs(float(a) - float(b)) <= tol
 
 # %% ../nbs/07c_explain.ipynb #0520d038
 def _check_call(c, ev, f, ctx, trace, n) -> str:
     "'' if the call claim holds, else why not."
-    if ev['meta'] != 'call' or c.slot not in (ev.get('accepted') or []): return f"slot {c.slot} was not called at step {c.step}"
-    if ctx.roster[c.slot] != c.specialist: return f"slot {c.slot} holds {ctx.roster[c.slot]}, not {c.specialist}"
-    if bool(c.extra.get('auto')) != bool(ev.get('auto_selected')): return "the auto-selection flag does not match the trace"
-    i = [x['slot'] for x in ev['calls']].index(c.slot); open_ = f['calls'][i]['open']; fa = ctx.fit(c.specialist)
+    if ev['meta'] != 'call' or c.slot not in (ev.get('accepted') or []):
+        return f"slot {c.slot} was not called at step {c.step}"
+    if ctx.roster[c.slot] != c.specialist:
+        return f"slot {c.slot} holds {ctx.roster[c.slot]}, not {c.specialist}"
+    if bool(c.extra.get('auto')) != bool(ev.get('auto_selected')):
+        return "the auto-selection flag does not match the trace"
+    i = [x['slot'] for x in ev['calls']].index(c.slot)
+    open_ = f['calls'][i]['open']
+    fa = ctx.fit(c.specialist)
     best = float(np.max(np.where(open_, fa, -1.0))) if open_.any() else 0.0
     if c.reason == 'no_reason':
-        if best >= ctx.threshold: return f"there was a reason: fit {best:.2f} to an open subtask"
-        if (c.subtask is None) == bool(open_.any()): return "whether a subtask was open does not match the trace"
+        if best >= ctx.threshold:
+            return f"there was a reason: fit {best:.2f} to an open subtask"
+        if (c.subtask is None) == bool(open_.any()):
+            return "whether a subtask was open does not match the trace"
         return '' if _close(c.value, max(best, 0.0)) else f"best open fit is {max(best, 0.0):.4f}, claimed {c.value}"
-    if c.reason != 'fit': return f"unknown call reason {c.reason!r}"
-    if c.subtask is None or not 0 <= c.subtask < len(fa): return f"subtask {c.subtask} does not exist"
-    if not open_[c.subtask]: return f"subtask S{c.subtask} was already covered before this call"
-    if not _close(fa[c.subtask], c.value): return f"fit to S{c.subtask} is {fa[c.subtask]:.4f}, claimed {c.value}"
-    if c.value < ctx.threshold: return f"fit {c.value:.2f} is below the threshold {ctx.threshold:.2f}"
-    if fa[c.subtask] < best - 1e-9: return f"not the best open fit: {best:.2f} > {c.value:.2f}"
+    if c.reason != 'fit':
+        return f"unknown call reason {c.reason!r}"
+    if c.subtask is None or not 0 <= c.subtask < len(fa):
+        return f"subtask {c.subtask} does not exist"
+    if not open_[c.subtask]:
+        return f"subtask S{c.subtask} was already covered before this call"
+    if not _close(fa[c.subtask], c.value):
+        return f"fit to S{c.subtask} is {fa[c.subtask]:.4f}, claimed {c.value}"
+    if c.value < ctx.threshold:
+        return f"fit {c.value:.2f} is below the threshold {ctx.threshold:.2f}"
+    if fa[c.subtask] < best - 1e-9:
+        return f"not the best open fit: {best:.2f} > {c.value:.2f}"
     blocked = [j for j in ctx.deps[c.subtask] if open_[j]]
-    if blocked != list(c.extra.get('blocked_by', [])): return f"open prerequisites are {blocked}, claimed {c.extra.get('blocked_by', [])}"
+    if blocked != list(c.extra.get('blocked_by', [])):
+        return f"open prerequisites are {blocked}, claimed {c.extra.get('blocked_by', [])}"
     r = c.extra.get('retry_of')
-    if r and not any(p['specialist_id'] == r and not _usable(p) and int(np.argmax(ctx.fit(r))) == c.subtask
-                     for e in trace[:n] for p in e.get('calls') or []):
+    if r and not any(
+        p['specialist_id'] == r and not _usable(p) and int(np.argmax(ctx.fit(r))) == c.subtask
+        for e in trace[:n]
+        for p in e.get('calls') or []
+    ):
         return f"{r} did not fail on S{c.subtask} earlier"
     return ''
 
 # %% ../nbs/07c_explain.ipynb #0521113c
 def _check_skip(c, ev, f, ctx) -> str:
-    if ev['meta'] != 'call': return f"step {c.step} made no call"
-    if c.slot in (ev.get('selected') or []) or c.slot in (ev.get('accepted') or []): return f"slot {c.slot} was selected"
+    if ev['meta'] != 'call':
+        return f"step {c.step} made no call"
+    if c.slot in (ev.get('selected') or []) or c.slot in (ev.get('accepted') or []):
+        return f"slot {c.slot} was selected"
     sid = ctx.roster[c.slot] if 0 <= c.slot < len(ctx.roster) else None
-    if c.reason == 'empty': return '' if sid is None else f"slot {c.slot} is not empty"
-    if sid != c.specialist: return f"slot {c.slot} holds {sid}, not {c.specialist}"
+    if c.reason == 'empty':
+        return '' if sid is None else f"slot {c.slot} is not empty"
+    if sid != c.specialist:
+        return f"slot {c.slot} holds {sid}, not {c.specialist}"
     called, mask, open_ = c.slot in f['called_before'], ev['mask'][c.slot], ~f['covered_before']
-    if c.reason == 'already_called': return '' if called else f"{sid} had not been called"
-    if c.reason == 'masked': return '' if (not mask and not called) else "the mask allowed it" if mask else "it was masked because already called"
-    if not mask: return f"{sid} was not allowed by the mask"
-    if c.reason == 'nothing_open': return '' if not open_.any() else "some subtask was open"
-    fa = ctx.fit(sid); best = float(np.max(np.where(open_, fa, -1.0))) if open_.any() else 0.0
-    if c.reason == 'no_fit': return '' if best < ctx.threshold and _close(c.value, best) else f"best open fit is {best:.4f}, claimed {c.value}"
+    if c.reason == 'already_called':
+        return '' if called else f"{sid} had not been called"
+    if c.reason == 'masked':
+        return (
+            ''
+            if (not mask and not called)
+            else "the mask allowed it"
+            if mask
+            else "it was masked because already called"
+        )
+    if not mask:
+        return f"{sid} was not allowed by the mask"
+    if c.reason == 'nothing_open':
+        return '' if not open_.any() else "some subtask was open"
+    fa = ctx.fit(sid)
+    best = float(np.max(np.where(open_, fa, -1.0))) if open_.any() else 0.0
+    if c.reason == 'no_fit':
+        return (
+            '' if best < ctx.threshold and _close(c.value, best) else f"best open fit is {best:.4f}, claimed {c.value}"
+        )
     if c.reason == 'not_chosen':
-        if c.subtask is None or not open_[c.subtask]: return f"subtask {c.subtask} was not open"
-        return '' if _close(fa[c.subtask], c.value) and c.value >= ctx.threshold else f"fit to S{c.subtask} is {fa[c.subtask]:.4f}, claimed {c.value}"
+        if c.subtask is None or not open_[c.subtask]:
+            return f"subtask {c.subtask} was not open"
+        return (
+            ''
+            if _close(fa[c.subtask], c.value) and c.value >= ctx.threshold
+            else f"fit to S{c.subtask} is {fa[c.subtask]:.4f}, claimed {c.value}"
+        )
     return f"unknown skip reason {c.reason!r}"
+
 
 def _check_outcome(c, ev) -> str:
     call = next((x for x in ev.get('calls') or [] if x['slot'] == c.slot), None)
-    if call is None: return f"slot {c.slot} was not called at step {c.step}"
-    if call.get('status', 'ok') != c.reason: return f"status was {call.get('status', 'ok')}, claimed {c.reason}"
-    if call.get('fallback_id') != c.extra.get('fallback') or bool(call.get('recovered')) != bool(c.extra.get('recovered')):
+    if call is None:
+        return f"slot {c.slot} was not called at step {c.step}"
+    if call.get('status', 'ok') != c.reason:
+        return f"status was {call.get('status', 'ok')}, claimed {c.reason}"
+    if call.get('fallback_id') != c.extra.get('fallback') or bool(call.get('recovered')) != bool(
+        c.extra.get('recovered')
+    ):
         return f"fallback {call.get('fallback_id')} recovered={bool(call.get('recovered'))}, claimed otherwise"
     return ''
 
+
 def _check_conflict(c, ev) -> str:
     x = next((x for x in ev.get('conflicts') or [] if {x['a'], x['b']} == {c.slot, c.extra.get('b')}), None)
-    if x is None: return f"no conflict between slots {c.slot} and {c.extra.get('b')} at step {c.step}"
+    if x is None:
+        return f"no conflict between slots {c.slot} and {c.extra.get('b')} at step {c.step}"
     return '' if ('resolved' if x['resolved'] else 'unresolved') == c.reason else "resolution does not match"
 
 # %% ../nbs/07c_explain.ipynb #47245f7d
 def _check_stop(c, trace, facts, ctx, truncated) -> str:
     ev, f = trace[-1], facts[-1]
-    if c.step != ev['step']: return f"the episode ended at step {ev['step']}, not {c.step}"
-    if c.reason == 'step_limit': return '' if truncated else "the episode did not hit the step limit"
-    if truncated: return "the episode hit the step limit; it did not stop"
-    if c.reason == 'no_callable': return '' if ev['meta'] == 'call' else "the orchestrator chose to stop"
-    if ev['meta'] != 'stop': return "the last step was a call, not a stop"
+    if c.step != ev['step']:
+        return f"the episode ended at step {ev['step']}, not {c.step}"
+    if c.reason == 'step_limit':
+        return '' if truncated else "the episode did not hit the step limit"
+    if truncated:
+        return "the episode hit the step limit; it did not stop"
+    if c.reason == 'no_callable':
+        return '' if ev['meta'] == 'call' else "the orchestrator chose to stop"
+    if ev['meta'] != 'stop':
+        return "the last step was a call, not a stop"
     open_ = ~f['covered_after']
     if c.reason == 'all_covered':
-        if open_.any(): return f"subtask(s) {[int(j) for j in np.flatnonzero(open_)]} still open"
+        if open_.any():
+            return f"subtask(s) {[int(j) for j in np.flatnonzero(open_)]} still open"
         return '' if _close(c.value, f['cover_fit'].min() if len(open_) else 0.0) else "weakest cover fit differs"
     if c.reason == 'budget':
-        return '' if ev.get('latency_s', 0.0) >= ctx.budget_s and _close(c.value, ev['latency_s']) else "the latency budget was not used up"
+        return (
+            ''
+            if ev.get('latency_s', 0.0) >= ctx.budget_s and _close(c.value, ev['latency_s'])
+            else "the latency budget was not used up"
+        )
     fits = [(slot, ctx.fit(sid)) for slot, sid in enumerate(ctx.roster) if sid is not None and ev['mask'][slot]]
     best = max((float(np.max(np.where(open_, fa, -1.0))) for _, fa in fits), default=-1.0) if open_.any() else -1.0
     if c.reason == 'no_fit':
-        return '' if best < ctx.threshold and _close(c.value, max(best, 0.0)) else f"a callable specialist fits an open subtask at {best:.2f}"
+        return (
+            ''
+            if best < ctx.threshold and _close(c.value, max(best, 0.0))
+            else f"a callable specialist fits an open subtask at {best:.2f}"
+        )
     if c.reason == 'work_left':
-        if c.slot is None or not ev['mask'][c.slot] or c.subtask is None or not open_[c.subtask]: return "slot not callable or subtask not open"
-        return '' if _close(ctx.fit(c.specialist)[c.subtask], c.value) and c.value >= ctx.threshold else "fit claimed does not match"
+        if c.slot is None or not ev['mask'][c.slot] or c.subtask is None or not open_[c.subtask]:
+            return "slot not callable or subtask not open"
+        return (
+            ''
+            if _close(ctx.fit(c.specialist)[c.subtask], c.value) and c.value >= ctx.threshold
+            else "fit claimed does not match"
+        )
     return f"unknown stop reason {c.reason!r}"
 
 # %% ../nbs/07c_explain.ipynb #91ade3c5
-def verify(claims: list[Claim], trace: list, ctx: AuditContext, truncated: bool = False, facts: list | None = None) -> Verification:
-    "Check every claim against `trace` and `ctx`, and that every decision (call, refused selection, the end) has a claim."
-    if not trace: raise ConfigError("verify: the trace is empty; nothing to check claims against.")
-    facts = facts or trace_facts(trace, ctx); by_step = {ev['step']: n for n, ev in enumerate(trace)}
+def verify(
+    claims: list[Claim], trace: list, ctx: AuditContext, truncated: bool = False, facts: list | None = None
+) -> Verification:
+    """Check every claim against `trace` and `ctx`, and that every
+    decision (call, refused selection, the end) has a claim."""
+    if not trace:
+        raise ConfigError("verify: the trace is empty; nothing to check claims against.")
+    facts = facts or trace_facts(trace, ctx)
+    by_step = {ev['step']: n for n, ev in enumerate(trace)}
     results = []
     for c in claims:
         n = by_step.get(c.step)
-        if n is None: why = f"there is no step {c.step}"
-        elif c.kind == 'call': why = _check_call(c, trace[n], facts[n], ctx, trace, n)
+        if n is None:
+            why = f"there is no step {c.step}"
+        elif c.kind == 'call':
+            why = _check_call(c, trace[n], facts[n], ctx, trace, n)
         elif c.kind == 'refused':
-            why = '' if any(r['slot'] == c.slot and r['reason'] == c.reason for r in trace[n].get('rejected') or []) else \
-                  f"slot {c.slot} was not refused for {c.reason!r} at step {c.step}"
-        elif c.kind == 'skip': why = _check_skip(c, trace[n], facts[n], ctx)
-        elif c.kind == 'outcome': why = _check_outcome(c, trace[n])
-        elif c.kind == 'conflict': why = _check_conflict(c, trace[n])
-        elif c.kind == 'stop': why = _check_stop(c, trace, facts, ctx, truncated)
-        else: why = f"unknown claim kind {c.kind!r}"
-        if not why and c.text and c.text != describe(c, ctx): why = "its words do not say what the claim states"
+            why = (
+                ''
+                if any(r['slot'] == c.slot and r['reason'] == c.reason for r in trace[n].get('rejected') or [])
+                else f"slot {c.slot} was not refused for {c.reason!r} at step {c.step}"
+            )
+        elif c.kind == 'skip':
+            why = _check_skip(c, trace[n], facts[n], ctx)
+        elif c.kind == 'outcome':
+            why = _check_outcome(c, trace[n])
+        elif c.kind == 'conflict':
+            why = _check_conflict(c, trace[n])
+        elif c.kind == 'stop':
+            why = _check_stop(c, trace, facts, ctx, truncated)
+        else:
+            why = f"unknown claim kind {c.kind!r}"
+        if not why and c.text and c.text != describe(c, ctx):
+            why = "its words do not say what the claim states"
         results.append((c, not why, why or 'ok'))
     have = {(c.kind, c.step, c.slot) for c in claims}
-    missing = [f"step {ev['step']}: call of slot {s}" for ev in trace for s in ev.get('accepted') or [] if ('call', ev['step'], s) not in have]
-    missing += [f"step {ev['step']}: refused slot {r['slot']}" for ev in trace for r in ev.get('rejected') or []
-                if ('refused', ev['step'], r['slot']) not in have]
-    if not any(c.kind == 'stop' and c.step == trace[-1]['step'] for c in claims): missing.append(f"step {trace[-1]['step']}: the end")
+    missing = [
+        f"step {ev['step']}: call of slot {s}"
+        for ev in trace
+        for s in ev.get('accepted') or []
+        if ('call', ev['step'], s) not in have
+    ]
+    missing += [
+        f"step {ev['step']}: refused slot {r['slot']}"
+        for ev in trace
+        for r in ev.get('rejected') or []
+        if ('refused', ev['step'], r['slot']) not in have
+    ]
+    if not any(c.kind == 'stop' and c.step == trace[-1]['step'] for c in claims):
+        missing.append(f"step {trace[-1]['step']}: the end")
     return Verification(results, missing)
 
 # %% ../nbs/07c_explain.ipynb #c6e17c00
-def audit_episode(trace: list, ctx: AuditContext, truncated: bool = False, skips: bool = True) -> tuple[list, Verification]:
+def audit_episode(
+    trace: list, ctx: AuditContext, truncated: bool = False, skips: bool = True
+) -> tuple[list, Verification]:
     "`explain` then `verify`: the claims and the verdict for one finished episode."
     claims = explain(trace, ctx, truncated, skips)
     return claims, verify(claims, trace, ctx, truncated)
 
 # %% ../nbs/07c_explain.ipynb #a5722646
-def explanation_verified(env, pending: dict | None = None, explicit: bool = True, threshold: float = DEFAULT_FIT_THRESHOLD) -> bool:
+def explanation_verified(
+    env, pending: dict | None = None, explicit: bool = True, threshold: float = DEFAULT_FIT_THRESHOLD
+) -> bool:
     """True when the episode's explanation, generated from `env.trace` (plus `pending`, the final step's event when it is not
     in the trace yet) and verified against it, justifies every decision. `explicit=False`: the episode was cut at the step
     limit (never verified). Uses only what a deployment observes (see `AuditContext`)."""
     trace = list(env.trace)
-    if pending is not None and 'latency_s' not in pending: pending = {**pending, 'latency_s': env.latency}   # filled after _finish
-    if pending is not None and (not trace or trace[-1]['step'] != pending['step']): trace.append(pending)
+    if pending is not None and 'latency_s' not in pending:
+        pending = {**pending, 'latency_s': env.latency}  # filled after _finish
+    if pending is not None and (not trace or trace[-1]['step'] != pending['step']):
+        trace.append(pending)
     if not trace or trace[-1]['step'] != env.t:
         in_trace = {s for ev in trace for s in ev.get('accepted') or []}
         if any(s not in in_trace for s in env.dag.called):
-            raise ConfigError("explanation_verified: the final step made calls that are not in env.trace; pass its event as "
-                              "pending=ev (SpindleFlowEnv.step builds `ev` before calling _finish).")
+            raise ConfigError(
+                "explanation_verified: the final step made calls that are not in env.trace; pass its event as "
+                "pending=ev (SpindleFlowEnv.step builds `ev` before calling _finish)."
+            )
         trace.append({'step': env.t, 'meta': 'stop', 'mask': env.dag.action_mask().tolist(), 'latency_s': env.latency})
     ctx = AuditContext.from_env(env, threshold)
     facts = trace_facts(trace, ctx)

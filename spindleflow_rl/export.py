@@ -29,31 +29,48 @@ PROVIDERS = ('openai', 'gemini')
 DELEGATION_STRATEGIES = ('auto', 'sequential', 'parallel')
 WORKFLOW_KEYS = ('models', 'provider', 'agents', 'workflow')
 
-def _nonempty_str(x) -> bool: return isinstance(x, str) and bool(x.strip())
-def _pos_int(x) -> bool: return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+def _nonempty_str(x) -> bool:
+    return isinstance(x, str) and bool(x.strip())
+
+
+def _pos_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
 
 def _check_agents(agents, where: str, seen: dict, errs: list):
     "Check a list of agents (and their sub-agents, recursively); record every id in `seen` (id -> where)."
     if not isinstance(agents, list) or not agents:
-        errs.append(f"{where}: must be a non-empty list of agents (each with id, role, goal)."); return
+        errs.append(f"{where}: must be a non-empty list of agents (each with id, role, goal).")
+        return
     for i, a in enumerate(agents):
         w = f"{where}[{i}]"
-        if not isinstance(a, dict): errs.append(f"{w}: must be a mapping with id, role and goal."); continue
+        if not isinstance(a, dict):
+            errs.append(f"{w}: must be a mapping with id, role and goal.")
+            continue
         for k in ('id', 'role', 'goal'):
-            if not _nonempty_str(a.get(k)): errs.append(f"{w}: '{k}' must be a non-empty string.")
+            if not _nonempty_str(a.get(k)):
+                errs.append(f"{w}: '{k}' must be a non-empty string.")
         aid = a.get('id')
         if _nonempty_str(aid):
-            if aid in seen: errs.append(f"{w}: duplicate agent id {aid!r} (already defined at {seen[aid]}); ids must be unique.")
-            else: seen[aid] = w
+            if aid in seen:
+                errs.append(f"{w}: duplicate agent id {aid!r} (already defined at {seen[aid]}); ids must be unique.")
+            else:
+                seen[aid] = w
         unknown = sorted(set(a) - {'id', 'role', 'goal', 'tools', 'sub_agents', 'delegation_strategy'})
-        if unknown: errs.append(f"{w}: unknown key(s) {unknown}; an agent has id, role, goal, tools, sub_agents, delegation_strategy.")
+        if unknown:
+            errs.append(
+                f"{w}: unknown key(s) {unknown}; an agent has id, role, goal, tools, sub_agents, delegation_strategy."
+            )
         if 'tools' in a and not (isinstance(a['tools'], list) and all(_nonempty_str(t) for t in a['tools'])):
             errs.append(f"{w}: 'tools' must be a list of tool names.")
         if 'sub_agents' in a:
             _check_agents(a['sub_agents'], f"{w}.sub_agents", seen, errs)
             if a.get('delegation_strategy') not in DELEGATION_STRATEGIES:
-                errs.append(f"{w}: an agent with sub_agents needs 'delegation_strategy' in {list(DELEGATION_STRATEGIES)}, "
-                            f"got {a.get('delegation_strategy')!r}.")
+                errs.append(
+                    f"{w}: an agent with sub_agents needs 'delegation_strategy' in {list(DELEGATION_STRATEGIES)}, "
+                    f"got {a.get('delegation_strategy')!r}."
+                )
         elif 'delegation_strategy' in a:
             errs.append(f"{w}: 'delegation_strategy' without 'sub_agents'; add sub_agents or remove it.")
 
@@ -65,131 +82,199 @@ def _check_models(d: dict, errs: list):
         models = {}
     for name, m in models.items():
         w = f"models.{name}"
-        if not isinstance(m, dict): errs.append(f"{w}: must be a mapping with provider, model and max_tokens."); continue
-        if m.get('provider') not in PROVIDERS: errs.append(f"{w}: 'provider' must be one of {list(PROVIDERS)}, got {m.get('provider')!r}.")
-        if not _nonempty_str(m.get('model')): errs.append(f"{w}: 'model' must be a non-empty model name, e.g. 'gpt-4o-mini'.")
-        if not _pos_int(m.get('max_tokens')): errs.append(f"{w}: 'max_tokens' must be a positive integer, got {m.get('max_tokens')!r}.")
+        if not isinstance(m, dict):
+            errs.append(f"{w}: must be a mapping with provider, model and max_tokens.")
+            continue
+        if m.get('provider') not in PROVIDERS:
+            errs.append(f"{w}: 'provider' must be one of {list(PROVIDERS)}, got {m.get('provider')!r}.")
+        if not _nonempty_str(m.get('model')):
+            errs.append(f"{w}: 'model' must be a non-empty model name, e.g. 'gpt-4o-mini'.")
+        if not _pos_int(m.get('max_tokens')):
+            errs.append(f"{w}: 'max_tokens' must be a positive integer, got {m.get('max_tokens')!r}.")
     p = d.get('provider')
     if not (isinstance(p, str) and p in models):
         errs.append(f"provider: must name one of the models {sorted(models)}, got {p!r}.")
 
+
 def _check_ids(ids, where: str, defined: dict, errs: list) -> list:
     if not isinstance(ids, list) or not ids:
-        errs.append(f"{where}: must be a non-empty list of agent ids."); return []
+        errs.append(f"{where}: must be a non-empty list of agent ids.")
+        return []
     for j, x in enumerate(ids):
-        if not _nonempty_str(x): errs.append(f"{where}[{j}]: must be an agent id (a non-empty string), got {x!r}.")
-        elif x not in defined: errs.append(f"{where}[{j}]: agent {x!r} is not defined under 'agents'.")
+        if not _nonempty_str(x):
+            errs.append(f"{where}[{j}]: must be an agent id (a non-empty string), got {x!r}.")
+        elif x not in defined:
+            errs.append(f"{where}[{j}]: agent {x!r} is not defined under 'agents'.")
     return [x for x in ids if isinstance(x, str)]
 
 # %% ../nbs/14_export.ipynb #a084be2e
 def _check_workflow(wf, defined: dict, errs: list):
-    if not isinstance(wf, dict): errs.append("workflow: must be a mapping with a 'type' (sequential or parallel)."); return
+    if not isinstance(wf, dict):
+        errs.append("workflow: must be a mapping with a 'type' (sequential or parallel).")
+        return
     t = wf.get('type')
     if t == 'sequential':
         steps = wf.get('steps')
-        if not isinstance(steps, list) or not steps: errs.append("workflow.steps: must be a non-empty list of {agent: id}."); return
+        if not isinstance(steps, list) or not steps:
+            errs.append("workflow.steps: must be a non-empty list of {agent: id}.")
+            return
         for i, s in enumerate(steps):
-            if not (isinstance(s, dict) and set(s) == {'agent'}): errs.append(f"workflow.steps[{i}]: must be a mapping {{agent: id}}, got {s!r}.")
+            if not (isinstance(s, dict) and set(s) == {'agent'}):
+                errs.append(f"workflow.steps[{i}]: must be a mapping {{agent: id}}, got {s!r}.")
             elif not _nonempty_str(s['agent']) or s['agent'] not in defined:
                 errs.append(f"workflow.steps[{i}]: agent {s['agent']!r} is not defined under 'agents'.")
     elif t == 'parallel':
         branches = _check_ids(wf.get('branches'), 'workflow.branches', defined, errs)
-        if len(set(branches)) != len(branches): errs.append("workflow.branches: an agent appears twice; list each branch once.")
+        if len(set(branches)) != len(branches):
+            errs.append("workflow.branches: an agent appears twice; list each branch once.")
         then = wf.get('then')
         if not isinstance(then, dict) or not _nonempty_str(then.get('agent')):
-            errs.append("workflow.then: must be a mapping with 'agent' (the aggregator's id)."); return
+            errs.append("workflow.then: must be a mapping with 'agent' (the aggregator's id).")
+            return
         agg = then['agent']
-        if agg not in defined: errs.append(f"workflow.then.agent: agent {agg!r} is not defined under 'agents'.")
-        if agg in branches: errs.append(f"workflow.then.agent: the aggregator {agg!r} is also a branch; it must be another agent.")
+        if agg not in defined:
+            errs.append(f"workflow.then.agent: agent {agg!r} is not defined under 'agents'.")
+        if agg in branches:
+            errs.append(f"workflow.then.agent: the aggregator {agg!r} is also a branch; it must be another agent.")
         unknown = sorted(set(then) - {'agent', 'feedback_loop'})
-        if unknown: errs.append(f"workflow.then: unknown key(s) {unknown}; allowed: agent, feedback_loop.")
+        if unknown:
+            errs.append(f"workflow.then: unknown key(s) {unknown}; allowed: agent, feedback_loop.")
         fl = then.get('feedback_loop')
         if fl is not None:
-            if not isinstance(fl, dict): errs.append("workflow.then.feedback_loop: must be a mapping."); return
-            if not isinstance(fl.get('enabled'), bool): errs.append("workflow.then.feedback_loop.enabled: must be true or false.")
+            if not isinstance(fl, dict):
+                errs.append("workflow.then.feedback_loop: must be a mapping.")
+                return
+            if not isinstance(fl.get('enabled'), bool):
+                errs.append("workflow.then.feedback_loop.enabled: must be true or false.")
             mi = fl.get('max_iterations')
-            if not (_pos_int(mi) and 1 <= mi <= 10): errs.append(f"workflow.then.feedback_loop.max_iterations: must be an integer 1-10, got {mi!r}.")
-            if not _nonempty_str(fl.get('approval_keyword')): errs.append("workflow.then.feedback_loop.approval_keyword: must be a non-empty string, e.g. 'APPROVED'.")
+            if not (_pos_int(mi) and 1 <= mi <= 10):
+                errs.append(f"workflow.then.feedback_loop.max_iterations: must be an integer 1-10, got {mi!r}.")
+            if not _nonempty_str(fl.get('approval_keyword')):
+                errs.append(
+                    "workflow.then.feedback_loop.approval_keyword: must be a non-empty string, e.g. 'APPROVED'."
+                )
             _check_ids(fl.get('feedback_targets'), 'workflow.then.feedback_loop.feedback_targets', defined, errs)
     else:
         errs.append(f"workflow.type: must be 'sequential' or 'parallel', got {t!r}.")
 
+
 def validate_workflow(d) -> list[str]:
     "Every way `d` breaks the SpindleFlow workflow rules, as messages naming the place and the fix; `[]` when valid."
-    if not isinstance(d, dict): return [f"the workflow must be a mapping with keys {list(WORKFLOW_KEYS)}, got {type(d).__name__}."]
+    if not isinstance(d, dict):
+        return [f"the workflow must be a mapping with keys {list(WORKFLOW_KEYS)}, got {type(d).__name__}."]
     errs = [f"missing top-level key {k!r}." for k in WORKFLOW_KEYS if k not in d]
     extra = sorted(set(d) - set(WORKFLOW_KEYS))
-    if extra: errs.append(f"unknown top-level key(s) {extra}; a workflow has {list(WORKFLOW_KEYS)}.")
+    if extra:
+        errs.append(f"unknown top-level key(s) {extra}; a workflow has {list(WORKFLOW_KEYS)}.")
     _check_models(d, errs)
     top = {}
     _check_agents(d.get('agents'), 'agents', top, errs)
-    defined = {k: v for k, v in top.items() if '.sub_agents' not in v}     # the workflow names top-level agents
+    defined = {k: v for k, v in top.items() if '.sub_agents' not in v}  # the workflow names top-level agents
     _check_workflow(d.get('workflow'), defined, errs)
     return errs
 
 # %% ../nbs/14_export.ipynb #fb62021a
 def episode_plan(env) -> list[dict]:
-    "The plan an episode played: its call steps (mode, specialist ids in call order, debate rounds), failed calls included."
+    """The plan an episode played: its call steps (mode, specialist
+    ids in call order, debate rounds), failed calls included."""
     plan = []
     for ev in env.trace:
         calls = ev.get('calls') or []
-        if ev['meta'] != 'call' or not calls: continue
-        plan.append({'mode': ev['mode'], 'agents': [c['specialist_id'] for c in calls],
-                     'rounds': int((ev.get('params') or {}).get('rounds', 1))})
+        if ev['meta'] != 'call' or not calls:
+            continue
+        plan.append(
+            {
+                'mode': ev['mode'],
+                'agents': [c['specialist_id'] for c in calls],
+                'rounds': int((ev.get('params') or {}).get('rounds', 1)),
+            }
+        )
     return plan
 
 # %% ../nbs/14_export.ipynb #51b28276
 AGGREGATOR_ID, MODERATOR_ID = 'aggregator', 'debate_moderator'
 
+
 def _agent(spec) -> dict:
     return {'id': spec.id, 'role': spec.role, 'goal': f"{spec.goal} {spec.capability}".strip()}
 
+
 def _helper(kind: str, ids: list) -> dict:
     if kind == 'parallel':
-        return {'id': AGGREGATOR_ID, 'role': 'Aggregator', 'goal': f"Merge the answers of {', '.join(ids)} into one complete, "
-                "consistent answer to the task, resolving any contradictions between them."}
-    return {'id': MODERATOR_ID, 'role': 'Debate moderator', 'goal': f"Cross-check the answers of {', '.join(ids)}, send each "
-            "specific objections until they agree, and reply APPROVED with the merged answer once they do."}
+        return {
+            'id': AGGREGATOR_ID,
+            'role': 'Aggregator',
+            'goal': f"Merge the answers of {', '.join(ids)} into one complete, "
+            "consistent answer to the task, resolving any contradictions between them.",
+        }
+    return {
+        'id': MODERATOR_ID,
+        'role': 'Debate moderator',
+        'goal': f"Cross-check the answers of {', '.join(ids)}, send each "
+        "specific objections until they agree, and reply APPROVED with the merged answer once they do.",
+    }
+
 
 def _stage(step: dict, n: int, catalog) -> dict:
     subs = [_agent(catalog[a]) for a in step['agents']]
     what = 'debate' if step['mode'] == 'debate' else 'parallel work'
-    return {'id': f"stage_{n}_{step['mode']}", 'role': f"Stage {n} coordinator ({what})",
-            'goal': f"Hand the task to {', '.join(step['agents'])} at the same time and merge what they return"
-                    + (f" after up to {step['rounds']} rounds of cross-checking." if step['mode'] == 'debate' else '.'),
-            'sub_agents': subs, 'delegation_strategy': 'parallel'}
+    return {
+        'id': f"stage_{n}_{step['mode']}",
+        'role': f"Stage {n} coordinator ({what})",
+        'goal': f"Hand the task to {', '.join(step['agents'])} at the same time and merge what they return"
+        + (f" after up to {step['rounds']} rounds of cross-checking." if step['mode'] == 'debate' else '.'),
+        'sub_agents': subs,
+        'delegation_strategy': 'parallel',
+    }
 
 # %% ../nbs/14_export.ipynb #03a8544d
-def plan_to_workflow(plan: list[dict], catalog, model: str = 'gpt-4o-mini', provider: str = 'openai',
-                     max_tokens: int = 2048) -> dict:
+def plan_to_workflow(
+    plan: list[dict], catalog, model: str = 'gpt-4o-mini', provider: str = 'openai', max_tokens: int = 2048
+) -> dict:
     "A SpindleFlow workflow (a dict, valid by `validate_workflow`) for a plan of `{'mode', 'agents', 'rounds'}` steps."
-    if provider not in PROVIDERS: raise ConfigError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}.")
-    if not plan:                 # the policy stopped at once: its answer is the generalist's (the episode's baseline)
+    if provider not in PROVIDERS:
+        raise ConfigError(f"provider must be one of {list(PROVIDERS)}, got {provider!r}.")
+    if not plan:  # the policy stopped at once: its answer is the generalist's (the episode's baseline)
         gen = catalog.generalists()
-        if not gen: raise ConfigError("the plan calls no specialist and the catalog has no generalist to answer alone: "
-                                      "nothing to export. Try another --seed or --task, or a longer-trained checkpoint.")
+        if not gen:
+            raise ConfigError(
+                "the plan calls no specialist and the catalog has no generalist to answer alone: "
+                "nothing to export. Try another --seed or --task, or a longer-trained checkpoint."
+            )
         plan = [{'mode': 'sequential', 'agents': [gen[0]], 'rounds': 1}]
     seen = [a for st in plan for a in st['agents']]
-    if len(set(seen)) != len(seen): raise ConfigError(f"the plan calls a specialist twice ({seen}); the environment never does.")
-    head = {'models': {'default': {'provider': provider, 'model': model, 'max_tokens': int(max_tokens)}}, 'provider': 'default'}
+    if len(set(seen)) != len(seen):
+        raise ConfigError(f"the plan calls a specialist twice ({seen}); the environment never does.")
+    head = {
+        'models': {'default': {'provider': provider, 'model': model, 'max_tokens': int(max_tokens)}},
+        'provider': 'default',
+    }
     groups = [st for st in plan if st['mode'] in ('parallel', 'debate') and len(st['agents']) > 1]
     flat = lambda: [_agent(catalog[a]) for a in seen]
-    if not groups:                                          # sequential steps (or groups of one)
+    if not groups:  # sequential steps (or groups of one)
         return {**head, 'agents': flat(), 'workflow': {'type': 'sequential', 'steps': [{'agent': a} for a in seen]}}
     g = plan[0]
     if len(groups) == 1 and g is groups[0] and (len(plan) == 1 or (len(plan) == 2 and len(plan[1]['agents']) == 1)):
-        if len(plan) == 2: agg = _agent(catalog[plan[1]['agents'][0]])
-        else: agg = _helper(g['mode'], g['agents'])
+        if len(plan) == 2:
+            agg = _agent(catalog[plan[1]['agents'][0]])
+        else:
+            agg = _helper(g['mode'], g['agents'])
         agents = [_agent(catalog[a]) for a in g['agents']] + [agg]
         then = {'agent': agg['id']}
         if g['mode'] == 'debate':
-            then['feedback_loop'] = {'enabled': True, 'max_iterations': max(1, min(10, int(g['rounds']))),
-                                     'approval_keyword': 'APPROVED', 'feedback_targets': list(g['agents'])}
+            then['feedback_loop'] = {
+                'enabled': True,
+                'max_iterations': max(1, min(10, int(g['rounds']))),
+                'approval_keyword': 'APPROVED',
+                'feedback_targets': list(g['agents']),
+            }
         return {**head, 'agents': agents, 'workflow': {'type': 'parallel', 'branches': list(g['agents']), 'then': then}}
     agents, steps = [], []
     for n, st in enumerate(plan, 1):
-        if st in groups: agents.append(_stage(st, n, catalog))
-        else: agents += [_agent(catalog[a]) for a in st['agents']]
+        if st in groups:
+            agents.append(_stage(st, n, catalog))
+        else:
+            agents += [_agent(catalog[a]) for a in st['agents']]
     return {**head, 'agents': agents, 'workflow': {'type': 'sequential', 'steps': [{'agent': a['id']} for a in agents]}}
 
 # %% ../nbs/14_export.ipynb #4edf1a9d
@@ -197,20 +282,27 @@ def load_catalog(path):
     """A catalog file in any format train and demo accept (`Catalog.from_file`: `.csv` with a header row, `.yaml`/`.yml`
     as a list or under `specialists:`, every field but `id` and `capability` optional)."""
     p = Path(path)
-    if not p.exists(): raise ConfigError(f"--catalog {p}: file not found.")
+    if not p.exists():
+        raise ConfigError(f"--catalog {p}: file not found.")
     if p.suffix.lower() not in ('.yaml', '.yml', '.csv'):
-        raise ConfigError(f"--catalog {p}: unknown catalog format {p.suffix or '(none)'!r}; use a .yaml/.yml file (a list of "
-                          "specialists, or one under `specialists:`) or a .csv file with a header row (id, capability, ...).")
+        raise ConfigError(
+            f"--catalog {p}: unknown catalog format {p.suffix or '(none)'!r}; use a .yaml/.yml file (a list of "
+            "specialists, or one under `specialists:`) or a .csv file with a header row (id, capability, ...)."
+        )
     return Catalog.from_file(p)
+
 
 def resolve_task(world, task: str, embedder=None):
     "A bank task by id, else free text decomposed into a `Task` and registered with `world`."
-    if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
-    if task in world.bank: return world.bank[task]
+    if not isinstance(task, str) or not task.strip():
+        raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
+    if task in world.bank:
+        return world.bank[task]
     if embedder is None:
         embedder = get_embedder()
     t = TaskDecomposer(world.catalog, embedder).decompose(task)
-    if t.id not in world.sub_emb: world.add_task(t, embedder)
+    if t.id not in world.sub_emb:
+        world.add_task(t, embedder)
     return t
 
 # %% ../nbs/14_export.ipynb #8c40fcdf
@@ -218,27 +310,43 @@ def policy_env(model, cfg: dict | None = None, world=None):
     "A `SpindleFlowEnv` matching a loaded checkpoint (its roster size and run config); a clear error if shapes differ."
     cfg = cfg or {}
     emb = (cfg.get('policy') or {}).get('emb_dim', 384)
-    try: M = infer_max_specialists(model.observation_space.shape[0], emb)
+    try:
+        M = infer_max_specialists(model.observation_space.shape[0], emb)
     except ConfigError:
-        raise ConfigError(f"the checkpoint expects observations of size {model.observation_space.shape[0]}, which fits no roster "
-                          "size of this version's environment: it was trained on another version. Retrain it "
-                          "(spindleflow-train) or use a checkpoint from this version.") from None
-    env = SpindleFlowEnv(EnvConfig.from_dict(cfg.get('env') or {}).replace(max_specialists=M),
-                         reward_config=cfg.get('reward'), sim_config=cfg.get('sim'), world=world)
-    if env.observation_space.shape != model.observation_space.shape or env.action_space.shape != model.action_space.shape:
-        raise ConfigError(f"the checkpoint expects observations {model.observation_space.shape} and actions "
-                          f"{model.action_space.shape}, this environment has {env.observation_space.shape} and "
-                          f"{env.action_space.shape}: it was trained on another version of the environment. Retrain it "
-                          "(spindleflow-train) or use a checkpoint from this version.")
+        raise ConfigError(
+            f"the checkpoint expects observations of size {model.observation_space.shape[0]}, which fits no roster "
+            "size of this version's environment: it was trained on another version. Retrain it "
+            "(spindleflow-train) or use a checkpoint from this version."
+        ) from None
+    env = SpindleFlowEnv(
+        EnvConfig.from_dict(cfg.get('env') or {}).replace(max_specialists=M),
+        reward_config=cfg.get('reward'),
+        sim_config=cfg.get('sim'),
+        world=world,
+    )
+    if (
+        env.observation_space.shape != model.observation_space.shape
+        or env.action_space.shape != model.action_space.shape
+    ):
+        raise ConfigError(
+            f"the checkpoint expects observations {model.observation_space.shape} and actions "
+            f"{model.action_space.shape}, this environment has {env.observation_space.shape} and "
+            f"{env.action_space.shape}: it was trained on another version of the environment. Retrain it "
+            "(spindleflow-train) or use a checkpoint from this version."
+        )
     return env
+
 
 def load_policy(checkpoint):
     "(SB3 model, run config) from a checkpoint; a bare zip's config is read from the .json beside it when there is one."
-    if not str(checkpoint).strip(): raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
-    if not Path(checkpoint).exists(): raise ConfigError(f"--checkpoint {checkpoint}: not found.")
-    model, cfg, z = load_model(checkpoint)            # not a checkpoint, damaged, another policy's: named (appendix 94a)
+    if not str(checkpoint).strip():
+        raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
+    if not Path(checkpoint).exists():
+        raise ConfigError(f"--checkpoint {checkpoint}: not found.")
+    model, cfg, z = load_model(checkpoint)  # not a checkpoint, damaged, another policy's: named (appendix 94a)
     side = Path(z).with_suffix('.json')
-    if set(cfg) <= {'env', '_run_dir'} and side.exists(): cfg = json.loads(side.read_text())
+    if set(cfg) <= {'env', '_run_dir'} and side.exists():
+        cfg = json.loads(side.read_text())
     return model, cfg
 
 # %% ../nbs/14_export.ipynb #d3c71a0f
@@ -248,50 +356,79 @@ def play_plan(env, policy, task, seed: int = 0, roster=None) -> tuple[list[dict]
     s = run_episode(env, policy, seed, options=opts)
     return episode_plan(env), s
 
+
 def _header(info: dict) -> str:
-    lines = ['# SpindleFlow workflow exported by spindleflow-export (SpindleFlow RL).'] + [f"# {k}: {v}" for k, v in info.items()]
+    lines = ['# SpindleFlow workflow exported by spindleflow-export (SpindleFlow RL).'] + [
+        f"# {k}: {v}" for k, v in info.items()
+    ]
     return '\n'.join(lines) + '\n'
+
 
 def write_workflow(wf: dict, path, info: dict | None = None, overwrite: bool = True) -> Path:
     """Validate `wf` and write it as YAML (provenance as comments on top), atomically; `ConfigError` listing the problems
     if invalid, or naming the file when it exists and `overwrite` is off."""
     errs = validate_workflow(wf)
-    if errs: raise ConfigError("refusing to write an invalid workflow:\n  " + '\n  '.join(errs))
-    path = check_output(path, '--out', 'file', overwrite); path.parent.mkdir(parents=True, exist_ok=True)
+    if errs:
+        raise ConfigError("refusing to write an invalid workflow:\n  " + '\n  '.join(errs))
+    path = check_output(path, '--out', 'file', overwrite)
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, _header(info or {}) + yaml.safe_dump(wf, sort_keys=False, allow_unicode=True, width=110))
     return path
 
 # %% ../nbs/14_export.ipynb #3b89ed11
-def export_workflow(checkpoint, task: str, out=None, catalog=None, seed: int = 0, roster=None, model_name: str = 'gpt-4o-mini',
-                    provider: str = 'openai', max_tokens: int = 2048, overwrite: bool = False) -> dict:
+def export_workflow(
+    checkpoint,
+    task: str,
+    out=None,
+    catalog=None,
+    seed: int = 0,
+    roster=None,
+    model_name: str = 'gpt-4o-mini',
+    provider: str = 'openai',
+    max_tokens: int = 2048,
+    overwrite: bool = False,
+) -> dict:
     """Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow. An
     existing `out` is replaced only with `overwrite`; every input is checked before the first write."""
-    if not isinstance(task, str) or not task.strip(): raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
-    if out: out = check_output(out, '--out', 'file', overwrite)   # where it goes, before any work
-    cat = load_catalog(catalog) if catalog else None          # bad inputs first, before the slow loads
+    if not isinstance(task, str) or not task.strip():
+        raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
+    if out:
+        out = check_output(out, '--out', 'file', overwrite)  # where it goes, before any work
+    cat = load_catalog(catalog) if catalog else None  # bad inputs first, before the slow loads
     model, cfg = load_policy(checkpoint)
     world = World.build(catalog=cat) if catalog else default_world()
     t = resolve_task(world, task)
     env = policy_env(model, cfg, world)
     if roster is not None and len(roster) > env.cfg.max_specialists:
-        raise ConfigError(f"--roster names {len(roster)} specialists, but this policy has {env.cfg.max_specialists} roster slots: name at most {env.cfg.max_specialists}.")
+        raise ConfigError(
+            f"--roster names {len(roster)} specialists, but this policy has {env.cfg.max_specialists} roster slots: "
+            f"name at most {env.cfg.max_specialists}."
+        )
     plan, s = play_plan(env, ModelPolicy(model), t, seed, roster)
     wf = plan_to_workflow(plan, world.catalog, model_name, provider, max_tokens)
-    info = {'task': f"{t.id}: {t.text}", 'checkpoint': Path(checkpoint).name, 'seed': seed,
-            'plan': ' > '.join(f"{st['mode']}({', '.join(st['agents'])})" for st in plan) or
-                    f"no specialist called: the generalist {wf['agents'][0]['id']} answers alone (the episode's baseline)",
-            'not expressible': 'debate agreement threshold, timeout multiplier, effort, fallbacks (see the export chapter)',
-            'simulated episode': f"return {s['return']:+.3f}, cost ${s['cost_usd']:.4f}, latency {s['latency_s']:.1f}s"}
-    if out: write_workflow(wf, out, info, overwrite=True)        # (checked above)
+    info = {
+        'task': f"{t.id}: {t.text}",
+        'checkpoint': Path(checkpoint).name,
+        'seed': seed,
+        'plan': ' > '.join(f"{st['mode']}({', '.join(st['agents'])})" for st in plan)
+        or f"no specialist called: the generalist {wf['agents'][0]['id']} answers alone (the episode's baseline)",
+        'not expressible': 'debate agreement threshold, timeout multiplier, effort, fallbacks (see the export chapter)',
+        'simulated episode': f"return {s['return']:+.3f}, cost ${s['cost_usd']:.4f}, latency {s['latency_s']:.1f}s",
+    }
+    if out:
+        write_workflow(wf, out, info, overwrite=True)  # (checked above)
     return {'workflow': wf, 'plan': plan, 'summary': s, 'task': t, 'info': info}
 
 # %% ../nbs/14_export.ipynb #9a22249b
 @dataclass
 class ExportOptions:
     "The options of `spindleflow-export`; its command line is generated from these fields (appendix 97)."
+
     task: str = param('', 'a task id from the bank, or the task in words (decomposed into subtasks)', required=True)
     checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', show='the shipped demo policy')
-    catalog: str = param('', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one')
+    catalog: str = param(
+        '', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one'
+    )
     out: str = param('workflow.yml', 'where to write the workflow (an existing file is replaced only with --overwrite)')
     overwrite: bool = param(False, 'replace an existing workflow file')
     seed: int = param(0, 'seed of the episode (roster draw and simulated outcomes)', lo=0, hi=2**32 - 1)

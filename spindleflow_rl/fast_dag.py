@@ -27,6 +27,8 @@ def or_into(sets: list, members: int, value: int) -> None:
 
 # %% ../nbs/92_fast_dag.ipynb #6dedf5cd
 _SLOT_TABLES = {}
+
+
 def slot_tables(M: int) -> tuple:
     """Two bool (2**M, M) tables, built once per M: row `b` holds the bits of `b` (slot s <- bit s), and their negation."""
     t = _SLOT_TABLES.get(M)
@@ -35,32 +37,47 @@ def slot_tables(M: int) -> tuple:
         t = _SLOT_TABLES[M] = (bits, ~bits)
     return t
 
+
 class SlotBits:
     """Bits 1..M (the roster slots) of a set of the `M + 4` DAG nodes as a bool (M,) array: table look-up, vectorised
     shift or loop, by roster size."""
+
     def __init__(self, M: int):
         self.M, self.slot_mask = int(M), (1 << int(M)) - 1
         self.table, self.free_table = slot_tables(self.M) if self.M <= 12 else (None, None)
-        self.shifts = np.arange(1, self.M + 1) if self.M + 4 <= 62 else None   # node sets fit int64
+        self.shifts = np.arange(1, self.M + 1) if self.M + 4 <= 62 else None  # node sets fit int64
+
     def unpack(self, bits: int) -> np.ndarray:
         "bool (M,): slot `s` is True when node `s + 1` is in `bits`."
-        if self.table is not None: return self.table[(bits >> 1) & self.slot_mask].copy()
-        if self.shifts is not None: return ((bits >> self.shifts) & 1).astype(bool)
+        if self.table is not None:
+            return self.table[(bits >> 1) & self.slot_mask].copy()
+        if self.shifts is not None:
+            return ((bits >> self.shifts) & 1).astype(bool)
         return np.array([(bits >> (s + 1)) & 1 for s in range(self.M)], bool)
+
     def free(self, bits: int) -> np.ndarray:
         "bool (M,): slot `s` is True when node `s + 1` is *not* in `bits`."
-        if self.free_table is not None: return self.free_table[(bits >> 1) & self.slot_mask].copy()
+        if self.free_table is not None:
+            return self.free_table[(bits >> 1) & self.slot_mask].copy()
         return ~self.unpack(bits)
+
     def method(self) -> str:
         return 'table' if self.table is not None else 'shift' if self.shifts is not None else 'loop'
-    def __reduce__(self): return (SlotBits, (self.M,))
-    def __repr__(self): return f'SlotBits(M={self.M}, {self.method()})'
+
+    def __reduce__(self):
+        return (SlotBits, (self.M,))
+
+    def __repr__(self):
+        return f'SlotBits(M={self.M}, {self.method()})'
 
 # %% ../nbs/92_fast_dag.ipynb #fb607db6
 _OLD_DAG_FIELDS = ('_slot_bits', '_bits_table', '_free_table', '_slot_mask')
 
+
 def restore_dag_state(self, state: dict):
-    "`DelegationDAG.__setstate__`: restore a pickled graph; one pickled with per-slot tables instead of `_slots` gets a `SlotBits`."
+    """`DelegationDAG.__setstate__`: restore a pickled graph; one pickled
+    with per-slot tables instead of `_slots` gets a `SlotBits`."""
     state = {k: v for k, v in state.items() if k not in _OLD_DAG_FIELDS}
     self.__dict__.update(state)
-    if '_slots' not in state: self._slots = SlotBits(self.max_specialists)
+    if '_slots' not in state:
+        self._slots = SlotBits(self.max_specialists)

@@ -14,33 +14,36 @@ from sb3_contrib.common.recurrent.type_aliases import RecurrentRolloutBufferSamp
 __all__ = ['lstm_sequence', 'SpindleFlowRolloutBuffer', 'evaluate_actions_compact']
 
 # %% ../nbs/91_fast_lstm.ipynb #e18f4f63
-def lstm_sequence(features: th.Tensor, lstm_states: tuple[th.Tensor, th.Tensor], episode_starts: th.Tensor,
-                  lstm: nn.LSTM) -> tuple[th.Tensor, tuple[th.Tensor, th.Tensor]]:
+def lstm_sequence(
+    features: th.Tensor, lstm_states: tuple[th.Tensor, th.Tensor], episode_starts: th.Tensor, lstm: nn.LSTM
+) -> tuple[th.Tensor, tuple[th.Tensor, th.Tensor]]:
     "Drop-in for `RecurrentActorCriticPolicy._process_sequence` with one LSTM call instead of a per-timestep loop."
     h0, c0 = lstm_states
     n_seq = h0.shape[1]
-    x = features.reshape(n_seq, -1, lstm.input_size)                 # (n_seq, T, F), sequences are contiguous
-    es = episode_starts.reshape(n_seq, -1)                           # (n_seq, T)
+    x = features.reshape(n_seq, -1, lstm.input_size)  # (n_seq, T, F), sequences are contiguous
+    es = episode_starts.reshape(n_seq, -1)  # (n_seq, T)
     T = x.shape[1]
     keep = (1.0 - es[:, 0]).view(1, n_seq, 1)
-    h0, c0 = keep*h0, keep*c0
-    if T == 1 or not bool((es[:, 1:] != 0).any()):                   # starts only at t=0: one plain call
+    h0, c0 = keep * h0, keep * c0
+    if T == 1 or not bool((es[:, 1:] != 0).any()):  # starts only at t=0: one plain call
         out, states = lstm(x.transpose(0, 1), (h0, c0))
-        return out.transpose(0, 1).reshape(n_seq*T, -1), states
+        return out.transpose(0, 1).reshape(n_seq * T, -1), states
     # General case: every start inside a sequence opens a new segment that begins from a zero state.
     starts = es != 0
     starts[:, 0] = True
     flat_starts = starts.reshape(-1)
-    seg = flat_starts.long().cumsum(0) - 1                           # segment id of each (seq, t), in flat order
+    seg = flat_starts.long().cumsum(0) - 1  # segment id of each (seq, t), in flat order
     n_seg = int(seg[-1]) + 1
-    seg_first = flat_starts.nonzero().squeeze(1)                     # flat index where each segment begins
-    pos = th.arange(n_seq*T, device=x.device) - seg_first[seg]       # position inside its segment
+    seg_first = flat_starts.nonzero().squeeze(1)  # flat index where each segment begins
+    pos = th.arange(n_seq * T, device=x.device) - seg_first[seg]  # position inside its segment
     lengths = th.bincount(seg, minlength=n_seg)
-    padded = x.new_zeros(n_seg, int(lengths.max()), x.shape[-1]).index_put((seg, pos), x.reshape(n_seq*T, -1))
+    padded = x.new_zeros(n_seg, int(lengths.max()), x.shape[-1]).index_put((seg, pos), x.reshape(n_seq * T, -1))
     seg2 = seg.view(n_seq, T)
-    def init(s):                                                     # carried state for first segments, zero elsewhere
+
+    def init(s):  # carried state for first segments, zero elsewhere
         z = s.new_zeros(n_seg, s.shape[0], s.shape[2]).index_put((seg2[:, 0],), s.transpose(0, 1))
         return z.transpose(0, 1).contiguous()
+
     H0, C0 = init(h0), init(c0)
     packed = nn.utils.rnn.pack_padded_sequence(padded, lengths.cpu(), batch_first=True, enforce_sorted=False)
     out, (hn, cn) = lstm(packed, (H0, C0))
@@ -50,43 +53,58 @@ def lstm_sequence(features: th.Tensor, lstm_states: tuple[th.Tensor, th.Tensor],
 
 # %% ../nbs/91_fast_lstm.ipynb #7bfce8bf
 class SpindleFlowRolloutBuffer(RecurrentRolloutBuffer):
-    "`RecurrentRolloutBuffer` with vectorised padding; observations come unpadded, padding rows have `episode_starts == -1`."
+    """`RecurrentRolloutBuffer` with vectorised padding; observations
+    come unpadded, padding rows have `episode_starts == -1`."""
+
     def _get_samples(self, batch_inds: np.ndarray, env_change: np.ndarray, env=None) -> RecurrentRolloutBufferSamples:
         n = len(batch_inds)
         starts = np.logical_or(self.episode_starts[batch_inds], env_change[batch_inds]).ravel()
         starts[0] = True
-        first = np.flatnonzero(starts)                       # sequence starts, as sb3-contrib's create_sequencers
+        first = np.flatnonzero(starts)  # sequence starts, as sb3-contrib's create_sequencers
         seq = np.cumsum(starts) - 1
         pos = np.arange(n) - first[seq]
         T, n_seq = int(np.diff(np.r_[first, n]).max()), len(first)
-        rows = seq*T + pos                                   # row of each transition in the padded (n_seq*T) layout
+        rows = seq * T + pos  # row of each transition in the padded (n_seq*T) layout
         self.seq_start_indices = first
+
         def padded(x, fill=0.0):
-            out = np.full((n_seq*T, *x.shape[1:]), fill, dtype=np.float32)
+            out = np.full((n_seq * T, *x.shape[1:]), fill, dtype=np.float32)
             out[rows] = x[batch_inds]
             return self.to_torch(out)
-        def states(h): return self.to_torch(h[batch_inds][first].swapaxes(0, 1)).contiguous()
+
+        def states(h):
+            return self.to_torch(h[batch_inds][first].swapaxes(0, 1)).contiguous()
+
         return RecurrentRolloutBufferSamples(
             observations=self.to_torch(self.observations[batch_inds]),
             actions=padded(self.actions),
-            old_values=padded(self.values).flatten(), old_log_prob=padded(self.log_probs).flatten(),
-            advantages=padded(self.advantages).flatten(), returns=padded(self.returns).flatten(),
-            lstm_states=RNNStates((states(self.hidden_states_pi), states(self.cell_states_pi)),
-                                  (states(self.hidden_states_vf), states(self.cell_states_vf))),
+            old_values=padded(self.values).flatten(),
+            old_log_prob=padded(self.log_probs).flatten(),
+            advantages=padded(self.advantages).flatten(),
+            returns=padded(self.returns).flatten(),
+            lstm_states=RNNStates(
+                (states(self.hidden_states_pi), states(self.cell_states_pi)),
+                (states(self.hidden_states_vf), states(self.cell_states_vf)),
+            ),
             episode_starts=padded(self.episode_starts, fill=-1.0).flatten(),
-            mask=padded(np.ones(len(self.episode_starts), np.float32)))
+            mask=padded(np.ones(len(self.episode_starts), np.float32)),
+        )
 
 # %% ../nbs/91_fast_lstm.ipynb #4ffaf79c
-def evaluate_actions_compact(policy, obs: th.Tensor, actions: th.Tensor, lstm_states: RNNStates,
-                             episode_starts: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-    "`RecurrentActorCriticPolicy.evaluate_actions` for a batch whose padding rows (`episode_starts == -1`) carry no observation."
+def evaluate_actions_compact(
+    policy, obs: th.Tensor, actions: th.Tensor, lstm_states: RNNStates, episode_starts: th.Tensor
+) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+    """`RecurrentActorCriticPolicy.evaluate_actions` for a batch whose
+    padding rows (`episode_starts == -1`) carry no observation."""
     pad = episode_starts < 0
     if obs.shape[0] == episode_starts.shape[0] and not bool(pad.any()):
         features = policy.extract_features(obs)
-    else:                             # compact batch: obs holds the real rows only, in padded-layout order
+    else:  # compact batch: obs holds the real rows only, in padded-layout order
         real = policy.extract_features(obs)
         if real.shape[0] != int((~pad).sum()):
-            raise ValueError(f"evaluate_actions: {real.shape[0]} observations for {int((~pad).sum())} non-padding rows.")
+            raise ValueError(
+                f"evaluate_actions: {real.shape[0]} observations for {int((~pad).sum())} non-padding rows."
+            )
         features = real.new_zeros(episode_starts.shape[0], real.shape[1])
         features[~pad] = real
     episode_starts = episode_starts.clamp_min(0)
@@ -99,7 +117,7 @@ def evaluate_actions_compact(policy, obs: th.Tensor, actions: th.Tensor, lstm_st
         distribution = policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(latent_pi))
         values = policy.value_net(policy.mlp_extractor.forward_critic(latent_vf))
         return values, distribution.log_prob(actions), distribution.entropy()
-    real = ~pad                       # heads on the real rows only; padding rows get 0 (the loss masks them)
+    real = ~pad  # heads on the real rows only; padding rows get 0 (the loss masks them)
     distribution = policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(latent_pi[real]))
     v = policy.value_net(policy.mlp_extractor.forward_critic(latent_vf[real]))
     values, log_prob, entropy = v.new_zeros(len(pad), 1), v.new_zeros(len(pad)), v.new_zeros(len(pad))

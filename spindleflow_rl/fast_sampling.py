@@ -13,12 +13,17 @@ __all__ = []
 def _lemire_below(next32, state, n: int) -> int:
     """A uniform int in `[0, n)` (1 <= n < 2**32) from a bit generator's 32-bit stream by Lemire's method: the same
     draws as `Generator.integers(n)`, without numpy's per-call overhead."""
-    if n == 1: return 0
-    m = next32(state)*n; lo = m & 0xFFFFFFFF
+    if n == 1:
+        return 0
+    m = next32(state) * n
+    lo = m & 0xFFFFFFFF
     if lo < n:
         t = (0xFFFFFFFF - (n - 1)) % n
-        while lo < t: m = next32(state)*n; lo = m & 0xFFFFFFFF
+        while lo < t:
+            m = next32(state) * n
+            lo = m & 0xFFFFFFFF
     return m >> 32
+
 
 def _shuffled_range(next32, state, n: int) -> list[int]:
     """`Generator.permutation(n).tolist()` for `n < 2**32`, as numpy does it: a Fisher-Yates shuffle of `range(n)` whose
@@ -27,9 +32,11 @@ def _shuffled_range(next32, state, n: int) -> list[int]:
     for i in range(n - 1, 0, -1):
         mask = (1 << i.bit_length()) - 1
         j = next32(state) & mask
-        while j > i: j = next32(state) & mask
+        while j > i:
+            j = next32(state) & mask
         out[i], out[j] = out[j], out[i]
     return out
+
 
 def _floyd_choice(next32, state, pop: int, size: int) -> list[int]:
     """`Generator.choice(pop, size, replace=False)` for `pop <= 10,000`, as numpy does it: Floyd's algorithm, then a
@@ -37,13 +44,19 @@ def _floyd_choice(next32, state, pop: int, size: int) -> list[int]:
     out, seen = [], set()
     for j in range(pop - size, pop):
         v = _lemire_below(next32, state, j + 1)
-        if v in seen: v = j
-        seen.add(v); out.append(v)
+        if v in seen:
+            v = j
+        seen.add(v)
+        out.append(v)
     for i in range(size - 1, 0, -1):
-        j = _lemire_below(next32, state, i + 1); out[i], out[j] = out[j], out[i]
+        j = _lemire_below(next32, state, i + 1)
+        out[i], out[j] = out[j], out[i]
     return out
 
+
 _EXACT_DRAWS = None
+
+
 def _fast_draws(rng: np.random.Generator):
     """`(next_uint32, state)` of `rng`'s bit generator (its ctypes interface) when the two functions above reproduce
     this numpy's `integers`, `choice` and `permutation` exactly (checked once per process), else None: use the generator's methods."""
@@ -52,16 +65,21 @@ def _fast_draws(rng: np.random.Generator):
         try:
             ok = True
             for seed in range(16):
-                a, b = np.random.default_rng(seed), np.random.default_rng(seed); c = b.bit_generator.ctypes
+                a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+                c = b.bit_generator.ctypes
                 for n in (1, 2, 3, 36, 1000, 2**31 + 5):
                     ok = ok and int(a.integers(n)) == _lemire_below(c.next_uint32, c.state, n)
                 for pop, size in ((36, 3), (9, 9), (40, 1)):
-                    ok = ok and a.choice(pop, size=size, replace=False).tolist() == _floyd_choice(c.next_uint32, c.state, pop, size)
+                    ok = ok and a.choice(pop, size=size, replace=False).tolist() == _floyd_choice(
+                        c.next_uint32, c.state, pop, size
+                    )
                 for n in (1, 2, 6, 9, 40):
                     ok = ok and a.permutation(n).tolist() == _shuffled_range(c.next_uint32, c.state, n)
                 ok = ok and a.random() == b.random()
             _EXACT_DRAWS = bool(ok)
-        except Exception: _EXACT_DRAWS = False
-    if not _EXACT_DRAWS: return None
+        except Exception:
+            _EXACT_DRAWS = False
+    if not _EXACT_DRAWS:
+        return None
     c = rng.bit_generator.ctypes
     return c.next_uint32, c.state

@@ -17,109 +17,175 @@ def _fast_params(p: EpisodeParams) -> dict:
     "Plain-Python copies of an episode's arrays, made once per episode (`simulate_step_single` works on floats)."
     f = getattr(p, '_fast', None)
     if f is None:
-        f = p._fast = {'fit': p.fit.tolist(), 'fb_fit': p.fb_fit.tolist(), 'overlap': p.overlap.tolist(),
-                       'deps': getattr(p, '_dep_lists', None) or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
-                       **{a: getattr(p, a).tolist() for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')}}
+        f = p._fast = {
+            'fit': p.fit.tolist(),
+            'fb_fit': p.fb_fit.tolist(),
+            'overlap': p.overlap.tolist(),
+            'deps': getattr(p, '_dep_lists', None) or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
+            **{
+                a: getattr(p, a).tolist()
+                for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')
+            },
+        }
     return f
 
+
 _TRIU_LISTS = {}
-def _single_core(p: EpisodeParams, s: SimState, slots: list, mode: str, mp: ModeParams, sim: SimConfig, uu: list) -> tuple:
+
+
+def _single_core(
+    p: EpisodeParams, s: SimState, slots: list, mode: str, mp: ModeParams, sim: SimConfig, uu: list
+) -> tuple:
     """The K = 1 model on plain floats (`uu`: the (n, N_DRAWS) draws as lists); updates `s` and returns lists:
     status, recovered, latency, cost, contributions V (n lists of k), unresolved, resolved, pairs, conf, res, fb_try
     (conf and res are None when conflicts were not checked)."""
-    n = len(slots); k = s.q.shape[1]
+    n = len(slots)
+    k = s.q.shape[1]
     f = _fast_params(p)
     fit_rows, fbfit_rows = f['fit'], f['fb_fit']
     deps = f['deps'] if sim.dependencies else [[] for _ in range(k)]
-    P_mu, P_sg, P_rel, P_hfb, P_fbrel, P_fblat, P_cost, P_fbcost = (f[a] for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost'))
+    P_mu, P_sg, P_rel, P_hfb, P_fbrel, P_fblat, P_cost, P_fbcost = (
+        f[a] for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')
+    )
     exp, log, sqrt, cos_ = math.exp, math.log, math.sqrt, math.cos
     effort, tmult, unrel = mp.effort, mp.timeout_mult, sim.unreliability
     status, rec, lat, cost, fits, fbt = [], [], [], [], [], []
     for c, m in enumerate(slots):
         d = uu[c]
         mu, sg = P_mu[m], P_sg[m]
-        z = sqrt(-2.0*log(max(d[2], 1e-12)))*cos_(2*math.pi*d[3])
-        l1 = mu*effort*exp(sg*z - 0.5*sg*sg)
-        to_s = tmult*mu
+        z = sqrt(-2.0 * log(max(d[2], 1e-12))) * cos_(2 * math.pi * d[3])
+        l1 = mu * effort * exp(sg * z - 0.5 * sg * sg)
+        to_s = tmult * mu
         st = 0
         if unrel:
             failed = d[0] < 1 - P_rel[m]
-            if l1 > to_s or (failed and d[1] < 0.5): st = 1
-            elif failed: st = 2
-        if st == 1: l1 = to_s
+            if l1 > to_s or (failed and d[1] < 0.5):
+                st = 1
+            elif failed:
+                st = 2
+        if st == 1:
+            l1 = to_s
         fb_try = st > 0 and P_hfb[m]
         fb_ok = fb_try and d[4] < P_fbrel[m]
         fl = 0.0
         if fb_try:
-            z2 = sqrt(-2.0*log(max(d[7], 1e-12)))*cos_(2*math.pi*d[8])
-            fl = P_fblat[m]*effort*exp(sg*z2 - 0.5*sg*sg)
-        status.append(st); rec.append(fb_ok); lat.append(l1 + fl); fbt.append(fb_try)
-        cost.append((P_cost[m] + (P_fbcost[m] if fb_try else 0.0))*effort)
-        fits.append(fit_rows[m] if st == 0 else (fbfit_rows[m] if fb_ok else [0.0]*k))
-    eff = 0.9 + 0.1*effort; dfac, dim = sim.dependency_factor, sim.diminishing
-    q = s.q[0].tolist(); V = []
-    ones, blocking = [1.0]*k, any(deps)
-    def readiness(qq):   # 1 for a subtask whose prerequisites are covered at 0.5, else the dependency factor
+            z2 = sqrt(-2.0 * log(max(d[7], 1e-12))) * cos_(2 * math.pi * d[8])
+            fl = P_fblat[m] * effort * exp(sg * z2 - 0.5 * sg * sg)
+        status.append(st)
+        rec.append(fb_ok)
+        lat.append(l1 + fl)
+        fbt.append(fb_try)
+        cost.append((P_cost[m] + (P_fbcost[m] if fb_try else 0.0)) * effort)
+        fits.append(fit_rows[m] if st == 0 else (fbfit_rows[m] if fb_ok else [0.0] * k))
+    eff = 0.9 + 0.1 * effort
+    dfac, dim = sim.dependency_factor, sim.diminishing
+    q = s.q[0].tolist()
+    V = []
+    ones, blocking = [1.0] * k, any(deps)
+
+    def readiness(qq):  # 1 for a subtask whose prerequisites are covered at 0.5, else the dependency factor
         return [1.0 if all(qq[i] >= 0.5 for i in pre) else dfac for pre in deps] if blocking else ones
+
     def comb(a, b):
         hi, lo = (a, b) if a >= b else (b, a)
-        return hi + dim*lo*(1 - hi)
-    unresolved = resolved = 0.0; cf = rs = None; pairs = []
+        return hi + dim * lo * (1 - hi)
+
+    unresolved = resolved = 0.0
+    cf = rs = None
+    pairs = []
     if mode == 'sequential':
         for c in range(n):
-            v = [x*r*eff for x, r in zip(fits[c], readiness(q))]
-            V.append(v); q = [comb(a, b) for a, b in zip(q, v)]
+            v = [x * r * eff for x, r in zip(fits[c], readiness(q))]
+            V.append(v)
+            q = [comb(a, b) for a, b in zip(q, v)]
         s.latency[0] += sum(lat)
     else:
         rd = readiness(q)
-        boost = (1 + 0.04*mp.rounds*mp.agreement*(1.0 if n > 1 else sim.self_refine_share)) if mode == 'debate' else None
+        boost = (
+            (1 + 0.04 * mp.rounds * mp.agreement * (1.0 if n > 1 else sim.self_refine_share))
+            if mode == 'debate'
+            else None
+        )
         for c in range(n):
-            v = [x*r*eff for x, r in zip(fits[c], rd)]
-            if boost is not None: v = [min(1.0, x*boost) for x in v]
+            v = [x * r * eff for x, r in zip(fits[c], rd)]
+            if boost is not None:
+                v = [min(1.0, x * boost) for x in v]
             V.append(v)
-        for v in V: q = [comb(a, b) for a, b in zip(q, v)]
+        for v in V:
+            q = [comb(a, b) for a, b in zip(q, v)]
         step_lat = max(lat)
         if mode == 'debate':
-            step_lat *= 1 + 0.35*mp.rounds
-            cost = [x*(1 + 0.3*mp.rounds) for x in cost]
+            step_lat *= 1 + 0.35 * mp.rounds
+            cost = [x * (1 + 0.3 * mp.rounds) for x in cost]
         s.latency[0] += step_lat
         if sim.conflicts and n > 1:
             usable = [st == 0 or r for st, r in zip(status, rec)]
-            if n not in _TRIU_LISTS: _TRIU_LISTS[n] = list(zip(*(x.tolist() for x in np.triu_indices(n, 1))))
-            p_res = 1 - (1 - sim.debate_conflict_resolution)**mp.rounds
+            if n not in _TRIU_LISTS:
+                _TRIU_LISTS[n] = list(zip(*(x.tolist() for x in np.triu_indices(n, 1))))
+            p_res = 1 - (1 - sim.debate_conflict_resolution) ** mp.rounds
             ovl, scale, debate = f['overlap'], p.conflict_scale, mode == 'debate'
             cf, rs = [], []
             for a, b in _TRIU_LISTS[n]:
                 ov = ovl[slots[a]][slots[b]]
-                prob = min(1.0, max(0.0, (ov - sim.conflict_overlap)/sim.conflict_width))*scale
+                prob = min(1.0, max(0.0, (ov - sim.conflict_overlap) / sim.conflict_width)) * scale
                 x = usable[a] and usable[b] and uu[a][5] < prob
                 y = x and debate and uu[b][6] < p_res
-                cf.append(x); rs.append(y); pairs.append((slots[a], slots[b]))
-            unresolved = float(sum(x and not y for x, y in zip(cf, rs))); resolved = float(sum(rs))
+                cf.append(x)
+                rs.append(y)
+                pairs.append((slots[a], slots[b]))
+            unresolved = float(sum(x and not y for x, y in zip(cf, rs)))
+            resolved = float(sum(rs))
             s.conflict_mult[0] *= sim.conflict_quality**unresolved
     s.q = np.array([q], np.float32)
     s.cost[0] += sum(cost)
     return status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt
 
+
 def _row_means32(a: np.ndarray) -> np.ndarray:
     """`a.mean(-1)` for a float32 array without `np.mean`'s Python overhead: the same sum, divided in float32 (a
     correctly rounded quotient, equal to `np.mean`'s float64 division rounded to float32)."""
-    return np.add.reduce(a, -1)/a.shape[-1]
+    return np.add.reduce(a, -1) / a.shape[-1]
 
-def simulate_step_single(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray):
+
+def simulate_step_single(
+    p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray
+):
     "`simulate_step` for a single sample (`K = 1`), with the same draws and results, several times faster."
-    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-    if s.q.shape[0] != 1: raise ValueError("simulate_step_single needs a state with K = 1; use simulate_step")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    if s.q.shape[0] != 1:
+        raise ValueError("simulate_step_single needs a state with K = 1; use simulate_step")
     slots = [int(x) for x in slots]
-    if not slots:                                        # no call: nothing changes (what `simulate_step` returns for n = 0)
-        k = s.q.shape[1]; z = lambda *shape, dtype=float: np.zeros((1, *shape), dtype)
-        return {'status': z(0, dtype=np.int8), 'recovered': z(0, dtype=bool), 'latency': z(0), 'cost': z(0),
-                'contribution': z(0, dtype=np.float32), 'v': z(0, k, dtype=np.float32), 'unresolved': np.zeros(1),
-                'resolved': np.zeros(1), 'pairs': []}
-    status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt = _single_core(p, s, slots, mode, mp, sim, u[0].tolist())
+    if not slots:  # no call: nothing changes (what `simulate_step` returns for n = 0)
+        k = s.q.shape[1]
+        z = lambda *shape, dtype=float: np.zeros((1, *shape), dtype)
+        return {
+            'status': z(0, dtype=np.int8),
+            'recovered': z(0, dtype=bool),
+            'latency': z(0),
+            'cost': z(0),
+            'contribution': z(0, dtype=np.float32),
+            'v': z(0, k, dtype=np.float32),
+            'unresolved': np.zeros(1),
+            'resolved': np.zeros(1),
+            'pairs': [],
+        }
+    status, rec, lat, cost, V, unresolved, resolved, pairs, cf, rs, fbt = _single_core(
+        p, s, slots, mode, mp, sim, u[0].tolist()
+    )
     Va = np.array([V], np.float32)
-    out = {'status': np.array([status], np.int8), 'recovered': np.array([rec]), 'latency': np.array([lat]),
-           'cost': np.array([cost]), 'contribution': Va.mean(-1), 'v': Va, 'unresolved': np.array([unresolved]),
-           'resolved': np.array([resolved]), 'pairs': pairs, 'fb_try': np.array([fbt])}
-    if cf is not None: out['conf'], out['res'] = np.array([cf]), np.array([rs])
+    out = {
+        'status': np.array([status], np.int8),
+        'recovered': np.array([rec]),
+        'latency': np.array([lat]),
+        'cost': np.array([cost]),
+        'contribution': Va.mean(-1),
+        'v': Va,
+        'unresolved': np.array([unresolved]),
+        'resolved': np.array([resolved]),
+        'pairs': pairs,
+        'fb_try': np.array([fbt]),
+    }
+    if cf is not None:
+        out['conf'], out['res'] = np.array([cf]), np.array([rs])
     return out

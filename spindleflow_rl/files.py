@@ -13,79 +13,117 @@ __all__ = ['atomic_write_bytes', 'atomic_write_text', 'atomic_write_json', 'chec
 
 # %% ../nbs/95_files.ipynb #2e44ec37
 def atomic_write_bytes(path, data: bytes, fsync: bool = True) -> Path:
-    "Write `data` to `path` atomically: a unique temporary file in the same folder, flushed (and fsynced), then `os.replace`."
+    """Write `data` to `path` atomically: a unique temporary file in
+    the same folder, flushed (and fsynced), then `os.replace`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'wb') as f:
-            f.write(data); f.flush()
-            if fsync: os.fsync(f.fileno())
+            f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try: os.unlink(tmp)
-        except OSError: pass
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
         raise
     return path
+
 
 def atomic_write_text(path, text: str, encoding: str = 'utf-8', fsync: bool = True) -> Path:
     "`text` encoded with `encoding`, written with `atomic_write_bytes`."
     return atomic_write_bytes(path, text.encode(encoding), fsync)
 
+
 def atomic_write_json(path, obj, fsync: bool = True, **dumps) -> Path:
-    "`obj` as JSON (`json.dumps` options in `dumps`; default `indent=2, default=str`), written with `atomic_write_bytes`."
+    """`obj` as JSON (`json.dumps` options in `dumps`; default
+    `indent=2, default=str`), written with `atomic_write_bytes`."""
     return atomic_write_text(path, json.dumps(obj, **{'indent': 2, 'default': str, **dumps}), fsync=fsync)
 
 # %% ../nbs/95_files.ipynb #2dea622f
 def _existing_ancestor(p: Path, flag: str) -> Path:
     "The deepest existing folder on the way to `p`; `ConfigError` when a step on the way is a file."
     a = p
-    while not a.exists() and a != a.parent: a = a.parent
+    while not a.exists() and a != a.parent:
+        a = a.parent
     if a.exists() and not a.is_dir() and a != p:
         raise ConfigError(f"{flag} {p}: {a} is a file, not a folder. Pick a path under a folder.")
     return a
 
+
 def _probe(folder: Path, flag: str, p: Path):
     "Can this process create entries in `folder`? Tried with a folder made and removed at once."
-    try: os.rmdir(tempfile.mkdtemp(dir=folder, prefix='.spindleflow-probe-'))
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=folder, prefix='.spindleflow-probe-'))
     except OSError as e:
-        raise ConfigError(f"{flag} {p}: cannot write in {folder} ({e.strerror or e}). Pick a folder you can write to.") from None
+        raise ConfigError(
+            f"{flag} {p}: cannot write in {folder} ({e.strerror or e}). Pick a folder you can write to."
+        ) from None
+
 
 def check_output(path, flag: str, kind: str = 'file', overwrite: bool = False) -> Path:
     """`path` as a `Path` when the command may write its output there (`kind` 'file' or 'dir'), else `ConfigError`
     naming the path, what is in the way and the fix. An existing file, or a folder holding files, is refused unless
     `overwrite`. Nothing is created."""
-    if not str(path).strip(): raise ConfigError(f"{flag} must not be empty: give a path.")
+    if not str(path).strip():
+        raise ConfigError(f"{flag} must not be empty: give a path.")
     p = Path(path).expanduser()
     a = _existing_ancestor(p, flag)
     if kind == 'file':
-        if p.is_dir(): raise ConfigError(f"{flag} {p} is a folder; it names a file to write. Give a file name.")
+        if p.is_dir():
+            raise ConfigError(f"{flag} {p} is a folder; it names a file to write. Give a file name.")
         if p.exists() and not overwrite:
             raise ConfigError(f"{p} already exists. Pass --overwrite to replace it, or give another {flag}.")
         _probe(p.parent if p.exists() else a, flag, p)
     else:
-        if p.exists() and not p.is_dir(): raise ConfigError(f"{flag} {p} is a file; it names a folder to write into.")
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"{flag} {p} is a file; it names a folder to write into.")
         if p.is_dir() and any(p.iterdir()) and not overwrite:
             names = sorted(x.name for x in p.iterdir())
-            raise ConfigError(f"{p} already holds files ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}). "
-                              f"Pass --overwrite to write over them, or give another {flag}.")
+            raise ConfigError(
+                f"{p} already holds files ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}). "
+                f"Pass --overwrite to write over them, or give another {flag}."
+            )
         _probe(a, flag, p)
     return p
 
 # %% ../nbs/95_files.ipynb #cd647d5b
 def safe_name(name: str, flag: str) -> str:
-    "`name` when it is one plain path component (a run name inside `--out`), else `ConfigError`: it would leave the folder."
-    bad = (not name or not name.strip() or name in ('.', '..') or '/' in name or '\\' in name or '\0' in name
-           or (os.sep in name) or (os.altsep and os.altsep in name))
-    if bad: raise ConfigError(f"{flag} {name!r}: a run name is one folder name inside --out (no '/', '..' or '.'), e.g. {flag} my-run.")
+    """`name` when it is one plain path component (a run name inside
+    `--out`), else `ConfigError`: it would leave the folder."""
+    bad = (
+        not name
+        or not name.strip()
+        or name in ('.', '..')
+        or '/' in name
+        or '\\' in name
+        or '\0' in name
+        or (os.sep in name)
+        or (os.altsep and os.altsep in name)
+    )
+    if bad:
+        raise ConfigError(
+            f"{flag} {name!r}: a run name is one folder name inside --out (no '/', '..' or '.'), e.g. {flag} my-run."
+        )
     return name
+
 
 def claim_dir(path, flag: str) -> Path:
     """Create the folder `path` (its parents as needed) atomically with `os.mkdir`: of two processes claiming one
     name at once, exactly one succeeds; the other gets `ConfigError` naming the folder. An existing folder is refused."""
     p = Path(path)
-    try: p.parent.mkdir(parents=True, exist_ok=True); os.mkdir(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(p)
     except FileExistsError:
-        raise ConfigError(f"{p} already exists (another run may have just taken this name). Pick another {flag}.") from None
+        raise ConfigError(
+            f"{p} already exists (another run may have just taken this name). Pick another {flag}."
+        ) from None
     except OSError as e:
-        raise ConfigError(f"{flag} {p}: cannot create it ({e.strerror or e}). Pick a folder you can write to.") from None
+        raise ConfigError(
+            f"{flag} {p}: cannot create it ({e.strerror or e}). Pick a folder you can write to."
+        ) from None
     return p

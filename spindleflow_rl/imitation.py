@@ -21,38 +21,55 @@ __all__ = ['Demonstrations', 'collect_demonstrations', 'policy_outputs', 'behavi
 @dataclass
 class Demonstrations:
     "A teacher's episodes as flat arrays, in play order (episodes contiguous)."
-    obs: np.ndarray          # (T, obs_dim) float32: what the policy would have observed
-    actions: np.ndarray      # (T, action_dim) float32: what the teacher did
-    starts: np.ndarray       # (T,) float32: 1 at the first step of an episode
-    returns: np.ndarray      # (T,) float32: discounted return-to-go from each step
-    episode_returns: np.ndarray   # (n_episodes,) undiscounted episode returns
+
+    obs: np.ndarray  # (T, obs_dim) float32: what the policy would have observed
+    actions: np.ndarray  # (T, action_dim) float32: what the teacher did
+    starts: np.ndarray  # (T,) float32: 1 at the first step of an episode
+    returns: np.ndarray  # (T,) float32: discounted return-to-go from each step
+    episode_returns: np.ndarray  # (n_episodes,) undiscounted episode returns
+
     def episodes(self) -> list[tuple[int, int]]:
         "`(start, stop)` row ranges of each episode."
         s = np.flatnonzero(self.starts).tolist() + [len(self.starts)]
         return list(zip(s[:-1], s[1:]))
-    def __len__(self): return len(self.starts)
+
+    def __len__(self):
+        return len(self.starts)
+
 
 def _record(env, teacher, episodes: int, seed: int, gamma: float, driver=None) -> Demonstrations:
     """Episodes from `env.reset(seed=seed + i)`: the teacher's action in every state, the driver's actions played
     (`driver`: a model, deterministic; `None`: the teacher drives). Returns-to-go are those of what was played."""
     O, A, S, G, E = [], [], [], [], []
     for i in range(episodes):
-        obs, info = env.reset(seed=seed + i); teacher.reset(env); done, rs, state = False, [], None
+        obs, info = env.reset(seed=seed + i)
+        teacher.reset(env)
+        done, rs, state = False, [], None
         while not done:
             a = np.asarray(teacher.act(env, obs, info), np.float32)
-            O.append(obs); A.append(a); S.append(1.0 if not rs else 0.0)
-            if driver is not None: a, state = driver.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
-            obs, r, term, trunc, info = env.step(a); rs.append(float(r)); done = term or trunc
+            O.append(obs)
+            A.append(a)
+            S.append(1.0 if not rs else 0.0)
+            if driver is not None:
+                a, state = driver.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
+            obs, r, term, trunc, info = env.step(a)
+            rs.append(float(r))
+            done = term or trunc
         g, back = 0.0, []
-        for r in reversed(rs): g = r + gamma*g; back.append(g)
-        G += back[::-1]; E.append(sum(rs))
+        for r in reversed(rs):
+            g = r + gamma * g
+            back.append(g)
+        G += back[::-1]
+        E.append(sum(rs))
     f32 = lambda x: np.asarray(x, np.float32)
     return Demonstrations(f32(O), f32(A), f32(S), f32(G), f32(E))
+
 
 def collect_demonstrations(env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
     """Play `teacher` (an object with `reset(env)` and `act(env, obs, info)`, chapter 07a) for `episodes` episodes
     from `env.reset(seed=seed + i)`, recording observations, actions and discounted returns-to-go."""
-    if episodes < 1: raise ConfigError(f"episodes must be >= 1, got {episodes}.")
+    if episodes < 1:
+        raise ConfigError(f"episodes must be >= 1, got {episodes}.")
     return _record(env, teacher, episodes, seed, gamma)
 
 # %% ../nbs/08a_imitation.ipynb #81360280
@@ -63,18 +80,33 @@ def policy_outputs(policy, obs: th.Tensor, starts: th.Tensor) -> tuple[th.Tensor
     feats = policy.extract_features(obs)
     latent, _ = policy._process_sequence(feats, (z, z), starts, policy.lstm_actor)
     mean = policy.action_net(policy.mlp_extractor.forward_actor(latent))
-    values = policy.value_net(policy.mlp_extractor.forward_critic(latent.detach() if policy.lstm_critic is None else latent))
+    values = policy.value_net(
+        policy.mlp_extractor.forward_critic(latent.detach() if policy.lstm_critic is None else latent)
+    )
     return mean, values.squeeze(-1)
 
-def behaviour_clone(model, demos: Demonstrations, epochs: int = 40, batch_episodes: int = 256, lr: float = 1e-3,
-                    value_coef: float = 0.5, seed: int = 0, max_grad_norm: float = 0.5) -> list[float]:
+
+def behaviour_clone(
+    model,
+    demos: Demonstrations,
+    epochs: int = 40,
+    batch_episodes: int = 256,
+    lr: float = 1e-3,
+    value_coef: float = 0.5,
+    seed: int = 0,
+    max_grad_norm: float = 0.5,
+) -> list[float]:
     """Fit `model.policy` (a `SpindleFlowPolicy`) to `demos`: action means to the teacher's actions, values to the
     returns-to-go. The log-std is left as it is (PPO's exploration). Returns the mean loss of each epoch."""
-    if epochs < 0: raise ConfigError(f"epochs must be >= 0, got {epochs}.")
-    pol = model.policy; dev = pol.device
+    if epochs < 0:
+        raise ConfigError(f"epochs must be >= 0, got {epochs}.")
+    pol = model.policy
+    dev = pol.device
     if demos.obs.shape[1:] != model.observation_space.shape:
-        raise ConfigError(f"demonstrations have observations of shape {demos.obs.shape[1:]}, the model expects "
-                          f"{model.observation_space.shape}: record them on the environment the model trains on.")
+        raise ConfigError(
+            f"demonstrations have observations of shape {demos.obs.shape[1:]}, the model expects "
+            f"{model.observation_space.shape}: record them on the environment the model trains on."
+        )
     params = [p for n, p in pol.named_parameters() if n != 'log_std']
     opt = th.optim.Adam(params, lr=lr)
     O, A, S, G = (th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns))
@@ -83,19 +115,32 @@ def behaviour_clone(model, demos: Demonstrations, epochs: int = 40, batch_episod
     for _ in range(epochs):
         tot, n = 0.0, 0
         for b in range(0, len(eps), batch_episodes):
-            idx = th.as_tensor(np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b:b + batch_episodes]]), device=dev)
+            idx = th.as_tensor(
+                np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]),
+                device=dev,
+            )
             mean, v = policy_outputs(pol, O[idx], S[idx])
-            loss = ((mean - A[idx])**2).mean() + value_coef*((v - G[idx])**2).mean()
-            opt.zero_grad(); loss.backward(); th.nn.utils.clip_grad_norm_(params, max_grad_norm); opt.step()
-            tot += float(loss.detach()); n += 1
-        losses.append(tot/max(n, 1))
+            loss = ((mean - A[idx]) ** 2).mean() + value_coef * ((v - G[idx]) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            opt.step()
+            tot += float(loss.detach())
+            n += 1
+        losses.append(tot / max(n, 1))
     pol.set_training_mode(False)
     return losses
 
 # %% ../nbs/08a_imitation.ipynb #2f555455
 def concat_demonstrations(*ds: Demonstrations) -> Demonstrations:
     "Several demonstration sets as one (episodes stay contiguous)."
-    return Demonstrations(*(np.concatenate([getattr(d, f) for d in ds]) for f in ('obs', 'actions', 'starts', 'returns', 'episode_returns')))
+    return Demonstrations(
+        *(
+            np.concatenate([getattr(d, f) for d in ds])
+            for f in ('obs', 'actions', 'starts', 'returns', 'episode_returns')
+        )
+    )
+
 
 def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float = 0.97) -> Demonstrations:
     """Play `model` (deterministic actions) for `episodes` episodes; label every visited state with what `teacher`
@@ -108,28 +153,52 @@ def make_teacher(name: str, env=None):
     cascade, fitted on the log's training tasks. Without `env` the name is only checked (`None` for the cascade)."""
     check_teacher(name)
     if name == 'bayes-cascade':
-        if env is None: return None
+        if env is None:
+            return None
         if not isinstance(env.backend, RecordedOutcomesBackend):
-            raise ConfigError("the bayes-cascade teacher is fitted on a log: use it with --backend recorded --recorded LOG.")
+            raise ConfigError(
+                "the bayes-cascade teacher is fitted on a log: use it with --backend recorded --recorded LOG."
+            )
         return BayesCascadeTeacher(LoggedTasks(env.backend))
     return AdaptivePlannerPolicy() if name == 'adaptive-planner' else SubtaskPlannerPolicy()
 
-def warm_start(model, env, teacher: str = 'adaptive-planner', episodes: int = 4000, epochs: int = 30,
-               batch_episodes: int = 32, lr: float = 2e-3, seed: int = 0, dagger_rounds: int = 2) -> dict:
+
+def warm_start(
+    model,
+    env,
+    teacher: str = 'adaptive-planner',
+    episodes: int = 4000,
+    epochs: int = 30,
+    batch_episodes: int = 32,
+    lr: float = 2e-3,
+    seed: int = 0,
+    dagger_rounds: int = 2,
+) -> dict:
     """Behaviour-clone `teacher` into `model` from `episodes` episodes on `env` (training tasks), then
     `dagger_rounds` DAgger rounds of `episodes // 2` policy-driven episodes each (adaptive planner only: it is
     stateless), each followed by `epochs // 2` passes over everything collected. Returns a summary."""
     import time
-    t0 = time.time(); tch = make_teacher(teacher, env)
+
+    t0 = time.time()
+    tch = make_teacher(teacher, env)
     demos = collect_demonstrations(env, tch, episodes, seed=seed)
     teacher_return = float(demos.episode_returns.mean())
     losses = behaviour_clone(model, demos, epochs, batch_episodes, lr, seed=seed)
     policy_returns = []
-    for r in range(dagger_rounds if teacher in ('adaptive-planner', 'bayes-cascade') else 0):   # the stateless teachers
-        d = dagger_round(model, env, tch, max(1, episodes//2), seed=seed + (r + 1)*episodes)
+    for r in range(dagger_rounds if teacher in ('adaptive-planner', 'bayes-cascade') else 0):  # the stateless teachers
+        d = dagger_round(model, env, tch, max(1, episodes // 2), seed=seed + (r + 1) * episodes)
         policy_returns.append(float(d.episode_returns.mean()))
         demos = concat_demonstrations(demos, d)
-        losses += behaviour_clone(model, demos, max(1, epochs//2), batch_episodes, lr, seed=seed + r + 1)
-    return {'teacher': teacher, 'episodes': episodes, 'steps': len(demos), 'epochs': epochs, 'dagger_rounds': len(policy_returns),
-            'teacher_return': teacher_return, 'policy_return_per_round': policy_returns,
-            'loss_first': losses[0] if losses else None, 'loss_last': losses[-1] if losses else None, 'seconds': time.time() - t0}
+        losses += behaviour_clone(model, demos, max(1, epochs // 2), batch_episodes, lr, seed=seed + r + 1)
+    return {
+        'teacher': teacher,
+        'episodes': episodes,
+        'steps': len(demos),
+        'epochs': epochs,
+        'dagger_rounds': len(policy_returns),
+        'teacher_return': teacher_return,
+        'policy_return_per_round': policy_returns,
+        'loss_first': losses[0] if losses else None,
+        'loss_last': losses[-1] if losses else None,
+        'seconds': time.time() - t0,
+    }

@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Callable, Sequence
-from .config import ConfigBase, ConfigError, config_path, default_cache_dir, load_yaml, patch_into, param, read_user_text
+from spindleflow_rl.config import (
+    ConfigBase,
+    ConfigError,
+    config_path,
+    default_cache_dir,
+    load_yaml,
+    patch_into,
+    param,
+    read_user_text,
+)
 from .files import atomic_write_text
 
 _log = logging.getLogger(__name__)
@@ -25,18 +34,28 @@ __all__ = ['PROMPT_FIELDS', 'OPENAI_API_URL', 'OpenAIConfig', 'load_env_file', '
 _is_url = lambda v: isinstance(v, str) and re.fullmatch(r'https?://[^\s/]+(/\S*)?', v.strip()) is not None
 _URL = 'an http(s) URL, e.g. http://localhost:8000/v1'
 
+
 @dataclass
 class OpenAIConfig(ConfigBase):
     "Models per role, endpoint, limits, retries and file locations of the OpenAI backend, judges and planner."
+
     specialist_model: str = param('gpt-4o-mini', 'every specialist call (and its fallback, and debate revisions)')
     generalist_model: str = param('gpt-4o-mini', 'the single generalist answer that quality_delta is measured against')
     judge_model: str = param('gpt-4o-mini', 'tier 2 judge')
     strong_judge_model: str = param('gpt-4o', 'tier 3 judge (rubric + comparison with the baseline)')
     planner_model: str = param('gpt-4o-mini', 'LLMPlannerPolicy baseline')
-    base_url: str | None = param(None, 'OpenAI-compatible server; a run records the one it used', show='$OPENAI_BASE_URL, else api.openai.com',
-                                 kind=str, ok=_is_url, rule=_URL)
+    base_url: str | None = param(
+        None,
+        'OpenAI-compatible server; a run records the one it used',
+        show='$OPENAI_BASE_URL, else api.openai.com',
+        kind=str,
+        ok=_is_url,
+        rule=_URL,
+    )
     api_key_env: str = param('OPENAI_API_KEY', 'environment variable that holds the key (the key is never stored)')
-    timeout_s: float = param(60.0, "per request; specialists: times the action's timeout multiplier / 2", lo=0, lo_open=True)
+    timeout_s: float = param(
+        60.0, "per request; specialists: times the action's timeout multiplier / 2", lo=0, lo_open=True
+    )
     max_retries: int = param(4, 'retries after a timeout, 429, 5xx or connection error', lo=0, hi=100)
     backoff_base_s: float = param(1.0, 'the first retry waits this long, doubling each time ...', lo=0)
     backoff_max_s: float = param(30.0, '... up to this', lo=0, lo_open=True)
@@ -44,26 +63,36 @@ class OpenAIConfig(ConfigBase):
     max_tokens: int = param(350, 'reply cap for specialists and the generalist', lo=1)
     judge_max_tokens: int = param(200, 'reply cap for judges', lo=1)
     planner_max_tokens: int = param(200, 'reply cap for the planner', lo=1)
-    token_param: str = param('max_tokens', "'max_completion_tokens' for models that require it (o-series, gpt-5)",
-                             choices=('max_tokens', 'max_completion_tokens'))
+    token_param: str = param(
+        'max_tokens',
+        "'max_completion_tokens' for models that require it (o-series, gpt-5)",
+        choices=('max_tokens', 'max_completion_tokens'),
+    )
     max_words: int = param(150, 'answer length asked for in the prompts', lo=1)
     temperature: float = param(0.0, 'sampling temperature of every call', lo=0, hi=2)
     max_workers: int = param(6, 'concurrent calls in a parallel or debate step', lo=1)
-    max_concurrency: int = param(16, 'requests in flight at once to this server, from all envs and threads of the process', lo=1)
+    max_concurrency: int = param(
+        16, 'requests in flight at once to this server, from all envs and threads of the process', lo=1
+    )
     tokens_per_minute: int = param(0, 'token budget per minute for this server, all envs together (0: no cap)', lo=0)
     context_chars: int = param(1500, 'each earlier output shown to a specialist is cut to this many characters', lo=1)
     judge_answer_chars: int = param(8000, 'the answer shown to a judge is cut to this many characters', lo=1)
     judge_attempts: int = param(3, 'a malformed judgement (or plan) is asked for up to this many times in all', lo=1)
     conflict_overlap: float = param(0.45, 'capability cosine from which two specialists can conflict', lo=-1, hi=1)
     conflict_cos: float = param(0.45, 'answers of overlapping specialists below this cosine conflict', lo=-1, hi=1)
-    conflict_quality: float = param(0.85, 'quality multiplier per unresolved conflict (SimConfig has its own)', lo=-1, hi=1)
+    conflict_quality: float = param(
+        0.85, 'quality multiplier per unresolved conflict (SimConfig has its own)', lo=-1, hi=1
+    )
     cache: bool = param(True, 'cache every reply on disk (re-runs cost nothing, replay identically)')
-    cache_samples: int = param(5, 'with temperature > 0: distinct replies kept per prompt (later calls cycle through them)', lo=1)
+    cache_samples: int = param(
+        5, 'with temperature > 0: distinct replies kept per prompt (later calls cycle through them)', lo=1
+    )
     cache_dir: str | None = param(None, 'reply cache folder', show="the cache folder's llm/", kind=str)
     prices_path: str | None = param(None, 'price table', show='the shipped configs/prices.yaml', kind=str)
     prompts_path: str | None = param(None, 'prompts', show='the shipped configs/prompts.yaml', kind=str)
 
-    def __post_init__(self): self.validate('OpenAIConfig')      # every field in its range, however the config was made
+    def __post_init__(self):
+        self.validate('OpenAIConfig')  # every field in its range, however the config was made
 
 # %% ../nbs/96_llm.ipynb #58df1beb
 @patch_into(OpenAIConfig)
@@ -71,10 +100,12 @@ def resolved_base_url(self) -> str | None:
     "`base_url`, else `$OPENAI_BASE_URL`, else `None` (the OpenAI API)."
     return self.base_url or os.environ.get('OPENAI_BASE_URL') or None
 
+
 @patch_into(OpenAIConfig)
 def resolved_cache_dir(self) -> Path:
     "`cache_dir`, else `default_cache_dir()/'llm'`."
-    return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir()/'llm'
+    return Path(self.cache_dir).expanduser() if self.cache_dir else default_cache_dir() / 'llm'
+
 
 @patch_into(OpenAIConfig)
 def check_key(self) -> None:
@@ -84,7 +115,8 @@ def check_key(self) -> None:
             f"{self.api_key_env} is not set. Set it to your OpenAI API key (export {self.api_key_env}=sk-...; "
             "see .env.example), or point OPENAI_BASE_URL at a local OpenAI-compatible server "
             "(Ollama: http://localhost:11434/v1, vLLM: http://localhost:8000/v1, LM Studio: http://localhost:1234/v1) "
-            f"and set {self.api_key_env} to any non-empty string, e.g. 'local'.")
+            f"and set {self.api_key_env} to any non-empty string, e.g. 'local'."
+        )
 
 # %% ../nbs/96_llm.ipynb #443dd37c
 def load_env_file(path='.env', override: bool = False, required: bool = False) -> list[str]:
@@ -92,43 +124,57 @@ def load_env_file(path='.env', override: bool = False, required: bool = False) -
     existing variables win unless `override`. Returns the names set (never the values). A missing file is `[]`, unless
     `required` (a file the user named: `--env-file`); a folder, an unreadable or non-UTF-8 file: `ConfigError` naming it."""
     p = Path(path)
-    if not p.exists() and not required: return []
+    if not p.exists() and not required:
+        return []
     names = []
     for n, line in enumerate(read_user_text(p, 'environment (KEY=VALUE)', max_bytes=1 << 20).splitlines(), 1):
         s = line.strip()
-        if not s or s.startswith('#'): continue
-        if s.startswith('export '): s = s[7:].lstrip()
-        if '=' not in s: raise ConfigError(f"{p}: line {n} is not KEY=VALUE. Fix or comment it out with '#'.")
-        k, v = s.split('=', 1); k, v = k.strip(), v.strip()
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in '\'"': v = v[1:-1]
-        if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', k): raise ConfigError(f"{p}: line {n}: {k!r} is not a valid variable name.")
-        if override or k not in os.environ: os.environ[k] = v; names.append(k)
+        if not s or s.startswith('#'):
+            continue
+        if s.startswith('export '):
+            s = s[7:].lstrip()
+        if '=' not in s:
+            raise ConfigError(f"{p}: line {n} is not KEY=VALUE. Fix or comment it out with '#'.")
+        k, v = s.split('=', 1)
+        k, v = k.strip(), v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in '\'"':
+            v = v[1:-1]
+        if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', k):
+            raise ConfigError(f"{p}: line {n}: {k!r} is not a valid variable name.")
+        if override or k not in os.environ:
+            os.environ[k] = v
+            names.append(k)
     return names
 
 # %% ../nbs/96_llm.ipynb #bf5f549a
 _KEYLIKE = re.compile(r'\bsk-[A-Za-z0-9_\-]{6,}')
 _BEARER = re.compile(r'(Bearer\s+)\S+', re.I)
 
+
 def redact(text, secrets: Sequence[str] = ()) -> str:
     "`text` with the given secrets, OpenAI-shaped keys (`sk-...`) and bearer tokens replaced by `[REDACTED]`."
     s = str(text)
     for k in secrets:
-        if k and len(k) >= 4: s = s.replace(k, '[REDACTED]')
+        if k and len(k) >= 4:
+            s = s.replace(k, '[REDACTED]')
     return _BEARER.sub(r'\1[REDACTED]', _KEYLIKE.sub('[REDACTED]', s))
 
 # %% ../nbs/96_llm.ipynb #8e3eab81
 class PriceTable:
     "USD per 1M input/output tokens per model, with a default (and a one-time warning) for unknown models."
+
     def __init__(self, models: dict, default=(2.5, 10.0), source: str = '<dict>', per_tokens: float = 1e6):
         self.source, self.per_tokens = source, float(per_tokens)
         self.models = {str(k): self._pair(v, f"{source}: models.{k}") for k, v in (models or {}).items()}
         self.default = self._pair(default, f"{source}: default")
         self._warned = set()
+
     @staticmethod
     def _pair(v, where) -> tuple[float, float]:
         if isinstance(v, dict):
             missing = {'input', 'output'} - set(v)
-            if missing: raise ConfigError(f"{where}: missing {sorted(missing)}; write e.g. {{input: 0.15, output: 0.60}}.")
+            if missing:
+                raise ConfigError(f"{where}: missing {sorted(missing)}; write e.g. {{input: 0.15, output: 0.60}}.")
             v = (v['input'], v['output'])
         if not (isinstance(v, (tuple, list)) and len(v) == 2):
             raise ConfigError(f"{where}: expected {{input: <USD>, output: <USD>}} per 1M tokens, got {v!r}.")
@@ -138,35 +184,48 @@ class PriceTable:
                 raise ConfigError(f"{where}: prices must be numbers >= 0 (USD per 1M tokens), got {x!r}.")
             out.append(float(x))
         return tuple(out)
+
     @classmethod
     def from_yaml(cls, path=None) -> 'PriceTable':
         "Load a price table (default: the shipped `configs/prices.yaml`)."
         path = Path(path) if path else config_path('prices.yaml')
         d = load_yaml(path)
         unknown = set(d) - {'currency', 'per_tokens', 'default', 'models'}
-        if unknown: raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)}; valid: currency, per_tokens, default, models.")
-        if d.get('currency', 'USD') != 'USD': raise ConfigError(f"{path}: currency must be USD, got {d.get('currency')!r}.")
-        if not isinstance(d.get('models', {}), dict): raise ConfigError(f"{path}: `models` must be a mapping of model name -> prices.")
+        if unknown:
+            raise ConfigError(
+                f"{path}: unknown key(s) {sorted(unknown)}; valid: currency, per_tokens, default, models."
+            )
+        if d.get('currency', 'USD') != 'USD':
+            raise ConfigError(f"{path}: currency must be USD, got {d.get('currency')!r}.")
+        if not isinstance(d.get('models', {}), dict):
+            raise ConfigError(f"{path}: `models` must be a mapping of model name -> prices.")
         return cls(d.get('models') or {}, d.get('default', (2.5, 10.0)), str(path), d.get('per_tokens', 1e6))
+
     def lookup(self, model: str) -> tuple[float, float, bool]:
         "`(input_usd, output_usd, known)` per `per_tokens` tokens for `model`."
-        if model in self.models: return (*self.models[model], True)
+        if model in self.models:
+            return (*self.models[model], True)
         best = max((k for k in self.models if model.startswith(k)), key=len, default=None)
-        if best is not None: return (*self.models[best], True)
+        if best is not None:
+            return (*self.models[best], True)
         if model not in self._warned:
             self._warned.add(model)
-            msg = (f"model {model!r} is not in the price table {self.source}; pricing it at the default "
-                   f"${self.default[0]}/${self.default[1]} per 1M input/output tokens. Add it under `models:` "
-                   "(0 for a local server) to count its cost exactly.")
-            _log.warning(msg); warnings.warn(msg, stacklevel=2)
+            msg = (
+                f"model {model!r} is not in the price table {self.source}; pricing it at the default "
+                f"${self.default[0]}/${self.default[1]} per 1M input/output tokens. Add it under `models:` "
+                "(0 for a local server) to count its cost exactly."
+            )
+            _log.warning(msg)
+            warnings.warn(msg, stacklevel=2)
         return (*self.default, False)
+
     def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
         "USD for one reply."
         i, o, _ = self.lookup(model)
-        return (prompt_tokens*i + completion_tokens*o)/self.per_tokens
+        return (prompt_tokens * i + completion_tokens * o) / self.per_tokens
 
 # %% ../nbs/96_llm.ipynb #76e86b8e
-PROMPT_FIELDS = {   # prompt key -> (allowed placeholders, required placeholders)
+PROMPT_FIELDS = {  # prompt key -> (allowed placeholders, required placeholders)
     'specialist_system': ({'role', 'goal', 'specialization', 'capability', 'max_words', 'id'}, set()),
     'specialist_user': ({'task', 'context'}, {'task', 'context'}),
     'context_header': (set(), set()),
@@ -185,9 +244,11 @@ PROMPT_FIELDS = {   # prompt key -> (allowed placeholders, required placeholders
 }
 _PLACEHOLDER = re.compile(r'\{(\w+)\}')
 
+
 def fill(template: str, **values) -> str:
     "Replace `{name}` for the given names only; other braces are left as they are. Values are not re-scanned."
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+
 
 def load_prompts(path=None) -> dict:
     "The shipped prompts, overridden by the keys of the YAML file at `path` (if given); validated."
@@ -196,87 +257,154 @@ def load_prompts(path=None) -> dict:
     sources = {k: shipped for k in prompts}
     if path:
         user = load_yaml(path)
-        prompts.update(user); sources.update({k: Path(path) for k in user})
+        prompts.update(user)
+        sources.update({k: Path(path) for k in user})
     unknown = sorted(set(prompts) - set(PROMPT_FIELDS))
-    if unknown: raise ConfigError(f"{path or shipped}: unknown prompt key(s) {unknown}. Valid keys: {sorted(PROMPT_FIELDS)}.")
+    if unknown:
+        raise ConfigError(f"{path or shipped}: unknown prompt key(s) {unknown}. Valid keys: {sorted(PROMPT_FIELDS)}.")
     for k, (allowed, required) in PROMPT_FIELDS.items():
-        if k not in prompts: raise ConfigError(f"{shipped}: prompt {k!r} is missing. Reinstall the package or add it.")
+        if k not in prompts:
+            raise ConfigError(f"{shipped}: prompt {k!r} is missing. Reinstall the package or add it.")
         t = prompts[k]
-        if not isinstance(t, str): raise ConfigError(f"{sources[k]}: prompt {k!r} must be a string, got {type(t).__name__}.")
+        if not isinstance(t, str):
+            raise ConfigError(f"{sources[k]}: prompt {k!r} must be a string, got {type(t).__name__}.")
         used = set(_PLACEHOLDER.findall(t))
         if used - allowed:
-            raise ConfigError(f"{sources[k]}: prompt {k!r} uses unknown placeholder(s) {sorted(used - allowed)}; "
-                              f"allowed: {sorted(allowed) or 'none'}. Write literal braces around non-word text only.")
+            raise ConfigError(
+                f"{sources[k]}: prompt {k!r} uses unknown placeholder(s) {sorted(used - allowed)}; "
+                f"allowed: {sorted(allowed) or 'none'}. Write literal braces around non-word text only."
+            )
         if required - used:
-            raise ConfigError(f"{sources[k]}: prompt {k!r} must contain {sorted('{' + x + '}' for x in required - used)}.")
+            raise ConfigError(
+                f"{sources[k]}: prompt {k!r} must contain {sorted('{' + x + '}' for x in required - used)}."
+            )
     return prompts
 
 # %% ../nbs/96_llm.ipynb #6935a3ca
 OPENAI_API_URL = 'https://api.openai.com/v1'
 
+
 def normalise_base_url(url: str | None) -> str:
     "One spelling per server: `None` -> the OpenAI API; lower-case scheme and host, no default port, no trailing '/'."
     from urllib.parse import urlsplit, urlunsplit
+
     u = urlsplit((url or OPENAI_API_URL).strip())
-    if not u.scheme or not u.netloc: raise ConfigError(f"base URL {url!r} is not a URL; write e.g. http://localhost:8000/v1.")
+    if not u.scheme or not u.netloc:
+        raise ConfigError(f"base URL {url!r} is not a URL; write e.g. http://localhost:8000/v1.")
     scheme, host = u.scheme.lower(), (u.hostname or '').lower()
     port = u.port
-    if (scheme, port) in (('http', 80), ('https', 443)): port = None
+    if (scheme, port) in (('http', 80), ('https', 443)):
+        port = None
     netloc = (f"[{host}]" if ':' in host else host) + (f":{port}" if port else '')
     return urlunsplit((scheme, netloc, u.path.rstrip('/'), u.query, ''))
 
+
 class ResponseCache:
     "One JSON file per request key and sample under `root/<2 hex>/<key>[.<sample>].json`, written atomically."
+
     FORMAT = 2
-    def __init__(self, root): self.root = Path(root)
+
+    def __init__(self, root):
+        self.root = Path(root)
+
     @staticmethod
     def key(model: str, messages: list, params: dict, base_url: str | None = None) -> str:
         "The key of a request: the normalised server URL, the model, the messages and every parameter sent."
-        blob = json.dumps({'format': ResponseCache.FORMAT, 'base_url': normalise_base_url(base_url), 'model': model,
-                           'messages': messages, 'params': params}, sort_keys=True, ensure_ascii=False, separators=(',', ':'))
+        blob = json.dumps(
+            {
+                'format': ResponseCache.FORMAT,
+                'base_url': normalise_base_url(base_url),
+                'model': model,
+                'messages': messages,
+                'params': params,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(',', ':'),
+        )
         return hashlib.sha256(blob.encode('utf-8')).hexdigest()
-    def path(self, key: str, sample: int = 0) -> Path: return self.root/key[:2]/(f'{key}.json' if not sample else f'{key}.{sample}.json')
+
+    def path(self, key: str, sample: int = 0) -> Path:
+        return self.root / key[:2] / (f'{key}.json' if not sample else f'{key}.{sample}.json')
+
     def n_samples(self, key: str, most: int) -> int:
         "How many consecutive samples (0, 1, ...) of `key` are stored, counting up to `most`."
         n = 0
-        while n < most and self.get(key, n) is not None: n += 1
+        while n < most and self.get(key, n) is not None:
+            n += 1
         return n
+
     def get(self, key: str, sample: int = 0) -> dict | None:
-        try: rec = json.loads(self.path(key, sample).read_text(encoding='utf-8'))
-        except (OSError, ValueError): return None
-        if not isinstance(rec, dict) or not isinstance(rec.get('response'), dict) or 'content' not in rec['response']: return None
+        try:
+            rec = json.loads(self.path(key, sample).read_text(encoding='utf-8'))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(rec, dict) or not isinstance(rec.get('response'), dict) or 'content' not in rec['response']:
+            return None
         return rec
+
     def put(self, key: str, record: dict, sample: int = 0) -> None:
-        p = self.path(key, sample); p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(p, json.dumps(record, ensure_ascii=False), fsync=False)    # appendix 95; a cache: no fsync
-    def __len__(self) -> int: return sum(1 for _ in self.root.glob('??/*.json')) if self.root.exists() else 0   # replies, all samples
+        p = self.path(key, sample)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(p, json.dumps(record, ensure_ascii=False), fsync=False)  # appendix 95; a cache: no fsync
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.root.glob('??/*.json')) if self.root.exists() else 0  # replies, all samples
 
 # %% ../nbs/96_llm.ipynb #f1f392c6
 class UsageMeter:
-    "Thread-safe running totals. `cost_usd`: money spent (cache hits are free); `priced_usd`: every reply priced; `failed_calls`: calls that failed after their retries."
-    FIELDS = ('replies', 'requests', 'failed_requests', 'failed_calls', 'cache_hits', 'prompt_tokens', 'completion_tokens',
-              'cost_usd', 'priced_usd')
+    """Thread-safe running totals. `cost_usd`: money spent (cache hits are free); `priced_usd`:
+    every reply priced; `failed_calls`: calls that failed after their retries."""
+
+    FIELDS = (
+        'replies',
+        'requests',
+        'failed_requests',
+        'failed_calls',
+        'cache_hits',
+        'prompt_tokens',
+        'completion_tokens',
+        'cost_usd',
+        'priced_usd',
+    )
+
     def __init__(self):
         self._lock = threading.Lock()
-        for f in self.FIELDS: setattr(self, f, 0.0 if f.endswith('usd') else 0)
+        for f in self.FIELDS:
+            setattr(self, f, 0.0 if f.endswith('usd') else 0)
+
     def add(self, **kw):
         with self._lock:
-            for k, v in kw.items(): setattr(self, k, getattr(self, k) + v)
+            for k, v in kw.items():
+                setattr(self, k, getattr(self, k) + v)
+
     @property
-    def total_tokens(self) -> int: return self.prompt_tokens + self.completion_tokens
-    def as_dict(self) -> dict: return {f: getattr(self, f) for f in self.FIELDS} | {'total_tokens': self.total_tokens}
-    def __getstate__(self): return self.as_dict()
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.FIELDS} | {'total_tokens': self.total_tokens}
+
+    def __getstate__(self):
+        return self.as_dict()
+
     def __setstate__(self, d):
         self._lock = threading.Lock()
-        for f in self.FIELDS: setattr(self, f, d.get(f, 0))
-    def __repr__(self): return f"UsageMeter({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
+        for f in self.FIELDS:
+            setattr(self, f, d.get(f, 0))
+
+    def __repr__(self):
+        return f"UsageMeter({', '.join(f'{k}={v}' for k, v in self.as_dict().items())})"
 
 # %% ../nbs/96_llm.ipynb #29e527c1
 class RequestLimiter:
     "In-flight, tokens-per-minute and Retry-After limits shared by every client of one server (thread-safe)."
+
     def __init__(self, max_in_flight: int = 16, tokens_per_minute: float = 0, clock: Callable = time.monotonic):
-        if int(max_in_flight) < 1: raise ConfigError(f"max_concurrency must be >= 1, got {max_in_flight!r}.")
-        if tokens_per_minute < 0: raise ConfigError(f"tokens_per_minute must be >= 0 (0: no cap), got {tokens_per_minute!r}.")
+        if int(max_in_flight) < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_in_flight!r}.")
+        if tokens_per_minute < 0:
+            raise ConfigError(f"tokens_per_minute must be >= 0 (0: no cap), got {tokens_per_minute!r}.")
         self.max_in_flight, self.tokens_per_minute, self._clock = int(max_in_flight), float(tokens_per_minute), clock
         self._cv = threading.Condition()
         self.in_flight = self.peak = self.requests = self.waited = self.pauses = 0
@@ -285,29 +413,47 @@ class RequestLimiter:
 
     def _refill(self, now: float):
         if self.tokens_per_minute > 0:
-            self._tokens = min(self.tokens_per_minute, self._tokens + (now - self._t)*self.tokens_per_minute/60.0)
+            self._tokens = min(self.tokens_per_minute, self._tokens + (now - self._t) * self.tokens_per_minute / 60.0)
         self._t = now
 
     def acquire(self, tokens: float = 0) -> float:
         "Wait until a request of about `tokens` tokens may go out; take a slot. Returns the tokens reserved."
         need = min(float(tokens), self.tokens_per_minute) if self.tokens_per_minute > 0 else 0.0
-        t0 = self._clock(); waited = False
+        t0 = self._clock()
+        waited = False
         with self._cv:
             while True:
-                now = self._clock(); self._refill(now)
-                if now < self.paused_until: wait = self.paused_until - now
-                elif self.in_flight >= self.max_in_flight: wait = None                    # until a slot is released
-                elif need > self._tokens: wait = (need - self._tokens)*60.0/self.tokens_per_minute
-                else: break
-                waited = True; self._cv.wait(wait)
-            self.in_flight += 1; self.peak = max(self.peak, self.in_flight); self.requests += 1
+                now = self._clock()
+                self._refill(now)
+                if now < self.paused_until:
+                    wait = self.paused_until - now
+                elif self.in_flight >= self.max_in_flight:
+                    wait = None  # until a slot is released
+                elif need > self._tokens:
+                    wait = (need - self._tokens) * 60.0 / self.tokens_per_minute
+                else:
+                    break
+                waited = True
+                self._cv.wait(wait)
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            self.requests += 1
             self._tokens -= need
-            if waited: self.waited += 1; self.wait_s += self._clock() - t0
+            if waited:
+                self.waited += 1
+                self.wait_s += self._clock() - t0
         return need
 
     def stats(self) -> dict:
-        return {'max_in_flight': self.max_in_flight, 'tokens_per_minute': self.tokens_per_minute, 'peak_in_flight': self.peak,
-                'requests': self.requests, 'waited': self.waited, 'wait_s': self.wait_s, 'pauses': self.pauses}
+        return {
+            'max_in_flight': self.max_in_flight,
+            'tokens_per_minute': self.tokens_per_minute,
+            'peak_in_flight': self.peak,
+            'requests': self.requests,
+            'waited': self.waited,
+            'wait_s': self.wait_s,
+            'pauses': self.pauses,
+        }
 
 # %% ../nbs/96_llm.ipynb #29686348
 @patch_into(RequestLimiter)
@@ -319,43 +465,55 @@ def release(self, reserved: float = 0.0, used: float | None = None):
             self._tokens = min(self.tokens_per_minute, self._tokens + reserved - float(used))
         self._cv.notify_all()
 
+
 @patch_into(RequestLimiter)
 def pause(self, seconds: float):
     "A server asked to wait: no request to it goes out for `seconds` (from now), from any client."
     with self._cv:
         until = self._clock() + max(0.0, float(seconds))
-        if until > self.paused_until: self.paused_until = until; self.pauses += 1
+        if until > self.paused_until:
+            self.paused_until = until
+            self.pauses += 1
         self._cv.notify_all()
+
 
 @patch_into(RequestLimiter)
 @contextmanager
 def slot(self, tokens: float = 0):
     "`with limiter.slot(n) as s: ...; s['used'] = tokens` -- acquire, then release and settle."
     s = {'reserved': self.acquire(tokens), 'used': None}
-    try: yield s
-    finally: self.release(s['reserved'], s['used'])
+    try:
+        yield s
+    finally:
+        self.release(s['reserved'], s['used'])
+
 
 _LIMITERS: dict = {}
 _LIMITERS_LOCK = threading.Lock()
+
 
 def shared_limiter(base_url: str | None, max_in_flight: int = 16, tokens_per_minute: float = 0) -> RequestLimiter:
     "The process-wide limiter of one server (normalised URL) and these limits: every client built alike shares it."
     key = (normalise_base_url(base_url), int(max_in_flight), float(tokens_per_minute))
     with _LIMITERS_LOCK:
         lim = _LIMITERS.get(key)
-        if lim is None: lim = _LIMITERS[key] = RequestLimiter(max_in_flight, tokens_per_minute)
+        if lim is None:
+            lim = _LIMITERS[key] = RequestLimiter(max_in_flight, tokens_per_minute)
         return lim
 
 # %% ../nbs/96_llm.ipynb #582a5c74
 class LLMCallFailed(RuntimeError):
     "A chat request that still failed after the retries. `kind`: 'timeout' or 'error'. The message is redacted."
+
     def __init__(self, kind: str, message: str, attempts: int = 0, latency_s: float = 0.0):
         super().__init__(message)
         self.kind, self.attempts, self.latency_s = kind, attempts, latency_s
 
+
 @dataclass
 class LLMReply:
     "One reply: text, recorded usage, priced cost, money spent (0 when cached) and the wall time it took."
+
     text: str
     model: str
     prompt_tokens: int
@@ -367,9 +525,11 @@ class LLMReply:
     attempts: int = 1
     usage_estimated: bool = False
 
+
 def estimate_tokens(text: str) -> int:
     "The tokenizer-free estimate used where a server reports no usage: 4 characters per token, rounded up."
-    return math.ceil(len(text)/4)
+    return math.ceil(len(text) / 4)
+
 
 def token_bound(messages: list) -> int:
     """The most tokens a chat prompt can be billed for: one per UTF-8 byte of each message (a byte-level BPE token is
@@ -379,30 +539,44 @@ def token_bound(messages: list) -> int:
 # %% ../nbs/96_llm.ipynb #d248b9fb
 def parse_retry_after(headers) -> float | None:
     "Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date); `None` when absent or invalid."
-    if headers is None: return None
+    if headers is None:
+        return None
     v = headers.get('retry-after-ms')
     if v is not None:
-        try: return max(0.0, float(v)/1000)
-        except ValueError: pass
+        try:
+            return max(0.0, float(v) / 1000)
+        except ValueError:
+            pass
     v = headers.get('retry-after')
-    if v is None: return None
-    try: return max(0.0, float(v))
-    except ValueError: pass
-    try: return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError): return None
+    if v is None:
+        return None
+    try:
+        return max(0.0, float(v))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError):
+        return None
+
 
 def classify_error(e: Exception, cfg: OpenAIConfig, attempt: int) -> tuple[str, bool, float]:
     "`(kind, retryable, wait_s)` for an exception from the `openai` client; kind 'timeout', 'error' or 'config'."
     import openai
-    backoff = min(cfg.backoff_max_s, cfg.backoff_base_s*2**attempt)
-    if isinstance(e, openai.APITimeoutError): return 'timeout', True, backoff
-    if isinstance(e, openai.APIConnectionError): return 'error', True, backoff
+
+    backoff = min(cfg.backoff_max_s, cfg.backoff_base_s * 2**attempt)
+    if isinstance(e, openai.APITimeoutError):
+        return 'timeout', True, backoff
+    if isinstance(e, openai.APIConnectionError):
+        return 'error', True, backoff
     if isinstance(e, openai.APIStatusError):
         code = int(e.status_code)
         body = e.body if isinstance(e.body, dict) else {}
         err = body.get('error', body) if isinstance(body.get('error', body), dict) else {}
-        if code == 429 and (err.get('code') == 'insufficient_quota' or err.get('type') == 'insufficient_quota'): return 'config', False, 0.0
-        if code in (401, 403, 404): return 'config', False, 0.0
+        if code == 429 and (err.get('code') == 'insufficient_quota' or err.get('type') == 'insufficient_quota'):
+            return 'config', False, 0.0
+        if code in (401, 403, 404):
+            return 'config', False, 0.0
         if code in (408, 409, 429) or code >= 500:
             ra = parse_retry_after(getattr(e.response, 'headers', None))
             wait = min(ra, cfg.retry_after_max_s) if ra is not None else backoff
@@ -410,37 +584,58 @@ def classify_error(e: Exception, cfg: OpenAIConfig, attempt: int) -> tuple[str, 
         return 'error', False, 0.0
     return 'error', False, 0.0
 
-_CONFIG_HINT = {401: "the server rejected the API key: check {env}", 403: "the key may not use this model or endpoint: check {env} and the model names",
-                404: "model or endpoint not found: check the model names in OpenAIConfig and OPENAI_BASE_URL (it usually ends in /v1)",
-                429: "the account has no quota left: check the plan and billing of the key in {env}"}
+
+_CONFIG_HINT = {
+    401: "the server rejected the API key: check {env}",
+    403: "the key may not use this model or endpoint: check {env} and the model names",
+    404: "model or endpoint not found: check the model names in OpenAIConfig and OPENAI_BASE_URL (it usually ends in "
+    "/v1)",
+    429: "the account has no quota left: check the plan and billing of the key in {env}",
+}
 
 # %% ../nbs/96_llm.ipynb #4377c4f1
 class LLMClient:
     """Chat requests with an on-disk cache, bounded retries we control, redaction, cost accounting and the server's
     shared `RequestLimiter`; thread-safe. Shared by the backend, the judges and the planner. The API key is read from the environment; the client object that
     holds it is dropped when this object is pickled."""
-    def __init__(self, cfg: OpenAIConfig | None = None, prices: PriceTable | None = None, sleep: Callable = time.sleep,
-                 limiter: RequestLimiter | None = None, clock: Callable = time.perf_counter):
+
+    def __init__(
+        self,
+        cfg: OpenAIConfig | None = None,
+        prices: PriceTable | None = None,
+        sleep: Callable = time.sleep,
+        limiter: RequestLimiter | None = None,
+        clock: Callable = time.perf_counter,
+    ):
         self.cfg = cfg or OpenAIConfig()
         self.cfg.check_key()
         self.prices = prices or PriceTable.from_yaml(self.cfg.prices_path)
         self.cache = ResponseCache(self.cfg.resolved_cache_dir()) if self.cfg.cache else None
-        self.raw_base_url = self.cfg.resolved_base_url()          # fixed for the client's life: requests and keys agree
+        self.raw_base_url = self.cfg.resolved_base_url()  # fixed for the client's life: requests and keys agree
         self.base_url = normalise_base_url(self.raw_base_url)
-        self._calls = {}                                          # cache key -> calls so far (picks the sample)
+        self._calls = {}  # cache key -> calls so far (picks the sample)
         self.meter = UsageMeter()
         self._sleep = sleep
         self._client, self._lock = None, threading.Lock()
         self._warned = set()
-        self.last_error = ''                                      # the last call that failed after its retries (redacted)
-        self._clock = clock                                       # measures each attempt's latency
-        self.limiter = limiter or shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
-        self.budget = None          # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
+        self.last_error = ''  # the last call that failed after its retries (redacted)
+        self._clock = clock  # measures each attempt's latency
+        self.limiter = limiter or shared_limiter(
+            self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute
+        )
+        self.budget = None  # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
 
     def __getstate__(self):
-        d = self.__dict__.copy(); d['_client'] = None; d['_lock'] = None; d['limiter'] = None; d['budget'] = None; return d
+        d = self.__dict__.copy()
+        d['_client'] = None
+        d['_lock'] = None
+        d['limiter'] = None
+        d['budget'] = None
+        return d
+
     def __setstate__(self, d):
-        self.__dict__.update(d); self._lock = threading.Lock()
+        self.__dict__.update(d)
+        self._lock = threading.Lock()
         self.limiter = shared_limiter(self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute)
 
     def _secrets(self) -> list[str]:
@@ -452,67 +647,105 @@ class LLMClient:
             with self._lock:
                 if self._client is None:
                     import openai
+
                     self.cfg.check_key()
-                    self._client = openai.OpenAI(api_key=os.environ[self.cfg.api_key_env].strip(),
-                                                 base_url=self.raw_base_url, max_retries=0,
-                                                 timeout=self.cfg.timeout_s)
+                    self._client = openai.OpenAI(
+                        api_key=os.environ[self.cfg.api_key_env].strip(),
+                        base_url=self.raw_base_url,
+                        max_retries=0,
+                        timeout=self.cfg.timeout_s,
+                    )
         return self._client
 
     def params(self, max_tokens: int, temperature: float | None = None) -> dict:
         "The request parameters that, with the model and messages, make the cache key."
-        return {self.cfg.token_param: int(max_tokens),
-                'temperature': float(self.cfg.temperature if temperature is None else temperature)}
+        return {
+            self.cfg.token_param: int(max_tokens),
+            'temperature': float(self.cfg.temperature if temperature is None else temperature),
+        }
 
 # %% ../nbs/96_llm.ipynb #5cd0501a
 @patch_into(LLMClient)
-def chat(self, model: str, messages: list, *, max_tokens: int, temperature: float | None = None,
-         timeout_s: float | None = None, meters: Sequence[UsageMeter] = ()) -> LLMReply:
+def chat(
+    self,
+    model: str,
+    messages: list,
+    *,
+    max_tokens: int,
+    temperature: float | None = None,
+    timeout_s: float | None = None,
+    meters: Sequence[UsageMeter] = (),
+) -> LLMReply:
     """One chat completion (cached); raises `LLMCallFailed` after the retries, `ConfigError` on key/quota/model
     errors. Threads asking for the same reply at once send one request: the others wait and read it from the cache."""
     meters = (self.meter, *meters)
     params = self.params(max_tokens, temperature)
     key = ResponseCache.key(model, messages, params, self.base_url)
     keep = self.cfg.cache_samples if params['temperature'] > 0 else 1
-    with self._lock: n = self._calls.get(key, 0); self._calls[key] = n + 1
-    sample = n % keep                                         # call n of this prompt gets sample n mod keep
-    if self.cache is None: return self._request(model, messages, params, timeout_s, meters, key, sample)
+    with self._lock:
+        n = self._calls.get(key, 0)
+        self._calls[key] = n + 1
+    sample = n % keep  # call n of this prompt gets sample n mod keep
+    if self.cache is None:
+        return self._request(model, messages, params, timeout_s, meters, key, sample)
     while True:
         rec = self.cache.get(key, sample)
-        if rec is not None: return self._replay(model, rec, meters)
-        busy = _claim(self.cache.root, key, sample)           # None: this thread asks; else wait for the one asking
-        if busy is None: break
+        if rec is not None:
+            return self._replay(model, rec, meters)
+        busy = _claim(self.cache.root, key, sample)  # None: this thread asks; else wait for the one asking
+        if busy is None:
+            break
         busy.wait()
     try:
-        rec = self.cache.get(key, sample)                     # answered between our look and our claim
-        if rec is not None: return self._replay(model, rec, meters)
+        rec = self.cache.get(key, sample)  # answered between our look and our claim
+        if rec is not None:
+            return self._replay(model, rec, meters)
         return self._request(model, messages, params, timeout_s, meters, key, sample)
-    finally: _unclaim(self.cache.root, key, sample)
+    finally:
+        _unclaim(self.cache.root, key, sample)
+
 
 @patch_into(LLMClient)
 def call_stats(self) -> dict:
-    "Calls made through this client (replies, cached ones included, and calls that failed after their retries), and the last error."
+    """Calls made through this client (replies, cached ones included,
+    and calls that failed after their retries), and the last error."""
     m = self.meter
-    return {'calls': int(m.replies + m.failed_calls), 'failed': int(m.failed_calls), 'server': self.base_url, 'last_error': self.last_error}
+    return {
+        'calls': int(m.replies + m.failed_calls),
+        'failed': int(m.failed_calls),
+        'server': self.base_url,
+        'last_error': self.last_error,
+    }
 
 # %% ../nbs/96_llm.ipynb #cf9bb699
-_INFLIGHT: dict = {}                 # (cache folder, key, sample) -> Event set when the asking thread is done
+_INFLIGHT: dict = {}  # (cache folder, key, sample) -> Event set when the asking thread is done
 _INFLIGHT_LOCK = threading.Lock()
+
 
 def _claim(root, key: str, sample: int):
     "Claim a reply to fetch: `None` when this thread should ask, else the `Event` of the thread already asking."
     k = (str(root), key, sample)
     with _INFLIGHT_LOCK:
         ev = _INFLIGHT.get(k)
-        if ev is not None: return ev
+        if ev is not None:
+            return ev
         _INFLIGHT[k] = threading.Event()
+
+
 def _unclaim(root, key: str, sample: int):
-    with _INFLIGHT_LOCK: ev = _INFLIGHT.pop((str(root), key, sample), None)
-    if ev is not None: ev.set()
+    with _INFLIGHT_LOCK:
+        ev = _INFLIGHT.pop((str(root), key, sample), None)
+    if ev is not None:
+        ev.set()
+
 
 def _server_asked_to_wait(e: Exception) -> bool:
     "A 429 (not a quota error: that raises) or any status with a Retry-After header: every client should hold."
     code = getattr(e, 'status_code', None)
-    return code is not None and (int(code) == 429 or parse_retry_after(getattr(getattr(e, 'response', None), 'headers', None)) is not None)
+    return code is not None and (
+        int(code) == 429 or parse_retry_after(getattr(getattr(e, 'response', None), 'headers', None)) is not None
+    )
+
 
 @patch_into(LLMClient)
 def _replay(self, model: str, rec: dict, meters) -> LLMReply:
@@ -520,59 +753,107 @@ def _replay(self, model: str, rec: dict, meters) -> LLMReply:
     u = rec['response'].get('usage') or {}
     pt, ct = int(u.get('prompt_tokens', 0)), int(u.get('completion_tokens', 0))
     priced = self.prices.cost(model, pt, ct)
-    for m in meters: m.add(replies=1, cache_hits=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced)
-    return LLMReply(rec['response']['content'], model, pt, ct, priced, 0.0, True, float(rec.get('latency_s', 0.0)),
-                    0, bool(u.get('estimated', False)))
+    for m in meters:
+        m.add(replies=1, cache_hits=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced)
+    return LLMReply(
+        rec['response']['content'],
+        model,
+        pt,
+        ct,
+        priced,
+        0.0,
+        True,
+        float(rec.get('latency_s', 0.0)),
+        0,
+        bool(u.get('estimated', False)),
+    )
 
 # %% ../nbs/96_llm.ipynb #3fd6a057
 @patch_into(LLMClient)
 def _request(self, model: str, messages: list, params: dict, timeout_s, meters, key: str, sample: int) -> LLMReply:
     "Send the request through the limiter, retrying per the table above; price, count and cache the reply."
+
     def count(**kw):
-        for m in meters: m.add(**kw)
+        for m in meters:
+            m.add(**kw)
+
     prompt_est = sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in messages)
     latency, kind, msg = 0.0, 'error', 'no attempt made'  # latency: time on the wire and in backoffs, not in our queue
     for attempt in range(self.cfg.max_retries + 1):
         err = None
         with self.limiter.slot(prompt_est + params[self.cfg.token_param]) as slot:
-            hold = None if self.budget is None else self.budget.reserve(self.prices.cost(model, token_bound(messages), params[self.cfg.token_param]))
+            hold = (
+                None
+                if self.budget is None
+                else self.budget.reserve(self.prices.cost(model, token_bound(messages), params[self.cfg.token_param]))
+            )
             t0 = self._clock()
             try:
-                resp = self._openai().chat.completions.create(model=model, messages=messages,
-                                                              timeout=timeout_s or self.cfg.timeout_s, **params)
+                resp = self._openai().chat.completions.create(
+                    model=model, messages=messages, timeout=timeout_s or self.cfg.timeout_s, **params
+                )
                 content = resp.choices[0].message.content or ''
                 u = getattr(resp, 'usage', None)
                 estimated = u is None or getattr(u, 'prompt_tokens', None) is None
-                pt, ct = (prompt_est, estimate_tokens(content)) if estimated else (int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+                pt, ct = (
+                    (prompt_est, estimate_tokens(content))
+                    if estimated
+                    else (int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+                )
                 slot['used'] = pt + ct
-            except Exception as e: err = e
+            except Exception as e:
+                err = e
             latency += self._clock() - t0
-            if hold is not None: self.budget.settle(hold, 0.0 if err is not None else self.prices.cost(model, pt, ct))
-        if err is None: break
+            if hold is not None:
+                self.budget.settle(hold, 0.0 if err is not None else self.prices.cost(model, pt, ct))
+        if err is None:
+            break
         count(requests=1, failed_requests=1)
         kind, retry, wait = classify_error(err, self.cfg, attempt)
         detail = redact(f"{type(err).__name__}: {err}", self._secrets())
         if kind == 'config':
-            hint = _CONFIG_HINT.get(getattr(err, 'status_code', 0), 'check the configuration').format(env=self.cfg.api_key_env)
+            hint = _CONFIG_HINT.get(getattr(err, 'status_code', 0), 'check the configuration').format(
+                env=self.cfg.api_key_env
+            )
             raise ConfigError(f"{model} request refused ({detail}): {hint}.") from None
         msg = f"{model}: {kind} after {attempt + 1} attempt(s): {detail}"
-        if not retry or attempt == self.cfg.max_retries: break
-        if _server_asked_to_wait(err): self.limiter.pause(wait)   # everyone holds, not only this thread
+        if not retry or attempt == self.cfg.max_retries:
+            break
+        if _server_asked_to_wait(err):
+            self.limiter.pause(wait)  # everyone holds, not only this thread
         _log.info("%s; retrying in %.2fs", msg, wait)
-        self._sleep(wait); latency += wait
+        self._sleep(wait)
+        latency += wait
     if err is not None:
-        count(failed_calls=1); self.last_error = msg
-        with self._lock: new = msg not in self._warned; self._warned.add(msg)
-        if new: _log.warning(msg)
+        count(failed_calls=1)
+        self.last_error = msg
+        with self._lock:
+            new = msg not in self._warned
+            self._warned.add(msg)
+        if new:
+            _log.warning(msg)
         raise LLMCallFailed(kind, msg, attempt + 1, latency)
     priced = self.prices.cost(model, pt, ct)
     count(replies=1, requests=1, prompt_tokens=pt, completion_tokens=ct, priced_usd=priced, cost_usd=priced)
     if self.cache is not None:
-        self.cache.put(key, {'format': ResponseCache.FORMAT, 'model': model, 'base_url': self.base_url, 'sample': sample,
-                             'request': {'messages': messages, 'params': params},
-                             'response': {'content': content, 'model': getattr(resp, 'model', model),
-                                          'usage': {'prompt_tokens': pt, 'completion_tokens': ct, 'estimated': estimated}},
-                             'latency_s': latency, 'attempts': attempt + 1}, sample)
+        self.cache.put(
+            key,
+            {
+                'format': ResponseCache.FORMAT,
+                'model': model,
+                'base_url': self.base_url,
+                'sample': sample,
+                'request': {'messages': messages, 'params': params},
+                'response': {
+                    'content': content,
+                    'model': getattr(resp, 'model', model),
+                    'usage': {'prompt_tokens': pt, 'completion_tokens': ct, 'estimated': estimated},
+                },
+                'latency_s': latency,
+                'attempts': attempt + 1,
+            },
+            sample,
+        )
     return LLMReply(content, model, pt, ct, priced, priced, False, latency, attempt + 1, estimated)
 
 # %% ../nbs/96_llm.ipynb #9ade1789
@@ -581,46 +862,69 @@ def extract_json_objects(text: str) -> list:
     out, i, n = [], 0, len(text)
     while i < n:
         s = text.find('{', i)
-        if s < 0: break
+        if s < 0:
+            break
         depth, j, in_str, esc = 0, s, False, False
         while j < n:
             c = text[j]
             if in_str:
-                if esc: esc = False
-                elif c == '\\': esc = True
-                elif c == '"': in_str = False
-            elif c == '"': in_str = True
-            elif c == '{': depth += 1
+                if esc:
+                    esc = False
+                elif c == '\\':
+                    esc = True
+                elif c == '"':
+                    in_str = False
+            elif c == '"':
+                in_str = True
+            elif c == '{':
+                depth += 1
             elif c == '}':
                 depth -= 1
-                if depth == 0: break
+                if depth == 0:
+                    break
             j += 1
-        if depth != 0: i = s + 1; continue
+        if depth != 0:
+            i = s + 1
+            continue
         try:
-            obj = json.loads(text[s:j + 1])
-            if isinstance(obj, dict): out.append(obj); i = j + 1; continue
-        except ValueError: pass
+            obj = json.loads(text[s : j + 1])
+            if isinstance(obj, dict):
+                out.append(obj)
+                i = j + 1
+                continue
+        except ValueError:
+            pass
         i = s + 1
     return out
 
+
 def _score_value(v, key: str) -> float:
-    if isinstance(v, bool) or v is None: raise ValueError(f"{key} is {v!r}, not a number")
-    if isinstance(v, (int, float)): x = float(v)
+    if isinstance(v, bool) or v is None:
+        raise ValueError(f"{key} is {v!r}, not a number")
+    if isinstance(v, (int, float)):
+        x = float(v)
     else:
         m = re.search(r'(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?', str(v))
-        if not m: raise ValueError(f"{key} is {v!r}, not a number")
+        if not m:
+            raise ValueError(f"{key} is {v!r}, not a number")
         x = float(m.group(1))
-        if m.group(2): x = x/float(m.group(2))*10 if float(m.group(2)) > 0 else float('nan')
-    if not (math.isfinite(x) and 0 <= x <= 10): raise ValueError(f"{key} = {x} is outside 0-10")
+        if m.group(2):
+            x = x / float(m.group(2)) * 10 if float(m.group(2)) > 0 else float('nan')
+    if not (math.isfinite(x) and 0 <= x <= 10):
+        raise ValueError(f"{key} = {x} is outside 0-10")
     return x
+
 
 def parse_judge_reply(text: str, keys: Sequence[str] = ('score',)) -> dict:
     "`{key: score in [0, 10]}` from a judge's reply; `ValueError` naming the problem when there is none."
     for obj in extract_json_objects(text):
-        if all(k in obj for k in keys): return {k: _score_value(obj[k], k) for k in keys}
+        if all(k in obj for k in keys):
+            return {k: _score_value(obj[k], k) for k in keys}
     found = {}
     for k in keys:
         m = re.search(rf'["\']?{re.escape(k)}["\']?\s*[:=]\s*["\']?(-?\d+(?:\.\d+)?(?:\s*/\s*\d+)?)', text)
-        if m: found[k] = _score_value(m.group(1), k)
-    if len(found) == len(keys): return found
+        if m:
+            found[k] = _score_value(m.group(1), k)
+    if len(found) == len(keys):
+        return found
     raise ValueError(f"no JSON object with the key(s) {list(keys)} in the reply: {text[:160]!r}")

@@ -26,64 +26,102 @@ __all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP
 ROUTERS = {'knn': ll.KNNQuality, 'gain': ll.GainRouter, 'mf': ll.MFRouter, 'cascade': ll.CascadeRouter}
 CALIBRATION_POINTS = tuple(float(x) for x in np.round(np.arange(0.02, 0.981, 0.02), 2))
 AXIS_WORDS = {'strong_rate': 'strong-call rate', 'spend_share': 'spend share'}
-LOG_RUN_FILE = 'log_learning.json'          # what a full-information run learned besides the weights
+LOG_RUN_FILE = 'log_learning.json'  # what a full-information run learned besides the weights
+
 
 def axis_of(tab) -> str:
-    "The x-axis of a log's curves: 'strong_rate' with two specialists, 'spend_share' with more (chapter 18b's `spend_axis`)."
+    """The x-axis of a log's curves: 'strong_rate' with two specialists,
+    'spend_share' with more (chapter 18b's `spend_axis`)."""
     return 'strong_rate' if tab.M == 2 else 'spend_share'
 
+
 def log_sizes(tab) -> dict:
-    "How a log divides: questions, specialists, training questions (and those with every specialist logged: what is fitted) and held-out ones."
-    return {'questions': int(tab.n), 'specialists': list(tab.ids), 'train': int(tab.train.sum()),
-            'fitting': int((tab.train & tab.avail.all(1)).sum()), 'heldout': int((~tab.train).sum())}
+    """How a log divides: questions, specialists, training questions (and
+    those with every specialist logged: what is fitted) and held-out ones."""
+    return {
+        'questions': int(tab.n),
+        'specialists': list(tab.ids),
+        'train': int(tab.train.sum()),
+        'fitting': int((tab.train & tab.avail.all(1)).sum()),
+        'heldout': int((~tab.train).sum()),
+    }
+
 
 def sizes_line(s: dict, fraction: float) -> str:
     "The line a log run prints before it fits anything."
-    return (f"log: {s['questions']:,} questions x {len(s['specialists'])} specialists ({', '.join(s['specialists'])}); "
-            f"{s['train']:,} for training ({s['fitting']:,} with every specialist logged: what is fitted), "
-            f"{s['heldout']:,} held out (each question drawn with probability {fraction:g}: --heldout-fraction)")
+    return (
+        f"log: {s['questions']:,} questions x {len(s['specialists'])} specialists ({', '.join(s['specialists'])}); "
+        f"{s['train']:,} for training ({s['fitting']:,} with every specialist logged: what is fitted), "
+        f"{s['heldout']:,} held out (each question drawn with probability {fraction:g}: --heldout-fraction)"
+    )
+
 
 def calibration(q) -> dict:
-    "The price (`cost_coef`) at which the fitted Q sits at each point of `CALIBRATION_POINTS`, on its training questions (out of fold)."
-    return {'axis': axis_of(q.tab), 'x': list(CALIBRATION_POINTS), 'price': [float(p) for p in ll.calibrate(q, CALIBRATION_POINTS)]}
+    """The price (`cost_coef`) at which the fitted Q sits at each point
+    of `CALIBRATION_POINTS`, on its training questions (out of fold)."""
+    return {
+        'axis': axis_of(q.tab),
+        'x': list(CALIBRATION_POINTS),
+        'price': [float(p) for p in ll.calibrate(q, CALIBRATION_POINTS)],
+    }
+
 
 def price_at(cal: dict, x: float) -> float:
     "The calibrated price of point `x` (linear between the calibrated points; the price falls as the rate rises)."
     return float(np.interp(x, cal['x'], cal['price']))
 
+
 def fit_routers(tab, names=None, seed: int = 0, quiet: bool = True) -> tuple[dict, dict]:
     """The tuned routers of chapter 18b named in `names` (default: all of `ROUTERS`), each fitted and tuned on the training
     questions with every specialist logged: `({name: router}, {name: why it was skipped})`. The cascade is skipped on a
     log without the cheap model's answers (it would read a constant stand-in)."""
-    rows = np.flatnonzero(tab.train & tab.avail.all(1)); fitted, skipped = {}, {}
-    for n in (names or ROUTERS):
+    rows = np.flatnonzero(tab.train & tab.avail.all(1))
+    fitted, skipped = {}, {}
+    for n in names or ROUTERS:
         t0 = time.time()
-        try: fitted[n] = ROUTERS[n]().fit(tab, rows, seed=seed)
-        except ConfigError as e: skipped[n] = str(e)
+        try:
+            fitted[n] = ROUTERS[n]().fit(tab, rows, seed=seed)
+        except ConfigError as e:
+            skipped[n] = str(e)
         if not quiet:
             r = fitted.get(n)
-            print(f"  router {n}: " + (f"skipped: {skipped[n]}" if r is None else
-                  f"tuned to {r.setting}{' (' + r.kind + ')' if r.kind else ''} in {time.time() - t0:.0f}s"), flush=True)
+            print(
+                f"  router {n}: "
+                + (
+                    f"skipped: {skipped[n]}"
+                    if r is None
+                    else f"tuned to {r.setting}{' (' + r.kind + ')' if r.kind else ''} in {time.time() - t0:.0f}s"
+                ),
+                flush=True,
+            )
     return fitted, skipped
 
 # %% ../nbs/18c_log_runs.ipynb #c000000b
 def _new_run_dir(t) -> tuple[Path, bool]:
     "The run folder a new log run will claim (checked now, claimed at the end) and whether its name is automatic."
-    if t.run_name: safe_name(t.run_name, '--run-name')
-    out = check_output(t.out, '--out', 'dir', overwrite=True)      # a folder we can write in (it may hold other runs)
-    p = out/(t.run_name or f"SpindleFlow-v0__log-{t.log_learner}__{t.seed}__{int(time.time())}")
-    if p.exists() and t.run_name: raise ConfigError(f"{p} already exists. Pick another --run-name or --out.")
+    if t.run_name:
+        safe_name(t.run_name, '--run-name')
+    out = check_output(t.out, '--out', 'dir', overwrite=True)  # a folder we can write in (it may hold other runs)
+    p = out / (t.run_name or f"SpindleFlow-v0__log-{t.log_learner}__{t.seed}__{int(time.time())}")
+    if p.exists() and t.run_name:
+        raise ConfigError(f"{p} already exists. Pick another --run-name or --out.")
     return p, not t.run_name
+
 
 def _say(quiet: bool):
     return (lambda s: None) if quiet else (lambda s: print(s, flush=True))
 
+
 def _fit_q(tab, t, say, progress: bool) -> tuple:
     "The fitted Q with its price grid and calibration, and the price the run is reported at (with why)."
-    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=t.seed).fit(progress=progress); q.fit_prices(ll.price_grid(q)); cal = calibration(q)
+    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=t.seed).fit(progress=progress)
+    q.fit_prices(ll.price_grid(q))
+    cal = calibration(q)
     ax = AXIS_WORDS[axis_of(tab)]
-    if t.log_price >= 0: price, why = float(t.log_price), '--cost-coef'
-    else: price, why = price_at(cal, 0.5), f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose"
+    if t.log_price >= 0:
+        price, why = float(t.log_price), '--cost-coef'
+    else:
+        price, why = price_at(cal, 0.5), f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose"
     say(f"  fitted: {', '.join(f'{k} {v}' for k, v in q.stack.setting.items())}; it plays {ll.choice_words(q)}")
     say("  calibrated prices: " + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.3g}" for x in (0.1, 0.5, 0.9)))
     return q, cal, price, why
@@ -93,117 +131,250 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     """Train a policy on a recorded log with the full-information learner (chapter 18b) and write its run folder; `cfg`
     from `load_run_config` (`train.backend: recorded`). Returns the run folder."""
     from stable_baselines3.common.vec_env import DummyVecEnv
-    t = cfg['train']; say = _say(quiet); T = {}; t0 = time.time()
+
+    t = cfg['train']
+    say = _say(quiet)
+    T = {}
+    t0 = time.time()
     run_dir, auto = _new_run_dir(t)
-    set_determinism(t.torch_threads); seed_everything(t.seed)
+    set_determinism(t.torch_threads)
+    seed_everything(t.seed)
     be, _ = make_backend(t, build_world(cfg), cfg['sim'])
-    tab = ll.log_table(LoggedTasks(be)); sizes = log_sizes(tab); M = cfg['env'].max_specialists
-    say(sizes_line(sizes, t.heldout_fraction)); T['load_and_embed'] = time.time() - t0
-    if tab.M > M:                              # every logged specialist gets a roster slot: the observation grows with them
+    tab = ll.log_table(LoggedTasks(be))
+    sizes = log_sizes(tab)
+    M = cfg['env'].max_specialists
+    say(sizes_line(sizes, t.heldout_fraction))
+    T['load_and_embed'] = time.time() - t0
+    if tab.M > M:  # every logged specialist gets a roster slot: the observation grows with them
         say(f"  roster slots: {M} -> {tab.M} (env.max_specialists), one per logged specialist")
-        M = tab.M; cfg = {**cfg, 'env': cfg['env'].replace(max_specialists=M)}
-    say(f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions..."); t1 = time.time()
-    q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet); T['fit_q'] = time.time() - t1
+        M = tab.M
+        cfg = {**cfg, 'env': cfg['env'].replace(max_specialists=M)}
+    say(f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions...")
+    t1 = time.time()
+    q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet)
+    T['fit_q'] = time.time() - t1
     given = tuple(cfg['env'].cost_coef_range or ())
     rng = given or ll.default_cost_range(q)
-    say(f"  cost_coef range {rng[0]:g} to {rng[1]:.3g} (" + ('--cost-coef-range' if given else
-        'from the log: 0 to 1.25x the price at which 2% of the questions are escalated') + f"); reported at cost_coef {price:.3g} ({why})")
+    say(
+        f"  cost_coef range {rng[0]:g} to {rng[1]:.3g} ("
+        + (
+            '--cost-coef-range'
+            if given
+            else 'from the log: 0 to 1.25x the price at which 2% of the questions are escalated'
+        )
+        + f"); reported at cost_coef {price:.3g} ({why})"
+    )
     mk = lambda: ll.log_env(be, 'train', rng, ll.LOG_REWARD, M)
-    model = ll.make_scored_model(DummyVecEnv([mk]*t.n_envs), q, be, cfg['policy'], t.seed, device=t.device, **cfg['ppo'])
-    say(f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training questions, "
-        f"{t.distil_epochs} epochs, {t.distil_dagger_rounds} DAgger round(s)..."); t1 = time.time()
-    dist = ll.distil(model, mk(), ll.QPolicy(q), t.distil_episodes, t.distil_epochs, t.distil_dagger_rounds, t.seed,
-                     progress=t.progress and not quiet)
+    model = ll.make_scored_model(
+        DummyVecEnv([mk] * t.n_envs), q, be, cfg['policy'], t.seed, device=t.device, **cfg['ppo']
+    )
+    say(
+        f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training "
+        f"questions, "
+        f"{t.distil_epochs} epochs, {t.distil_dagger_rounds} DAgger round(s)..."
+    )
+    t1 = time.time()
+    dist = ll.distil(
+        model,
+        mk(),
+        ll.QPolicy(q),
+        t.distil_episodes,
+        t.distil_epochs,
+        t.distil_dagger_rounds,
+        t.seed,
+        progress=t.progress and not quiet,
+    )
     T['distil'] = time.time() - t1
-    say(f"  distilled in {T['distil']:.0f}s: {dist['steps']:,} steps, loss {dist['loss_first']:.3f} -> {dist['loss_last']:.3f}")
+    say(
+        f"  distilled in {T['distil']:.0f}s: {dist['steps']:,} steps, loss {dist['loss_first']:.3f} -> "
+        f"{dist['loss_last']:.3f}"
+    )
     warm, fine = _model_bytes(model), None
     if t.finetune_timesteps > 0:
-        say(f"PPO fine-tune, {t.finetune_timesteps:,} timesteps, guarded by a validation split of {t.validation_fraction:g} of the "
-            "training questions..."); t1 = time.time()
+        say(
+            f"PPO fine-tune, {t.finetune_timesteps:,} timesteps, guarded by a validation split of "
+            f"{t.validation_fraction:g} of the "
+            "training questions..."
+        )
+        t1 = time.time()
         pts = [price_at(cal, x) for x in (0.1, 0.3, 0.5, 0.7, 0.9)]
-        fine = ll.guarded_finetune(model, tab, be, pts, t.finetune_timesteps, rng, t.validation_fraction, t.seed, t.n_envs, M)
+        fine = ll.guarded_finetune(
+            model, tab, be, pts, t.finetune_timesteps, rng, t.validation_fraction, t.seed, t.n_envs, M
+        )
         T['finetune'] = time.time() - t1
-        say(f"  validation area under the PGR curve: distilled {fine['validation_area_warm_start']:.3f}, fine-tuned "
+        say(
+            f"  validation area under the PGR curve: distilled {fine['validation_area_warm_start']:.3f}, fine-tuned "
             f"{fine['validation_area_fine_tuned']:.3f}: kept the {fine['kept']}"
-            + (" (the fine-tune lowered it: its weights were dropped)" if fine['kept'] == 'warm start' else ''))
+            + (" (the fine-tune lowered it: its weights were dropped)" if fine['kept'] == 'warm start' else '')
+        )
     T['total'] = time.time() - t0
-    return _write_log_run(claim_run_dir(run_dir, auto), cfg, model, warm, mk().cfg, price, {
-        'learner': 'full-info', 'log': t.recorded, 'sizes': sizes, 'heldout_fraction': t.heldout_fraction,
-        'cost_coef_range': [float(v) for v in rng], 'cost_coef_range_from': '--cost-coef-range' if given else 'the log',
-        'price': price, 'price_why': why, 'calibration': cal, 'reward': 'LOG_REWARD (chapter 18b)',
-        'q': {**q.summary(), 'slot_scorer': ll.slot_scorer_spec(q)},
-        'distil': dist, 'finetune': fine, 'seconds': {k: round(v, 1) for k, v in T.items()}}, quiet)
+    return _write_log_run(
+        claim_run_dir(run_dir, auto),
+        cfg,
+        model,
+        warm,
+        mk().cfg,
+        price,
+        {
+            'learner': 'full-info',
+            'log': t.recorded,
+            'sizes': sizes,
+            'heldout_fraction': t.heldout_fraction,
+            'cost_coef_range': [float(v) for v in rng],
+            'cost_coef_range_from': '--cost-coef-range' if given else 'the log',
+            'price': price,
+            'price_why': why,
+            'calibration': cal,
+            'reward': 'LOG_REWARD (chapter 18b)',
+            'q': {**q.summary(), 'slot_scorer': ll.slot_scorer_spec(q)},
+            'distil': dist,
+            'finetune': fine,
+            'seconds': {k: round(v, 1) for k, v in T.items()},
+        },
+        quiet,
+    )
 
 # %% ../nbs/18c_log_runs.ipynb #c000000d
-def _write_log_run(run_dir: Path, cfg: dict, model, warm: bytes, env_cfg, price: float, info: dict, quiet: bool) -> Path:
+def _write_log_run(
+    run_dir: Path, cfg: dict, model, warm: bytes, env_cfg, price: float, info: dict, quiet: bool
+) -> Path:
     "Write a trained log run's folder, each file atomically, `latest.json` last (a folder with it is complete)."
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
-    plain['env'] = env_cfg.to_dict(); plain['reward'] = ll.LOG_REWARD.replace(cost_coef=price).to_dict()
-    atomic_write_json(run_dir/'config.json', plain)
-    atomic_write_bytes(run_dir/'warm_start.zip', warm); atomic_write_bytes(run_dir/'final.zip', _model_bytes(model))
-    atomic_write_json(run_dir/LOG_RUN_FILE, info)
-    n = int(model.num_timesteps); spend = spend_fields('recorded', 0.0)
-    atomic_write_json(run_dir/'train_summary.json', {'learner': 'full-info', 'num_timesteps': n, 'phase': 1, 'seconds': info['seconds']['total'],
-                                                     'curriculum': [], **spend, 'interrupted': False, 'stopped_for_cost': False})
-    atomic_write_json(run_dir/'latest.json', {'format': 'spindleflow-rl-checkpoint/2', 'learner': 'full-info', 'num_timesteps': n,
-                                              'checkpoint': 'final.zip', 'consistency': [], 'phase': 1,
-                                              'curriculum': {'idx': 0, 'start': 0, 'recent': [], 'history': []}, **spend,
-                                              'episodes': 0, 'config': plain, 'time': time.strftime('%Y-%m-%dT%H:%M:%S')})
-    if not quiet: print(f"run folder: {run_dir} (trained in {info['seconds']['total']:.0f}s)", flush=True)
+    plain['env'] = env_cfg.to_dict()
+    plain['reward'] = ll.LOG_REWARD.replace(cost_coef=price).to_dict()
+    atomic_write_json(run_dir / 'config.json', plain)
+    atomic_write_bytes(run_dir / 'warm_start.zip', warm)
+    atomic_write_bytes(run_dir / 'final.zip', _model_bytes(model))
+    atomic_write_json(run_dir / LOG_RUN_FILE, info)
+    n = int(model.num_timesteps)
+    spend = spend_fields('recorded', 0.0)
+    atomic_write_json(
+        run_dir / 'train_summary.json',
+        {
+            'learner': 'full-info',
+            'num_timesteps': n,
+            'phase': 1,
+            'seconds': info['seconds']['total'],
+            'curriculum': [],
+            **spend,
+            'interrupted': False,
+            'stopped_for_cost': False,
+        },
+    )
+    atomic_write_json(
+        run_dir / 'latest.json',
+        {
+            'format': 'spindleflow-rl-checkpoint/2',
+            'learner': 'full-info',
+            'num_timesteps': n,
+            'checkpoint': 'final.zip',
+            'consistency': [],
+            'phase': 1,
+            'curriculum': {'idx': 0, 'start': 0, 'recent': [], 'history': []},
+            **spend,
+            'episodes': 0,
+            'config': plain,
+            'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+        },
+    )
+    if not quiet:
+        print(f"run folder: {run_dir} (trained in {info['seconds']['total']:.0f}s)", flush=True)
     return run_dir
 
 # %% ../nbs/18c_log_runs.ipynb #c000000f
 def run_price(checkpoint, cost_coef: float | None = None) -> tuple[float, str]:
     "`(cost_coef, why)`: the price a recorded run is evaluated and reported at (see above)."
-    p = Path(checkpoint); z, st = resolve_checkpoint(p)
-    run_dir = Path(st.get('run_dir') or z.parent); cfg = st.get('config') or {}
-    if cost_coef is not None: return float(cost_coef), '--cost-coef'
-    f = run_dir/LOG_RUN_FILE
+    p = Path(checkpoint)
+    z, st = resolve_checkpoint(p)
+    run_dir = Path(st.get('run_dir') or z.parent)
+    cfg = st.get('config') or {}
+    if cost_coef is not None:
+        return float(cost_coef), '--cost-coef'
+    f = run_dir / LOG_RUN_FILE
     if f.exists():
         info = json.loads(f.read_text())
         return float(info['price']), f"the run's own: {info['price_why']}"
     rng = tuple(EnvConfig.from_dict(cfg.get('env') or {}).cost_coef_range or ())
     lp = float((cfg.get('train') or {}).get('log_price', -1.0))
-    if not rng: return float(RewardConfig.from_dict(cfg.get('reward') or {}).cost_coef), "the run's fixed cost_coef"
-    if lp >= 0: return lp, "the run's --cost-coef"
-    return (rng[0] + rng[1])/2, f"the middle of the run's range {rng[0]:g}-{rng[1]:g}; --cost-coef to choose"
+    if not rng:
+        return float(RewardConfig.from_dict(cfg.get('reward') or {}).cost_coef), "the run's fixed cost_coef"
+    if lp >= 0:
+        return lp, "the run's --cost-coef"
+    return (rng[0] + rng[1]) / 2, f"the middle of the run's range {rng[0]:g}-{rng[1]:g}; --cost-coef to choose"
 
 # %% ../nbs/18c_log_runs.ipynb #c0000011
 def price_env(backend, cost_coef: float, max_specialists: int = 6, ranged: bool = True):
     """The held-out environment at one price: a cost-conditioned policy observes it (`ranged`, a range pinned to it);
     a policy trained at one fixed price does not (no price feature), and is scored at it."""
     c = float(cost_coef)
-    return SpindleFlowEnv(EnvConfig(split='heldout', roster_split='all', cost_coef_range=(c, c) if ranged else (), max_specialists=max_specialists),
-                          reward_config=ll.LOG_REWARD.replace(cost_coef=c), backend=backend, world=backend.world)
+    return SpindleFlowEnv(
+        EnvConfig(
+            split='heldout',
+            roster_split='all',
+            cost_coef_range=(c, c) if ranged else (),
+            max_specialists=max_specialists,
+        ),
+        reward_config=ll.LOG_REWARD.replace(cost_coef=c),
+        backend=backend,
+        world=backend.world,
+    )
 
-def routing_points(tab, backend, policy, prices, routers: dict, seed: int = 0, max_specialists: int = 6, ranged: bool = True) -> dict:
+
+def routing_points(
+    tab, backend, policy, prices, routers: dict, seed: int = 0, max_specialists: int = 6, ranged: bool = True
+) -> dict:
     "The policy at each price and every router at the policy's point, on every held-out question once (see above)."
-    rows = np.flatnonzero(~tab.train); qc, qs = ll.ends(tab, rows)
+    rows = np.flatnonzero(~tab.train)
+    qc, qs = ll.ends(tab, rows)
     calls = [ll.env_calls(tab, price_env(backend, c, max_specialists, ranged), policy, rows, seed) for c in prices]
-    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls]); played = [ll.play_calls(tab, rows, c) for c in calls]
+    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
+    played = [ll.play_calls(tab, rows, c) for c in calls]
     Qp = np.array([p[0] for p in played])
-    pol = {'prices': [float(c) for c in prices], 'x': xs.tolist(), 'quality': [float(p[0].mean()) for p in played],
-           'cost_usd': [float(p[1].mean()) for p in played], 'vs': {}}
-    defined = float(qs.mean() - qc.mean()) > 1e-12                   # else PGR is undefined: quality and cost only
+    pol = {
+        'prices': [float(c) for c in prices],
+        'x': xs.tolist(),
+        'quality': [float(p[0].mean()) for p in played],
+        'cost_usd': [float(p[1].mean()) for p in played],
+        'vs': {},
+    }
+    defined = float(qs.mean() - qc.mean()) > 1e-12  # else PGR is undefined: quality and cost only
     pol['pgr'] = [ll.pgr_of(p[0], qc, qs) if defined else None for p in played]
     pol['pgr_ci95'] = [pgr_ci(p[0], qc, qs, seed=seed) if defined else None for p in played]
     for n, r in routers.items():
-        P = r.quality(rows); rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]; rp = [ll.play_calls(tab, rows, c) for c in rc]
-        pol['vs'][n] = {**ll.paired_curve(Qp, np.array([p[0] for p in rp]), qc, qs, xs, seed=seed),
-                        'x_router': [ll.spend_axis(tab, rows, c) for c in rc], 'cost_usd': [float(p[1].mean()) for p in rp]}
-    return {'questions': int(len(rows)), 'axis': axis_of(tab), 'specialists': list(tab.ids), 'pgr_defined': defined,
-            'ends': {'cheapest': {'quality': float(qc.mean()), 'cost_usd': float(tab.C[rows, tab.cheapest].mean())},
-                     'strongest': {'quality': float(qs.mean()), 'cost_usd': float(tab.C[rows, tab.strongest].mean())}},
-            'policies': {'policy': pol}}
+        P = r.quality(rows)
+        rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]
+        rp = [ll.play_calls(tab, rows, c) for c in rc]
+        pol['vs'][n] = {
+            **ll.paired_curve(Qp, np.array([p[0] for p in rp]), qc, qs, xs, seed=seed),
+            'x_router': [ll.spend_axis(tab, rows, c) for c in rc],
+            'cost_usd': [float(p[1].mean()) for p in rp],
+        }
+    return {
+        'questions': int(len(rows)),
+        'axis': axis_of(tab),
+        'specialists': list(tab.ids),
+        'pgr_defined': defined,
+        'ends': {
+            'cheapest': {'quality': float(qc.mean()), 'cost_usd': float(tab.C[rows, tab.cheapest].mean())},
+            'strongest': {'quality': float(qs.mean()), 'cost_usd': float(tab.C[rows, tab.strongest].mean())},
+        },
+        'policies': {'policy': pol},
+    }
+
 
 def _vs_line(pol: dict, i: int) -> str:
-    "Each router at point `i`: its PGR and the policy's paired difference (its quality and the difference when PGR is undefined)."
+    """Each router at point `i`: its PGR and the policy's paired
+    difference (its quality and the difference when PGR is undefined)."""
+
     def one(n, v):
         if not v['pgr_defined']:
             lo, hi = v['quality_diff_ci95'][i]
-            return f"{n} quality {v['quality_b'][i]:.3f} (policy − {n} {v['quality_diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+            return (
+                f"{n} quality {v['quality_b'][i]:.3f} (policy − {n} {v['quality_diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+            )
         lo, hi = v['diff_ci95'][i]
         return f"{n} {v['pgr_b'][i]:.3f} (policy − {n} {v['diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+
     return '; '.join(one(n, v) for n, v in pol['vs'].items())
 
 # %% ../nbs/18c_log_runs.ipynb #c0000012
@@ -218,14 +389,28 @@ def _routing_table(rep: dict, ax: str) -> list:
     out.append(f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr} |")
     for n, v in pol['vs'].items():
         pgr = f" {v['pgr_b'][0]:.3f} | {ci(v, 0, 'diff')} |" if ok else ''
-        out.append(f"| {n} | {v['x_router'][0]:.2f} | {v['quality_b'][0]:.3f} | {v['cost_usd'][0]:.6f} |{pgr} {ci(v, 0, 'quality_diff')} |")
+        out.append(
+            f"| {n} | {v['x_router'][0]:.2f} | {v['quality_b'][0]:.3f} | {v['cost_usd'][0]:.6f} |{pgr} "
+            f"{ci(v, 0, 'quality_diff')} |"
+        )
     for n, x, p in (('always cheapest', 0, 0), ('always strongest', 1, 1)):
         end = e['cheapest' if x == 0 else 'strongest']
-        out.append(f"| {n} | {x:.2f} | {end['quality']:.3f} | {end['cost_usd']:.6f} |" + (f" {p:.3f} | |" if ok else '') + ' |')
+        out.append(
+            f"| {n} | {x:.2f} | {end['quality']:.3f} | {end['cost_usd']:.6f} |" + (f" {p:.3f} | |" if ok else '') + ' |'
+        )
     return out
 
-def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, routers=None, max_specialists: int = 6,
-                   quiet: bool = True) -> dict:
+
+def logged_section(
+    backend,
+    model,
+    cost_coef: float,
+    why: str,
+    seed: int = 0,
+    routers=None,
+    max_specialists: int = 6,
+    quiet: bool = True,
+) -> dict:
     """A run's routing report (`eval.json`'s `logged`, the whole report of a log run): the policy at `cost_coef` on every
     held-out question once, against every tuned router at the policy's strong-call rate (spend share), fitted on the
     training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
@@ -235,148 +420,305 @@ def logged_section(backend, model, cost_coef: float, why: str, seed: int = 0, ro
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
     ranged = price_env(backend, cost_coef, max_specialists).observation_space.shape == model.observation_space.shape
     rep = routing_points(tab, backend, ModelPolicy(model), [cost_coef], fitted, seed, max_specialists, ranged)
-    pol, e = rep['policies']['policy'], rep['ends']; ax = AXIS_WORDS[rep['axis']]
+    pol, e = rep['policies']['policy'], rep['ends']
+    ax = AXIS_WORDS[rep['axis']]
     rep.update(cost_coef=float(cost_coef), cost_coef_why=why, skipped=skipped)
     c, s = tab.ids[tab.cheapest], tab.ids[tab.strongest]
     where = f"held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.3g}: {why}"
     if rep['pgr_defined']:
         lo, hi = pol['pgr_ci95'][0]
         score = f"PGR {pol['pgr'][0]:.3f} [{lo:.3f}, {hi:.3f}] (quality {pol['quality'][0]:.3f})"
-        note = (f"PGR = (q − q_cheapest)/(q_strongest − q_cheapest): the share of the gap between always {c} (cheapest, "
-                f"{e['cheapest']['quality']:.3f}) and always {s} (strongest, {e['strongest']['quality']:.3f}) recovered.")
+        note = (
+            f"PGR = (q − q_cheapest)/(q_strongest − q_cheapest): the share of the gap between always {c} (cheapest, "
+            f"{e['cheapest']['quality']:.3f}) and always {s} (strongest, {e['strongest']['quality']:.3f}) recovered."
+        )
     else:
         score = f"quality {pol['quality'][0]:.3f}"
-        note = (f"**PGR is undefined on these questions**: the priciest specialist {s} ({e['strongest']['quality']:.3f}) is no "
-                f"better than the cheapest {c} ({e['cheapest']['quality']:.3f}), so there is no gap to recover; the table "
-                "compares quality and cost.")
-    rep['headline'] = (f"headline ({where}): policy {score} at {ax} {pol['x'][0]:.2f}, ${pol['cost_usd'][0]:.6f} per question"
-                       + (f"; at the same {ax}: " + _vs_line(pol, 0) if pol['vs'] else ''))
-    head = [f"### held-out: policy and routers at cost_coef {cost_coef:.3g} ({why})", '',
-            f"{rep['questions']} questions, each once; routers fitted on the training questions and put at the policy's {ax}. "
-            + note, '']
-    rep['markdown'] = '\n'.join(head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
+        note = (
+            f"**PGR is undefined on these questions**: the priciest specialist {s} ({e['strongest']['quality']:.3f}) "
+            f"is no "
+            f"better than the cheapest {c} ({e['cheapest']['quality']:.3f}), so there is no gap to recover; the table "
+            "compares quality and cost."
+        )
+    rep['headline'] = (
+        f"headline ({where}): policy {score} at {ax} {pol['x'][0]:.2f}, ${pol['cost_usd'][0]:.6f} per question"
+        + (f"; at the same {ax}: " + _vs_line(pol, 0) if pol['vs'] else '')
+    )
+    head = [
+        f"### held-out: policy and routers at cost_coef {cost_coef:.3g} ({why})",
+        '',
+        f"{rep['questions']} questions, each once; routers fitted on the training questions and put at the policy's "
+        f"{ax}. " + note,
+        '',
+    ]
+    rep['markdown'] = (
+        '\n'.join(head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
+    )
     return rep
 
 # %% ../nbs/18c_log_runs.ipynb #c0000014
 SWEEP_AXES = ('strong_rate', 'spend_share', 'cost_coef')
 
+
 def parse_log_sweep(spec: str) -> tuple[str, list]:
-    "`'strong_rate=0.1,0.5'` -> `('strong_rate', [0.1, 0.5])`, with clear errors (rates and shares in (0, 1), prices >= 0)."
-    name, _, vals = (spec or '').partition('='); name = name.strip()
+    """`'strong_rate=0.1,0.5'` -> `('strong_rate', [0.1, 0.5])`,
+    with clear errors (rates and shares in (0, 1), prices >= 0)."""
+    name, _, vals = (spec or '').partition('=')
+    name = name.strip()
     if name not in SWEEP_AXES or not vals.strip():
-        raise ConfigError(f"--sweep expects strong_rate=R1,R2,... (two specialists), spend_share=S1,S2,... (more) or "
-                          f"cost_coef=C1,C2,..., e.g. strong_rate=0.1,0.3,0.5,0.7,0.9; got {spec!r}.")
-    try: xs = [float(v) for v in vals.split(',') if v.strip()]
-    except ValueError: raise ConfigError(f"--sweep values must be numbers, got {vals!r}.") from None
-    if not xs or not all(math.isfinite(x) for x in xs): raise ConfigError(f"--sweep values must be finite numbers, got {vals!r}.")
-    if name == 'cost_coef' and min(xs) < 0: raise ConfigError(f"--sweep cost_coef values must be >= 0, got {vals!r}.")
+        raise ConfigError(
+            f"--sweep expects strong_rate=R1,R2,... (two specialists), spend_share=S1,S2,... (more) or "
+            f"cost_coef=C1,C2,..., e.g. strong_rate=0.1,0.3,0.5,0.7,0.9; got {spec!r}."
+        )
+    try:
+        xs = [float(v) for v in vals.split(',') if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--sweep values must be numbers, got {vals!r}.") from None
+    if not xs or not all(math.isfinite(x) for x in xs):
+        raise ConfigError(f"--sweep values must be finite numbers, got {vals!r}.")
+    if name == 'cost_coef' and min(xs) < 0:
+        raise ConfigError(f"--sweep cost_coef values must be >= 0, got {vals!r}.")
     if name != 'cost_coef' and not all(0 < x < 1 for x in xs):
         raise ConfigError(f"--sweep {name} values are shares: each in (0, 1), e.g. 0.1,0.5,0.9; got {vals!r}.")
     return name, xs
 
+
 def _sweep_calibration(run_dir: Path, tab, seed: int, fresh: bool, say) -> tuple[dict, str]:
-    f = run_dir/LOG_RUN_FILE
-    if f.exists() and not fresh: return json.loads(f.read_text())['calibration'], "the run's calibration (training questions)"
+    f = run_dir / LOG_RUN_FILE
+    if f.exists() and not fresh:
+        return json.loads(f.read_text())['calibration'], "the run's calibration (training questions)"
     say("calibrating prices: fitting the Q on the training questions...")
-    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed).fit(); q.fit_prices(ll.price_grid(q))
+    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed).fit()
+    q.fit_prices(ll.price_grid(q))
     return calibration(q), 'calibrated now on the training questions'
 
 # %% ../nbs/18c_log_runs.ipynb #c0000015
-def sweep_log_run(checkpoint, spec: str, json_out=None, overwrite: bool = False, seed: int = 0, recorded: str | None = None,
-                  catalog: str | None = None, routers=None, quiet: bool = False) -> dict:
+def sweep_log_run(
+    checkpoint,
+    spec: str,
+    json_out=None,
+    overwrite: bool = False,
+    seed: int = 0,
+    recorded: str | None = None,
+    catalog: str | None = None,
+    routers=None,
+    quiet: bool = False,
+) -> dict:
     "`spindleflow-eval --sweep ...` on a recorded run (see above). Returns the report."
-    say = _say(quiet); axis, values = parse_log_sweep(spec); t0 = time.time()
-    model, cfg, z = load_model(checkpoint); run_dir = Path(cfg.pop('_run_dir'))
-    jpath = Path(json_out) if json_out else run_dir/'sweep.json'
-    if jpath.suffix != '.json': raise ConfigError(f"--json {jpath}: the sweep report must end in .json.")
-    for p in (jpath, jpath.with_suffix('.md'), jpath.with_suffix('.png')): check_output(p, '--json', 'file', overwrite)
-    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
+    say = _say(quiet)
+    axis, values = parse_log_sweep(spec)
+    t0 = time.time()
+    model, cfg, z = load_model(checkpoint)
+    run_dir = Path(cfg.pop('_run_dir'))
+    jpath = Path(json_out) if json_out else run_dir / 'sweep.json'
+    if jpath.suffix != '.json':
+        raise ConfigError(f"--json {jpath}: the sweep report must end in .json.")
+    for p in (jpath, jpath.with_suffix('.md'), jpath.with_suffix('.png')):
+        check_output(p, '--json', 'file', overwrite)
+    tc = TrainConfig.from_dict(
+        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
+    )
     if tc.backend != 'recorded':
-        raise ConfigError("the sweep replays logged outcomes: this run was trained on the "
-                          f"{tc.backend} backend. Train with --backend recorded --recorded LOG.csv.")
+        raise ConfigError(
+            "the sweep replays logged outcomes: this run was trained on the "
+            f"{tc.backend} backend. Train with --backend recorded --recorded LOG.csv."
+        )
     env = EnvConfig.from_dict(cfg.get('env') or {})
     if not env.cost_coef_range:
-        raise ConfigError(f"{z}: this policy was trained at one fixed cost_coef, so it cannot be swept. Train one policy for every "
-                          "trade-off (the full-information learner always does; with --log-learner ppo, --cost-coef-range LO,HI).")
-    if recorded: tc = tc.replace(recorded=str(recorded))
-    if catalog: tc = with_roster(tc, catalog)
+        raise ConfigError(
+            f"{z}: this policy was trained at one fixed cost_coef, so it cannot be swept. Train one policy for every "
+            "trade-off (the full-information learner always does; with --log-learner ppo, --cost-coef-range LO,HI)."
+        )
+    if recorded:
+        tc = tc.replace(recorded=str(recorded))
+    if catalog:
+        tc = with_roster(tc, catalog)
     be, _ = make_backend(tc, build_world(tc), SimConfig.from_dict(cfg.get('sim') or {}))
-    tab = ll.log_table(LoggedTasks(be)); ax = axis_of(tab)
+    tab = ll.log_table(LoggedTasks(be))
+    ax = axis_of(tab)
     if axis not in ('cost_coef', ax):
-        raise ConfigError(f"--sweep {axis}=...: this log has {tab.M} specialists, so its curves are by {AXIS_WORDS[ax]}: "
-                          f"use --sweep {ax}=... (or cost_coef=...).")
-    if axis == 'cost_coef': prices, how = list(values), 'the prices given'
+        raise ConfigError(
+            f"--sweep {axis}=...: this log has {tab.M} specialists, so its curves are by {AXIS_WORDS[ax]}: "
+            f"use --sweep {ax}=... (or cost_coef=...)."
+        )
+    if axis == 'cost_coef':
+        prices, how = list(values), 'the prices given'
     else:
         cal, how = _sweep_calibration(run_dir, tab, tc.seed, bool(recorded or catalog), say)
         prices = [price_at(cal, v) for v in values]
-    lo, hi = env.cost_coef_range; out_of = [round(c, 4) for c in prices if not lo <= c <= hi]
-    if out_of: say(f"note: cost_coef {out_of} outside the training range [{lo:g}, {hi:g}]: the policy extrapolates there.")
-    say(f"sweep: {len(prices)} prices x {int((~tab.train).sum())} held-out questions; fitting the routers on the training questions...")
+    lo, hi = env.cost_coef_range
+    out_of = [round(c, 4) for c in prices if not lo <= c <= hi]
+    if out_of:
+        say(f"note: cost_coef {out_of} outside the training range [{lo:g}, {hi:g}]: the policy extrapolates there.")
+    say(
+        f"sweep: {len(prices)} prices x {int((~tab.train).sum())} held-out questions; fitting the routers on the "
+        f"training questions..."
+    )
     fitted, skipped = fit_routers(tab, routers, tc.seed, quiet)
     rep = routing_points(tab, be, ModelPolicy(model), prices, fitted, seed, env.max_specialists)
-    rep.update(checkpoint=str(z), sweep=axis, targets=values, prices_from=how, train_range=[lo, hi], seed=seed, skipped=skipped,
-               seconds=round(time.time() - t0, 1))
+    rep.update(
+        checkpoint=str(z),
+        sweep=axis,
+        targets=values,
+        prices_from=how,
+        train_range=[lo, hi],
+        seed=seed,
+        skipped=skipped,
+        seconds=round(time.time() - t0, 1),
+    )
     md = sweep_markdown(rep)
-    atomic_write_json(jpath, rep); atomic_write_text(jpath.with_suffix('.md'), md); plot_log_sweep(rep, jpath.with_suffix('.png'))
-    if not quiet: print('\n' + md + f"\nsweep: {jpath} (+ {jpath.with_suffix('.md').name}, {jpath.with_suffix('.png').name}) in {rep['seconds']:.0f}s")
+    atomic_write_json(jpath, rep)
+    atomic_write_text(jpath.with_suffix('.md'), md)
+    plot_log_sweep(rep, jpath.with_suffix('.png'))
+    if not quiet:
+        print(
+            '\n' + md + f"\nsweep: {jpath} (+ {jpath.with_suffix('.md').name}, {jpath.with_suffix('.png').name}) in "
+            f"{rep['seconds']:.0f}s"
+        )
     return rep
 
 # %% ../nbs/18c_log_runs.ipynb #c0000016
 def sweep_markdown(rep: dict) -> str:
     "A sweep as markdown: the targets and prices, then policy against every router by point, and the APGR summary."
-    pol = rep['policies']['policy']; ax = AXIS_WORDS[rep['axis']]
-    lines = [f"## Sweep: {rep['questions']} held-out questions, each once per price ({', '.join(rep['specialists'])})", '',
-             f"Prices: {rep['prices_from']}. Routers fitted on the training questions, each put at the policy's {ax}; "
-             "paired bootstrap 95% intervals (questions resampled).", '',
-             f"| {rep['sweep']} | cost_coef | policy {ax} | policy PGR | " + ' | '.join(f"{n} (policy − {n})" for n in pol['vs']) + ' |',
-             '|' + '---|'*(4 + len(pol['vs']))]
+    pol = rep['policies']['policy']
+    ax = AXIS_WORDS[rep['axis']]
+    lines = [
+        f"## Sweep: {rep['questions']} held-out questions, each once per price ({', '.join(rep['specialists'])})",
+        '',
+        f"Prices: {rep['prices_from']}. Routers fitted on the training questions, each put at the policy's {ax}; "
+        "paired bootstrap 95% intervals (questions resampled).",
+        '',
+        f"| {rep['sweep']} | cost_coef | policy {ax} | policy PGR | "
+        + ' | '.join(f"{n} (policy − {n})" for n in pol['vs'])
+        + ' |',
+        '|' + '---|' * (4 + len(pol['vs'])),
+    ]
     for i, (tg, c) in enumerate(zip(rep['targets'], pol['prices'])):
-        cells = [f"{v['pgr_b'][i]:.3f} ({v['diff'][i]:+.3f} [{v['diff_ci95'][i][0]:+.2f}, {v['diff_ci95'][i][1]:+.2f}])" for v in pol['vs'].values()]
+        cells = [
+            f"{v['pgr_b'][i]:.3f} ({v['diff'][i]:+.3f} [{v['diff_ci95'][i][0]:+.2f}, {v['diff_ci95'][i][1]:+.2f}])"
+            for v in pol['vs'].values()
+        ]
         lines.append(f"| {tg:g} | {c:.3g} | {pol['x'][i]:.2f} | {pol['pgr'][i]:.3f} | " + ' | '.join(cells) + ' |')
     if pol['vs']:
         v0 = next(iter(pol['vs'].values()))
-        lines.append(f"| **APGR** | | | **{v0['apgr_a']:.3f}** | " + ' | '.join(
-            f"{v['apgr_b']:.3f} ({v['apgr_diff']:+.3f} [{v['apgr_diff_ci95'][0]:+.3f}, {v['apgr_diff_ci95'][1]:+.3f}])" for v in pol['vs'].values()) + ' |')
+        lines.append(
+            f"| **APGR** | | | **{v0['apgr_a']:.3f}** | "
+            + ' | '.join(
+                f"{v['apgr_b']:.3f} ({v['apgr_diff']:+.3f} [{v['apgr_diff_ci95'][0]:+.3f}, "
+                f"{v['apgr_diff_ci95'][1]:+.3f}])"
+                for v in pol['vs'].values()
+            )
+            + ' |'
+        )
     lines += [''] + [f"- {n}: skipped: {w}" for n, w in rep['skipped'].items()]
     return '\n'.join(lines) + '\n'
 
+# %% ../nbs/18c_log_runs.ipynb #1bf09cd6
 def plot_log_sweep(rep: dict, path=None, dpi: int = 100):
-    "Quality against cost and PGR against the strong-call rate (spend share): the policy's points, every router at them."
+    """Quality against cost and PGR against the strong-call rate
+    (spend share): the policy's points, every router at them."""
     import matplotlib.pyplot as plt
-    pol = rep['policies']['policy']; e = rep['ends']; ax_w = AXIS_WORDS[rep['axis']]
+
+    pol = rep['policies']['policy']
+    e = rep['ends']
+    ax_w = AXIS_WORDS[rep['axis']]
     fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 3.6), dpi=dpi)
     colour = {'knn': 'tab:blue', 'gain': 'tab:orange', 'mf': 'tab:green', 'cascade': 'tab:purple'}
     span = e['strongest']['quality'] - e['cheapest']['quality']
     for n, v in pol['vs'].items():
         o = np.argsort(v['x_router'])
-        a.plot(1e3*np.array(v['cost_usd'])[o], e['cheapest']['quality'] + span*np.array(v['pgr_b'])[o], marker='.', lw=1, color=colour.get(n), label=n)
-        b.plot(np.array(v['x_router'])[o], np.array(v['pgr_b'])[o], marker='.', lw=1, color=colour.get(n), label=f"{n} (APGR {v['apgr_b']:.3f})")
+        a.plot(
+            1e3 * np.array(v['cost_usd'])[o],
+            e['cheapest']['quality'] + span * np.array(v['pgr_b'])[o],
+            marker='.',
+            lw=1,
+            color=colour.get(n),
+            label=n,
+        )
+        b.plot(
+            np.array(v['x_router'])[o],
+            np.array(v['pgr_b'])[o],
+            marker='.',
+            lw=1,
+            color=colour.get(n),
+            label=f"{n} (APGR {v['apgr_b']:.3f})",
+        )
     o = np.argsort(pol['x'])
-    a.plot(1e3*np.array(pol['cost_usd'])[o], np.array(pol['quality'])[o], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
+    a.plot(
+        1e3 * np.array(pol['cost_usd'])[o],
+        np.array(pol['quality'])[o],
+        color='tab:red',
+        marker='*',
+        ms=9,
+        lw=1,
+        label='policy',
+        zorder=4,
+    )
     apgr = next(iter(pol['vs'].values()))['apgr_a'] if pol['vs'] else float('nan')
-    b.plot(np.array(pol['x'])[o], np.array(pol['pgr'])[o], color='tab:red', marker='*', ms=9, lw=1, label=f"policy (APGR {apgr:.3f})", zorder=4)
-    a.scatter([1e3*e['cheapest']['cost_usd'], 1e3*e['strongest']['cost_usd']], [e['cheapest']['quality'], e['strongest']['quality']],
-              color='grey', marker='x', label='cheapest / strongest', zorder=3)
-    if rep['axis'] == 'strong_rate': b.plot([0, 1], [0, 1], color='grey', ls='--', lw=1, label='random')
-    a.set_xlabel('cost per 1000 questions (USD)'); a.set_ylabel('quality of the returned answer'); a.legend(fontsize=7, loc='lower right')
-    b.set_xlabel(ax_w); b.set_ylabel('PGR'); b.legend(fontsize=7, loc='upper left')
-    a.set_title(f"{rep['questions']} held-out questions, each once per price", fontsize=9); b.set_title(f"at the policy's {ax_w}", fontsize=9)
+    b.plot(
+        np.array(pol['x'])[o],
+        np.array(pol['pgr'])[o],
+        color='tab:red',
+        marker='*',
+        ms=9,
+        lw=1,
+        label=f"policy (APGR {apgr:.3f})",
+        zorder=4,
+    )
+    a.scatter(
+        [1e3 * e['cheapest']['cost_usd'], 1e3 * e['strongest']['cost_usd']],
+        [e['cheapest']['quality'], e['strongest']['quality']],
+        color='grey',
+        marker='x',
+        label='cheapest / strongest',
+        zorder=3,
+    )
+    if rep['axis'] == 'strong_rate':
+        b.plot([0, 1], [0, 1], color='grey', ls='--', lw=1, label='random')
+    a.set_xlabel('cost per 1000 questions (USD)')
+    a.set_ylabel('quality of the returned answer')
+    a.legend(fontsize=7, loc='lower right')
+    b.set_xlabel(ax_w)
+    b.set_ylabel('PGR')
+    b.legend(fontsize=7, loc='upper left')
+    a.set_title(f"{rep['questions']} held-out questions, each once per price", fontsize=9)
+    b.set_title(f"at the policy's {ax_w}", fontsize=9)
     fig.tight_layout()
-    if path is not None: fig.savefig(path, dpi=dpi); plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
     return fig
 
 # %% ../nbs/18c_log_runs.ipynb #c000001f
 def plot_log_results(res: dict, path=None, dpi: int = 100, logs=('two', 'two-noans', 'multi')):
-    "PGR by strong-call rate (spend share) of the policy and every router on each log of `bench/log_runs_collect.py`'s result, APGR in the legends."
+    """PGR by strong-call rate (spend share) of the policy and every router on
+    each log of `bench/log_runs_collect.py`'s result, APGR in the legends."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(logs), figsize=(4*len(logs), 3.6), dpi=dpi, squeeze=False)
+
+    fig, axes = plt.subplots(1, len(logs), figsize=(4 * len(logs), 3.6), dpi=dpi, squeeze=False)
     colour = {'knn': 'tab:blue', 'gain': 'tab:orange', 'mf': 'tab:green', 'cascade': 'tab:purple'}
     for ax, name in zip(axes[0], logs):
-        sw = res['logs'][name]['sweep']; pol = sw['policies']['policy']
-        for n, v in pol['vs'].items(): ax.plot(v['x_router'], v['pgr_b'], lw=1, marker='.', ms=3, color=colour.get(n), label=f"{n} ({v['apgr_b']:.3f})")
-        ax.plot(pol['x'], pol['pgr'], color='tab:red', marker='*', ms=7, lw=1, label=f"policy ({next(iter(pol['vs'].values()))['apgr_a']:.3f})")
-        ax.set_title(f"{name}: {sw['questions']} held-out questions", fontsize=9); ax.set_xlabel(AXIS_WORDS[sw['axis']]); ax.set_ylabel('PGR')
+        sw = res['logs'][name]['sweep']
+        pol = sw['policies']['policy']
+        for n, v in pol['vs'].items():
+            ax.plot(
+                v['x_router'], v['pgr_b'], lw=1, marker='.', ms=3, color=colour.get(n), label=f"{n} ({v['apgr_b']:.3f})"
+            )
+        ax.plot(
+            pol['x'],
+            pol['pgr'],
+            color='tab:red',
+            marker='*',
+            ms=7,
+            lw=1,
+            label=f"policy ({next(iter(pol['vs'].values()))['apgr_a']:.3f})",
+        )
+        ax.set_title(f"{name}: {sw['questions']} held-out questions", fontsize=9)
+        ax.set_xlabel(AXIS_WORDS[sw['axis']])
+        ax.set_ylabel('PGR')
         ax.legend(fontsize=7, loc='lower right', title='APGR', title_fontsize=7)
     fig.tight_layout()
-    if path is not None: fig.savefig(path, dpi=dpi); plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
     return fig

@@ -32,61 +32,100 @@ __all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'KNN_KS', 'RIDGE_ALPHAS', 
 # %% ../nbs/18b_learning_from_logs.ipynb #7989e56e
 LOG_REWARD = RewardConfig(efficiency_coef=0.0, consistency_coef=0.0, explanation_bonus=0.0, latency_weight=0.0)
 
+
 @dataclass
 class LogTable:
-    "A log as arrays, one row per question, one column per specialist: what a deployment sees, and the grades (for fitting)."
-    ids: list                  # specialist ids, sorted
-    task_ids: list             # task ids, in bank order
-    X: np.ndarray              # (n, D) prompt embeddings
-    A: np.ndarray              # (n, M, D) answer embeddings (zeros for a failed call)
-    text: np.ndarray           # (M,) bool: answer text logged for this specialist (else its answers carry no embedding)
-    C: np.ndarray              # (n, M) cost in USD
-    L: np.ndarray              # (n, M) latency in seconds
-    fail: np.ndarray           # (n, M) 0 ok, 1 timeout, 2 error
-    avail: np.ndarray          # (n, M) bool: logged
-    Y: np.ndarray              # (n, M) quality of the returned answer (0 for a failed call): labels, fitting only
-    train: np.ndarray          # (n,) bool: a training question
-    budget: np.ndarray         # (n,) latency budget of the task (s)
-    base: np.ndarray           # (n,) the specialist whose answer the reward's baseline is (the catalog's cheapest logged)
-    expected: np.ndarray       # (n,) the task's expected number of specialists (calls beyond it pay the efficiency term)
+    """A log as arrays, one row per question, one column per specialist:
+    what a deployment sees, and the grades (for fitting)."""
+
+    ids: list  # specialist ids, sorted
+    task_ids: list  # task ids, in bank order
+    X: np.ndarray  # (n, D) prompt embeddings
+    A: np.ndarray  # (n, M, D) answer embeddings (zeros for a failed call)
+    text: np.ndarray  # (M,) bool: answer text logged for this specialist (else its answers carry no embedding)
+    C: np.ndarray  # (n, M) cost in USD
+    L: np.ndarray  # (n, M) latency in seconds
+    fail: np.ndarray  # (n, M) 0 ok, 1 timeout, 2 error
+    avail: np.ndarray  # (n, M) bool: logged
+    Y: np.ndarray  # (n, M) quality of the returned answer (0 for a failed call): labels, fitting only
+    train: np.ndarray  # (n,) bool: a training question
+    budget: np.ndarray  # (n,) latency budget of the task (s)
+    base: np.ndarray  # (n,) the specialist whose answer the reward's baseline is (the catalog's cheapest logged)
+    expected: np.ndarray  # (n,) the task's expected number of specialists (calls beyond it pay the efficiency term)
     cheapest: int
     strongest: int
+
     @property
-    def n(self): return len(self.Y)
+    def n(self):
+        return len(self.Y)
+
     @property
-    def M(self): return len(self.ids)
+    def M(self):
+        return len(self.ids)
+
     @property
-    def OK(self): return self.fail == 0
+    def OK(self):
+        return self.fail == 0
+
     def obs(self) -> np.ndarray:
         "(n, M, 2): log cost and log1p latency of each call, what the caller sees once it returns."
         return np.stack([np.log(np.maximum(self.C, 1e-9)), np.log1p(self.L)], -1)
 
+# %% ../nbs/18b_learning_from_logs.ipynb #29d14dd1
 def log_table(lt: LoggedTasks) -> LogTable:
     "The arrays of a `LoggedTasks` (chapter 18); a pair logged several times contributes its first row."
-    be, ids = lt.backend, lt.ids; tasks = list(be.world.bank.tasks()); n, M, D = len(tasks), len(ids), be.world.emb_dim
+    be, ids = lt.backend, lt.ids
+    tasks = list(be.world.bank.tasks())
+    n, M, D = len(tasks), len(ids), be.world.emb_dim
     X = np.stack([be.world.task_emb[t.id] for t in tasks]).astype(np.float32)
-    A = np.zeros((n, M, D), np.float32); C, L, Y = np.zeros((n, M)), np.zeros((n, M)), np.zeros((n, M))
-    fail = np.zeros((n, M), np.int8); avail = np.zeros((n, M), bool); text = np.zeros(M, bool)
-    cat = be.world.catalog; base = np.zeros(n, int)
+    A = np.zeros((n, M, D), np.float32)
+    C, L, Y = np.zeros((n, M)), np.zeros((n, M)), np.zeros((n, M))
+    fail = np.zeros((n, M), np.int8)
+    avail = np.zeros((n, M), bool)
+    text = np.zeros(M, bool)
+    cat = be.world.catalog
+    base = np.zeros(n, int)
     for i, t in enumerate(tasks):
         for j, s in enumerate(ids):
             rs = lt.rows(t, s)
-            if not rs: continue
-            r = rs[0]; avail[i, j] = True; A[i, j] = lt.answer(s, r).embedding; text[j] |= bool(r['response'])
+            if not rs:
+                continue
+            r = rs[0]
+            avail[i, j] = True
+            A[i, j] = lt.answer(s, r).embedding
+            text[j] |= bool(r['response'])
             C[i, j], L[i, j] = r['cost_usd'], r['latency_s']
-            fail[i, j] = {'ok': 0, 'timeout': 1}.get(r['status'], 2); Y[i, j] = r['quality'] if r['status'] == 'ok' else 0.0
+            fail[i, j] = {'ok': 0, 'timeout': 1}.get(r['status'], 2)
+            Y[i, j] = r['quality'] if r['status'] == 'ok' else 0.0
         logged = [j for j in range(M) if avail[i, j]]
         base[i] = min(logged, key=lambda j: (cat[ids[j]].cost_per_call, ids[j]))
-    return LogTable(ids, [t.id for t in tasks], X, A, text, C, L, fail, avail, Y, np.array([t.split == 'train' for t in tasks]),
-                    np.array([t.latency_budget_s for t in tasks], float), base,
-                    np.array([t.expected_specialists for t in tasks]), ids.index(lt.cheapest), ids.index(lt.strongest))
+    return LogTable(
+        ids,
+        [t.id for t in tasks],
+        X,
+        A,
+        text,
+        C,
+        L,
+        fail,
+        avail,
+        Y,
+        np.array([t.split == 'train' for t in tasks]),
+        np.array([t.latency_budget_s for t in tasks], float),
+        base,
+        np.array([t.expected_specialists for t in tasks]),
+        ids.index(lt.cheapest),
+        ids.index(lt.strongest),
+    )
 
 # %% ../nbs/18b_learning_from_logs.ipynb #c449164f
 def returned_quality(tab: LogTable, seq) -> np.ndarray:
     "Quality of the answer a call sequence returns, per question: the last successful call's (0 if none succeeded)."
     q = np.zeros(tab.n)
-    for m in seq: q = np.where(tab.OK[:, m], tab.Y[:, m], q)
+    for m in seq:
+        q = np.where(tab.OK[:, m], tab.Y[:, m], q)
     return q
+
 
 def sequence_returns(tab: LogTable, seq, reward: RewardConfig = LOG_REWARD) -> tuple[np.ndarray, np.ndarray]:
     """Exact return of calling the specialists `seq` one per step, then STOP, on every question: `(R0, cost)`, the
@@ -95,54 +134,72 @@ def sequence_returns(tab: LogTable, seq, reward: RewardConfig = LOG_REWARD) -> t
     consistency and explanation bonuses, which depend on other episodes and on the audit, not on the log."""
     r, n = reward, tab.n
     R, lat, cost = np.zeros(n), np.zeros(n), np.zeros(n)
-    over = lambda x: np.where(np.isfinite(tab.budget) & (tab.budget > 0), np.maximum(0.0, x - tab.budget)/tab.budget, 0.0)
+    over = lambda x: np.where(
+        np.isfinite(tab.budget) & (tab.budget > 0), np.maximum(0.0, x - tab.budget) / tab.budget, 0.0
+    )
     for k, m in enumerate(seq):
         f = tab.fail[:, m]
-        R -= r.efficiency_coef*(k + 1 > tab.expected)
+        R -= r.efficiency_coef * (k + 1 > tab.expected)
         R -= np.where(f == 1, r.timeout_penalty, np.where(f == 2, r.error_penalty, 0.0))
-        o0 = over(lat); lat = lat + tab.L[:, m]; R -= r.latency_weight*(over(lat) - o0)
+        o0 = over(lat)
+        lat = lat + tab.L[:, m]
+        R -= r.latency_weight * (over(lat) - o0)
         cost = cost + tab.C[:, m]
     qb = np.where(tab.OK[np.arange(n), tab.base], tab.Y[np.arange(n), tab.base], 0.0)
-    R += r.quality_scale*(returned_quality(tab, seq) - qb)
+    R += r.quality_scale * (returned_quality(tab, seq) - qb)
     miss = ~tab.avail[:, list(seq)].all(1) if len(seq) else np.zeros(n, bool)
     return np.where(miss, np.nan, R), np.where(miss, np.nan, cost)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7089a165
-def _logit(p): p = np.clip(p, 1e-3, 1 - 1e-3); return np.log(p/(1 - p))
-def _unit(E): return E/np.maximum(np.linalg.norm(E, axis=-1, keepdims=True), 1e-12)
+def _logit(p):
+    p = np.clip(p, 1e-3, 1 - 1e-3)
+    return np.log(p / (1 - p))
+
+
+def _unit(E):
+    return E / np.maximum(np.linalg.norm(E, axis=-1, keepdims=True), 1e-12)
+
 
 def kfolds(n: int, k: int = 5, seed: int = 0) -> list:
     "`k` (fit rows, held rows) pairs that split `range(n)` into disjoint held parts (a seeded permutation)."
     f = np.random.default_rng(seed).permutation(n) % k
     return [(np.flatnonzero(f != i), np.flatnonzero(f == i)) for i in range(k)]
 
+
 @dataclass
 class Linear:
     "`F @ W + b`: what a ridge or logistic fit leaves behind (a logistic one is read through a sigmoid)."
+
     W: np.ndarray
     b: np.ndarray
-    def __call__(self, F): return np.asarray(F, np.float64) @ self.W + self.b
+
+    def __call__(self, F):
+        return np.asarray(F, np.float64) @ self.W + self.b
+
 
 def ridge_path(Ftr, Ytr, Fte, alphas) -> np.ndarray:
     "Ridge predictions (unpenalised intercept) on `Fte` for every `alpha` at once: `(len(alphas), n_te, targets)`."
     Ftr, Fte, Ytr = (np.asarray(a, np.float64) for a in (Ftr, Fte, Ytr))
     mu, ym = Ftr.mean(0), Ytr.mean(0)
     s, V = np.linalg.eigh((Ftr - mu).T @ (Ftr - mu))
-    R = V.T @ ((Ftr - mu).T @ (Ytr - ym)); BV = (Fte - mu) @ V
-    return np.stack([BV @ (R/(s + a)[:, None]) + ym for a in alphas])
+    R = V.T @ ((Ftr - mu).T @ (Ytr - ym))
+    BV = (Fte - mu) @ V
+    return np.stack([BV @ (R / (s + a)[:, None]) + ym for a in alphas])
+
 
 def fit_ridge(F, Y, alpha: float) -> Linear:
     "Multi-target ridge regression with an unpenalised intercept."
     F, Y = np.asarray(F, np.float64), np.asarray(Y, np.float64)
     mu, ym = F.mean(0), Y.mean(0)
-    W = np.linalg.solve((F - mu).T @ (F - mu) + alpha*np.eye(F.shape[1]), (F - mu).T @ (Y - ym))
+    W = np.linalg.solve((F - mu).T @ (F - mu) + alpha * np.eye(F.shape[1]), (F - mu).T @ (Y - ym))
     return Linear(W, ym - mu @ W)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7089a166
 def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
     """L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft, one target `(n,)` or several
     `(n, T)` (one regression per column: apart, each converges in a few steps). Read it as `_sigmoid(fit(F))`."""
-    import torch as th                        # heavy: imported where the fit runs
+    import torch as th  # heavy: imported where the fit runs
+
     X = th.as_tensor(np.asarray(F, np.float64))
     Y = np.asarray(y, np.float64).reshape(len(X), -1)
     W, B = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
@@ -150,25 +207,40 @@ def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
         t = th.as_tensor(Y[:, j])
         w = th.zeros(X.shape[1], dtype=th.float64, requires_grad=True)
         b = th.zeros(1, dtype=th.float64, requires_grad=True)
-        opt = th.optim.LBFGS([w, b], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12, history_size=20,
-                             line_search_fn='strong_wolfe')
+        opt = th.optim.LBFGS(
+            [w, b],
+            max_iter=iters,
+            tolerance_grad=1e-9,
+            tolerance_change=1e-12,
+            history_size=20,
+            line_search_fn='strong_wolfe',
+        )
+
         def closure():
             opt.zero_grad()
-            loss = th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum') + 0.5*l2*(w*w).sum()
+            loss = (
+                th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum')
+                + 0.5 * l2 * (w * w).sum()
+            )
             loss.backward()
             return loss
+
         opt.step(closure)
         W[:, j], B[j] = w.detach().numpy(), float(b.detach()[0])
     return Linear(W, B)
+
 
 def knn_path(Etr, Ytr, E, ks, skip_first: bool = False) -> np.ndarray:
     """Mean of `Ytr` over the k most cosine-similar training rows (ties: the earlier row), for every k:
     `(len(ks), n, targets)`."""
     T, E = _unit(np.asarray(Etr, np.float64)), _unit(np.asarray(E, np.float64))
-    S = np.stack([T @ e for e in E]) if len(E) else np.zeros((0, len(T)))   # row by row: the same numbers for one question or many
-    nn = np.argsort(-S, axis=1, kind='stable')[:, int(skip_first):max(ks) + int(skip_first)]
-    cs = np.cumsum(np.asarray(Ytr, np.float64)[nn], axis=1); kk = [min(k, cs.shape[1]) for k in ks]    # k beyond the rows: all of them
-    return np.stack([cs[:, k - 1]/k for k in kk])
+    S = (
+        np.stack([T @ e for e in E]) if len(E) else np.zeros((0, len(T)))
+    )  # row by row: the same numbers for one question or many
+    nn = np.argsort(-S, axis=1, kind='stable')[:, int(skip_first) : max(ks) + int(skip_first)]
+    cs = np.cumsum(np.asarray(Ytr, np.float64)[nn], axis=1)
+    kk = [min(k, cs.shape[1]) for k in ks]  # k beyond the rows: all of them
+    return np.stack([cs[:, k - 1] / k for k in kk])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7d589243
 @dataclass
@@ -176,56 +248,77 @@ class MatrixFactorisation:
     """RouteLLM's matrix-factorisation router as a quality model: the logit of specialist m answering prompt x right is
     `w2 . (v_m * (W1 x + b1)) + b_m` (a learned embedding per specialist, a shared projection of the prompt), fitted
     by Adam on every logged (question, specialist) grade. `__call__(X)`: `(n, M)` probabilities."""
+
     dim: int = 16
     weight_decay: float = 1e-3
     epochs: int = 150
     lr: float = 3e-3
     seed: int = 0
+
     def fit(self, X, Y, mask=None):
         import torch as th
-        g = th.Generator().manual_seed(self.seed); D, M = X.shape[1], Y.shape[1]
+
+        g = th.Generator().manual_seed(self.seed)
+        D, M = X.shape[1], Y.shape[1]
         Xt, Yt = th.as_tensor(np.asarray(X, np.float32)), th.as_tensor(np.asarray(Y, np.float32))
         Wt = th.as_tensor(np.ones_like(Y, np.float32) if mask is None else np.asarray(mask, np.float32))
-        W1 = (th.randn(D, self.dim, generator=g)/math.sqrt(D)).requires_grad_(); b1 = th.zeros(self.dim, requires_grad=True)
-        V = (0.1*th.randn(M, self.dim, generator=g)).requires_grad_(); w2 = (th.ones(self.dim)/math.sqrt(self.dim)).requires_grad_()
+        W1 = (th.randn(D, self.dim, generator=g) / math.sqrt(D)).requires_grad_()
+        b1 = th.zeros(self.dim, requires_grad=True)
+        V = (0.1 * th.randn(M, self.dim, generator=g)).requires_grad_()
+        w2 = (th.ones(self.dim) / math.sqrt(self.dim)).requires_grad_()
         b = th.as_tensor(_logit(np.asarray(Y, float).mean(0)), dtype=th.float32).clone().requires_grad_()
-        ps = [W1, b1, V, w2, b]; opt = th.optim.Adam(ps, lr=self.lr, weight_decay=self.weight_decay)
+        ps = [W1, b1, V, w2, b]
+        opt = th.optim.Adam(ps, lr=self.lr, weight_decay=self.weight_decay)
         for _ in range(self.epochs):
             opt.zero_grad()
-            z = ((Xt @ W1 + b1).unsqueeze(1)*V.unsqueeze(0)) @ w2 + b
-            (th.nn.functional.binary_cross_entropy_with_logits(z, Yt, weight=Wt, reduction='sum')/Wt.sum()).backward(); opt.step()
+            z = ((Xt @ W1 + b1).unsqueeze(1) * V.unsqueeze(0)) @ w2 + b
+            (th.nn.functional.binary_cross_entropy_with_logits(z, Yt, weight=Wt, reduction='sum') / Wt.sum()).backward()
+            opt.step()
         self.params = [p.detach().numpy().astype(np.float64) for p in ps]
         return self
+
     def __call__(self, X):
         W1, b1, V, w2, b = self.params
-        return _sigmoid(((np.asarray(X, np.float64) @ W1 + b1)[:, None, :]*V[None]) @ w2 + b)
+        return _sigmoid(((np.asarray(X, np.float64) @ W1 + b1)[:, None, :] * V[None]) @ w2 + b)
+
 
 @dataclass
 class GainMLP:
-    "A one-hidden-layer MLP regressing the strong-minus-cheap grade difference on the prompt (RouteLLM's classifier routers)."
+    """A one-hidden-layer MLP regressing the strong-minus-cheap grade
+    difference on the prompt (RouteLLM's classifier routers)."""
+
     hidden: int = 32
     weight_decay: float = 1e-2
     epochs: int = 150
     lr: float = 3e-3
     seed: int = 0
+
     def fit(self, X, y):
         import torch as th
+
         g = th.Generator().manual_seed(self.seed)
         Xt, yt = th.as_tensor(np.asarray(X, np.float32)), th.as_tensor(np.asarray(y, np.float32))
-        W1 = (0.05*th.randn(X.shape[1], self.hidden, generator=g)).requires_grad_(); b1 = th.zeros(self.hidden, requires_grad=True)
-        w2 = (0.05*th.randn(self.hidden, generator=g)).requires_grad_(); b2 = th.zeros(1, requires_grad=True)
-        ps = [W1, b1, w2, b2]; opt = th.optim.Adam(ps, lr=self.lr, weight_decay=self.weight_decay)
+        W1 = (0.05 * th.randn(X.shape[1], self.hidden, generator=g)).requires_grad_()
+        b1 = th.zeros(self.hidden, requires_grad=True)
+        w2 = (0.05 * th.randn(self.hidden, generator=g)).requires_grad_()
+        b2 = th.zeros(1, requires_grad=True)
+        ps = [W1, b1, w2, b2]
+        opt = th.optim.Adam(ps, lr=self.lr, weight_decay=self.weight_decay)
         for _ in range(self.epochs):
-            opt.zero_grad(); (((th.relu(Xt @ W1 + b1) @ w2 + b2) - yt)**2).mean().backward(); opt.step()
+            opt.zero_grad()
+            (((th.relu(Xt @ W1 + b1) @ w2 + b2) - yt) ** 2).mean().backward()
+            opt.step()
         self.params = [p.detach().numpy().astype(np.float64) for p in ps]
         return self
+
     def __call__(self, X):
         W1, b1, w2, b2 = self.params
         return np.maximum(np.asarray(X, np.float64) @ W1 + b1, 0) @ w2 + b2
 
 # %% ../nbs/18b_learning_from_logs.ipynb #501665bd
-RATE_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)          # strong-call rates (two specialists)
-PRICE_POINTS = np.r_[0, np.geomspace(1, 1e5, 60)]              # prices (more specialists)
+RATE_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)  # strong-call rates (two specialists)
+PRICE_POINTS = np.r_[0, np.geomspace(1, 1e5, 60)]  # prices (more specialists)
+
 
 def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     "Quality of the returned answer (the last successful call's) and the spend of `calls` (`(n, K)` indices, -1: none)."
@@ -239,19 +332,23 @@ def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.n
         c = c + np.where(on, tab.C[rows, mm], 0.0)
     return q, c
 
+
 def pgr_of(q, qc, qs) -> float:
     "PGR of per-question qualities `q` between the two ends' (chapter 18's `pgr`: NaN when the strongest is no better)."
     return pgr(np.mean(q), np.mean(qc), np.mean(qs))
+
 
 def spend_axis(tab: LogTable, rows, calls) -> float:
     """Where a run sits on the x-axis of the curves: with two specialists the strong-call rate; with more, the share of
     the way from the cheapest specialist's spend to the strongest's (0 always-cheapest, 1 always-strongest)."""
     rows = np.asarray(rows)
     calls = np.asarray(calls)
-    if tab.M == 2: return float(((calls == tab.strongest).any(1)).mean())
+    if tab.M == 2:
+        return float(((calls == tab.strongest).any(1)).mean())
     _, c = play_calls(tab, rows, calls)
     cc, cs = tab.C[rows, tab.cheapest].mean(), tab.C[rows, tab.strongest].mean()
-    return float((c.mean() - cc)/(cs - cc))
+    return float((c.mean() - cc) / (cs - cc))
+
 
 def ends(tab: LogTable, rows) -> tuple:
     "Per-question quality of always-cheapest and always-strongest (PGR's 0 and 1)."
@@ -259,8 +356,10 @@ def ends(tab: LogTable, rows) -> tuple:
     f = lambda m: np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
     return f(tab.cheapest), f(tab.strongest)
 
+
 def curve_area(xs, ys, grid=None) -> float:
-    "Mean of the curve `ys(xs)` (linearly interpolated, sorted by x) over `grid` (default `RATE_GRID`): the area under it per unit of x."
+    """Mean of the curve `ys(xs)` (linearly interpolated, sorted by x)
+    over `grid` (default `RATE_GRID`): the area under it per unit of x."""
     grid = RATE_GRID if grid is None else grid
     o = np.argsort(xs, kind='stable')
     return float(np.mean(np.interp(grid, np.asarray(xs)[o], np.asarray(ys)[o])))
@@ -273,13 +372,16 @@ def prompt_calls(tab: LogTable, P, x: float, cbar, reads_answer: bool = False, s
     c, s, n = tab.cheapest, tab.strongest, len(P)
     if tab.M == 2:
         esc = at_rate(P[:, s] - P[:, c] if score is None else score, x)
-        if reads_answer: return np.stack([np.full(n, c), np.where(esc, s, -1)], 1)
+        if reads_answer:
+            return np.stack([np.full(n, c), np.where(esc, s, -1)], 1)
         return np.stack([np.where(esc, s, c), np.full(n, -1)], 1)
-    u = P - x*np.asarray(cbar)[None]
-    if not reads_answer: return np.stack([u.argmax(1), np.full(n, -1)], 1)
+    u = P - x * np.asarray(cbar)[None]
+    if not reads_answer:
+        return np.stack([u.argmax(1), np.full(n, -1)], 1)
     u[:, c] = P[:, c]
     k = u.argmax(1)
     return np.stack([np.full(n, c), np.where(k == c, -1, k)], 1)
+
 
 def decision_value(tab: LogTable, rows, calls_at, points) -> float:
     """The area under a policy's curve on questions `rows`, the measure every choice on a log is made by: `calls_at(p)`
@@ -293,44 +395,56 @@ def decision_value(tab: LogTable, rows, calls_at, points) -> float:
         xs.append(spend_axis(tab, rows, calls))
         ys.append(play_calls(tab, rows, calls)[0].mean())
     a, d = curve_area(xs, ys), qs.mean() - qc.mean()
-    return (a - qc.mean())/d if d > 1e-12 else a
+    return (a - qc.mean()) / d if d > 1e-12 else a
+
 
 def break_even_prices(P, cbar, n: int = 120) -> np.ndarray:
     """Prices at which routing by `P` (the argmax of `P - price*cbar`) changes on some question: `n` quantiles of the
     pairwise break-even prices, with 0 and a price above them all (only the cheapest then)."""
     M = P.shape[1]
-    b = [(P[:, k] - P[:, m])/(cbar[k] - cbar[m]) for m in range(M) for k in range(M) if cbar[k] > cbar[m]]
+    b = [(P[:, k] - P[:, m]) / (cbar[k] - cbar[m]) for m in range(M) for k in range(M) if cbar[k] > cbar[m]]
     b = np.concatenate(b) if b else np.zeros(0)
     b = b[np.isfinite(b) & (b > 0)]
-    if not len(b): return np.array([0.0, 1.0])
-    return np.unique(np.r_[0.0, np.quantile(b, np.linspace(0, 1, n)), 1.25*b.max()])
+    if not len(b):
+        return np.array([0.0, 1.0])
+    return np.unique(np.r_[0.0, np.quantile(b, np.linspace(0, 1, n)), 1.25 * b.max()])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #80fbd68a
 KNN_KS, RIDGE_ALPHAS = (10, 20, 40, 80, 160, 320), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 MF_GRID, LOGISTIC_L2 = ((16, 1e-3), (64, 1e-3), (16, 1e-2)), (1.0, 3.0, 10.0, 30.0)
-BLOCKS = ('knn', 'ridge', 'mf', 'logistic')      # the prompt models, in the order of their columns in the stack
+BLOCKS = ('knn', 'ridge', 'mf', 'logistic')  # the prompt models, in the order of their columns in the stack
+
 
 def _oof(fit_predict, n: int, folds: list) -> np.ndarray:
     "Out-of-fold predictions: `fit_predict(fit_rows, held_rows) -> (grid, n_held, ...)` stitched into `(grid, n, ...)`."
     out = None
     for a, b in folds:
         p = np.asarray(fit_predict(a, b))
-        if out is None: out = np.zeros((p.shape[0], n) + p.shape[2:])
+        if out is None:
+            out = np.zeros((p.shape[0], n) + p.shape[2:])
         out[:, b] = p
     return out
 
-def _brier(P, Y) -> list: return [float(((np.clip(p, 0, 1) - Y)**2).mean()) for p in P]
+
+def _brier(P, Y) -> list:
+    return [float(((np.clip(p, 0, 1) - Y) ** 2).mean()) for p in P]
+
 
 def logistic_path(Ftr, Ytr, F, l2s) -> np.ndarray:
-    "A logistic regression per specialist (`fit_logistic_lbfgs`) for every L2 strength: `(len(l2s), n, M)` probabilities."
+    """A logistic regression per specialist (`fit_logistic_lbfgs`)
+    for every L2 strength: `(len(l2s), n, M)` probabilities."""
     return np.stack([_sigmoid(fit_logistic_lbfgs(Ftr, Ytr, l2)(F)) for l2 in l2s])
+
 
 def prompt_paths(X, Y, seed: int = 0) -> dict:
     "Each prompt model's grid and `(fit_rows, rows) -> (grid, n, M)` predictions, by name (`BLOCKS`)."
     mf = lambda a, b: np.stack([MatrixFactorisation(d, wd, seed=seed).fit(X[a], Y[a])(X[b]) for d, wd in MF_GRID])
-    return {'knn': (KNN_KS, lambda a, b: knn_path(X[a], Y[a], X[b], KNN_KS)),
-            'ridge': (RIDGE_ALPHAS, lambda a, b: np.clip(ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), 0, 1)),
-            'mf': (MF_GRID, mf), 'logistic': (LOGISTIC_L2, lambda a, b: logistic_path(X[a], Y[a], X[b], LOGISTIC_L2))}
+    return {
+        'knn': (KNN_KS, lambda a, b: knn_path(X[a], Y[a], X[b], KNN_KS)),
+        'ridge': (RIDGE_ALPHAS, lambda a, b: np.clip(ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), 0, 1)),
+        'mf': (MF_GRID, mf),
+        'logistic': (LOGISTIC_L2, lambda a, b: logistic_path(X[a], Y[a], X[b], LOGISTIC_L2)),
+    }
 
 # %% ../nbs/18b_learning_from_logs.ipynb #80fbd68b
 class QualityStack:
@@ -339,6 +453,7 @@ class QualityStack:
     its answer (embedding when logged, cost, latency). Each prompt model's setting is chosen by `value(P)`, the decision
     value of routing the fitting questions by its out-of-fold predictions `P` (Brier score without one; `areas` keeps
     the values); the answer models' strength by Brier score."""
+
     def __init__(self, X, obs, A, text, Y, folds, seed: int = 0, progress=None, value=None):
         self.M, tick, n = Y.shape[1], progress or (lambda s: None), len(Y)
         self.setting, self.areas = {}, {}
@@ -351,13 +466,18 @@ class QualityStack:
         self.k, self.alpha, self.mf_cfg, self.l2 = (self.setting[b] for b in BLOCKS)
         self.text = text
         F = [self.answer_inputs(m, X, A[:, m], obs[:, m]) for m in range(self.M)]
-        brier = [_brier(_oof(lambda a, b: ridge_path(F[m][a], Y[a], F[m][b], RIDGE_ALPHAS), n, folds), Y) for m in range(self.M)]
+        brier = [
+            _brier(_oof(lambda a, b: ridge_path(F[m][a], Y[a], F[m][b], RIDGE_ALPHAS), n, folds), Y)
+            for m in range(self.M)
+        ]
         self.alpha_a = RIDGE_ALPHAS[int(np.argmin(np.sum(brier, 0)))]
         tick('answer ridge')
         self.seed = seed
+
     def answer_inputs(self, m, X, a, obs) -> np.ndarray:
         "What reading specialist m's answer adds: its embedding (when answers were logged), its cost and latency."
         return np.hstack([X, a, obs]) if self.text[m] else np.hstack([X, obs])
+
     def fit(self, X, obs, A, Y):
         "Fit every level-0 learner on these rows; returns `self` (a run-time scorer)."
         self.Etr, self.Ytr = _unit(np.asarray(X, np.float32)), np.asarray(Y, np.float64)
@@ -366,10 +486,12 @@ class QualityStack:
         self.logistic = fit_logistic_lbfgs(X, Y, self.l2)
         self.ans = [fit_ridge(self.answer_inputs(m, X, A[:, m], obs[:, m]), Y, self.alpha_a) for m in range(self.M)]
         return self
+
     def prompt(self, X) -> np.ndarray:
         "`(n, 4M)` probabilities that each specialist answers right, from the prompt alone (`BLOCKS`, side by side)."
         knn = knn_path(self.Etr, self.Ytr, X, [self.k])[0]
         return np.concatenate([knn, np.clip(self.ridge(X), 0, 1), self.mf(X), _sigmoid(self.logistic(X))], 1)
+
     def answer(self, m, X, a, obs) -> np.ndarray:
         "`(n, M)` probabilities that each specialist answers right once specialist `m` has answered."
         return np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1)
@@ -381,17 +503,24 @@ class FullInfoQ:
     action at once: after a first answer, the advantage of calling each other specialist (stacked: a ridge regression on
     the level-0 probabilities, `QualityStack`, fitted out of fold); before any call, the return of starting with each
     specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to two calls."""
-    def __init__(self, tab: LogTable, reward: RewardConfig = LOG_REWARD, folds: int = 5, seed: int = 0, meta_alpha: float = 3.0):
+
+    def __init__(
+        self, tab: LogTable, reward: RewardConfig = LOG_REWARD, folds: int = 5, seed: int = 0, meta_alpha: float = 3.0
+    ):
         self.tab, self.reward, self.k_folds, self.seed, self.meta_alpha = tab, reward, folds, seed, meta_alpha
         self.M = tab.M
+
     def _inputs(self, rows):
         t = self.tab
-        return t.X[rows], (t.obs()[rows] - self.obs_mu)/self.obs_sd, t.A[rows]
+        return t.X[rows], (t.obs()[rows] - self.obs_mu) / self.obs_sd, t.A[rows]
+
     def routing_value(self, P) -> float:
-        "Decision value of routing the fitting questions by predicted qualities `P` (one call each), as a tuned router is scored."
+        """Decision value of routing the fitting questions by predicted
+        qualities `P` (one call each), as a tuned router is scored."""
         t = self.sub
         pts = RATE_GRID if t.M == 2 else PRICE_POINTS
         return decision_value(t, np.arange(len(P)), lambda x: prompt_calls(t, P, x, self.cbar), pts)
+
     def z_answer(self, stack, m, Z0, X, a, obs) -> np.ndarray:
         "The stacked features once specialist `m` has answered: prompt and answer probabilities, its cost and latency."
         return np.hstack([Z0, stack.answer(m, X, a, obs), obs])
@@ -399,13 +528,17 @@ class FullInfoQ:
 # %% ../nbs/18b_learning_from_logs.ipynb #ae1633cf
 @patch_into(FullInfoQ)
 def fit(self, rows=None, progress: bool = False):
-    "Fit level 0 (tuned, out of fold) and the second decision's advantages on `rows` (default: complete training questions)."
+    """Fit level 0 (tuned, out of fold) and the second decision's
+    advantages on `rows` (default: complete training questions)."""
     t = self.tab
     tick = (lambda s: print(f"  fitted {s}", flush=True)) if progress else None
     rows = np.flatnonzero(t.train & t.avail.all(1)) if rows is None else np.asarray(rows)
-    if len(rows) < 20: raise ConfigError(f"full-information learning needs at least 20 training questions with every specialist "
-                                         f"logged; found {len(rows)}. Log more questions (or every specialist on more of them), or hold "
-                                         "fewer out (--heldout-fraction).")
+    if len(rows) < 20:
+        raise ConfigError(
+            f"full-information learning needs at least 20 training questions with every specialist "
+            f"logged; found {len(rows)}. Log more questions (or every specialist on more of them), or hold "
+            "fewer out (--heldout-fraction)."
+        )
     self.rows = rows
     ob = t.obs()[rows]
     self.obs_mu, self.obs_sd = ob.mean(0), ob.std(0) + 1e-9
@@ -417,48 +550,65 @@ def fit(self, rows=None, progress: bool = False):
     self.cbar = t.C[rows].mean(0)
     base = QualityStack(X, obs, A, t.text, Y, self.folds, self.seed, tick, value=self.routing_value)
     B, M = len(BLOCKS), self.M
-    self.Z0, self.Z1 = np.zeros((len(rows), B*M)), [np.zeros((len(rows), (B + 1)*M + 2)) for _ in range(M)]
-    self.fold_stacks, self.fold_of = [], np.full(t.n, -1)     # a fitting question is scored by the stack that never saw it
-    for f, (a, b) in enumerate(self.folds):                   # out-of-fold level-0 features of every fitting question
+    self.Z0, self.Z1 = np.zeros((len(rows), B * M)), [np.zeros((len(rows), (B + 1) * M + 2)) for _ in range(M)]
+    self.fold_stacks, self.fold_of = [], np.full(t.n, -1)  # a fitting question is scored by the stack that never saw it
+    for f, (a, b) in enumerate(self.folds):  # out-of-fold level-0 features of every fitting question
         s = copy.copy(base).fit(X[a], obs[a], A[a], Y[a])
         self.Z0[b] = z0 = s.prompt(X[b])
-        for m in range(M): self.Z1[m][b] = self.z_answer(s, m, z0, X[b], A[b, m], obs[b, m])
+        for m in range(M):
+            self.Z1[m][b] = self.z_answer(s, m, z0, X[b], A[b, m], obs[b, m])
         self.fold_stacks.append(s)
         self.fold_of[rows[b]] = f
     self.stack = base.fit(X, obs, A, Y)
     self.row_of = {tid: i for i, tid in enumerate(t.task_ids)}
-    self.R0 = {s_: sequence_returns(sub, s_, self.reward) for s_ in [(m,) for m in range(self.M)] + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]}
-    self.meta, self.A1 = [], []                               # advantage of calling k after m: exact return difference
+    self.R0 = {
+        s_: sequence_returns(sub, s_, self.reward)
+        for s_ in [(m,) for m in range(self.M)] + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]
+    }
+    self.meta, self.A1 = [], []  # advantage of calling k after m: exact return difference
     for m in range(self.M):
-        D = np.stack([self.R0[(m, k)][0] - self.R0[(m,)][0] if k != m else np.zeros(len(rows)) for k in range(self.M)], 1)
+        D = np.stack(
+            [self.R0[(m, k)][0] - self.R0[(m,)][0] if k != m else np.zeros(len(rows)) for k in range(self.M)], 1
+        )
         self.meta.append(fit_ridge(self.Z1[m], D, self.meta_alpha))
-        self.A1.append(_oof(lambda a, b: fit_ridge(self.Z1[m][a], D[a], self.meta_alpha)(self.Z1[m][b])[None], len(rows), self.folds)[0])
-    if tick: tick('second decision')
+        self.A1.append(
+            _oof(
+                lambda a, b: fit_ridge(self.Z1[m][a], D[a], self.meta_alpha)(self.Z1[m][b])[None], len(rows), self.folds
+            )[0]
+        )
+    if tick:
+        tick('second decision')
     return self
 
 # %% ../nbs/18b_learning_from_logs.ipynb #0283990f
 @patch_into(FullInfoQ)
 def next_advantage(self, m: int, adv: np.ndarray, cost_coef: float) -> np.ndarray:
     "Advantage over stopping of calling each specialist after `m` answered, at `cost_coef` (-inf: `m` itself)."
-    u = adv - cost_coef*self.cbar[None]; u[:, m] = -np.inf
+    u = adv - cost_coef * self.cbar[None]
+    u[:, m] = -np.inf
     return u
+
 
 @patch_into(FullInfoQ)
 def second(self, m: int, adv: np.ndarray, cost_coef: float) -> np.ndarray:
     "The second decision: the specialist to call after `m` (-1: stop)."
-    u = self.next_advantage(m, adv, cost_coef); k = u.argmax(1)
+    u = self.next_advantage(m, adv, cost_coef)
+    k = u.argmax(1)
     return np.where(u[np.arange(len(u)), k] > 0, k, -1)
+
 
 @patch_into(FullInfoQ)
 def sequence_value(self, m: np.ndarray, k: np.ndarray, cost_coef: float) -> np.ndarray:
     "Exact return, on the fitting questions, of calling `m[i]` then `k[i]` (-1: stop)."
-    r1 = np.stack([self.R0[(j,)][0] - cost_coef*self.R0[(j,)][1] for j in range(self.M)], 1)
+    r1 = np.stack([self.R0[(j,)][0] - cost_coef * self.R0[(j,)][1] for j in range(self.M)], 1)
     out = r1[np.arange(len(m)), m]
     for j in range(self.M):
         for kk in range(self.M):
             sel = (m == j) & (k == kk)
-            if kk != j and sel.any(): out[sel] = (self.R0[(j, kk)][0] - cost_coef*self.R0[(j, kk)][1])[sel]
+            if kk != j and sel.any():
+                out[sel] = (self.R0[(j, kk)][0] - cost_coef * self.R0[(j, kk)][1])[sel]
     return out
+
 
 @patch_into(FullInfoQ)
 def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
@@ -474,13 +624,16 @@ def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
     self.choice = {'taken': 'q', 'values': {}}
     return self.choose() if choose else self
 
+
 @patch_into(FullInfoQ)
 def first_q(self, Z0: np.ndarray, cost_coef: float) -> np.ndarray:
     "Value of starting with each specialist at `cost_coef` (linear interpolation on the price grid)."
-    p = self.prices; j = int(np.clip(np.searchsorted(p, cost_coef) - 1, 0, max(len(p) - 2, 0)))
-    if len(p) == 1: return self.Q0[0](Z0)
-    f = float(np.clip((cost_coef - p[j])/(p[j + 1] - p[j]), 0, 1))
-    return (1 - f)*self.Q0[j](Z0) + f*self.Q0[j + 1](Z0)
+    p = self.prices
+    j = int(np.clip(np.searchsorted(p, cost_coef) - 1, 0, max(len(p) - 2, 0)))
+    if len(p) == 1:
+        return self.Q0[0](Z0)
+    f = float(np.clip((cost_coef - p[j]) / (p[j + 1] - p[j]), 0, 1))
+    return (1 - f) * self.Q0[j](Z0) + f * self.Q0[j + 1](Z0)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #38951839
 @patch_into(FullInfoQ)
@@ -490,23 +643,35 @@ def decide(self, rows, cost_coef: float, fitted: bool = False) -> np.ndarray:
     question is scored by the level-0 stack of the fold that held it out (`stack_of`), as a new question would be.
     `fitted=True`: `rows` index the fitting questions and their out-of-fold features are used (for calibrating prices)."""
     if fitted:
-        Z0 = self.Z0[rows]; m = self.first_q(Z0, cost_coef).argmax(1); k = np.full(len(rows), -1)
+        Z0 = self.Z0[rows]
+        m = self.first_q(Z0, cost_coef).argmax(1)
+        k = np.full(len(rows), -1)
         for j in range(self.M):
             s = m == j
-            if s.any(): k[s] = self.second(j, self.A1[j][rows][s], cost_coef)
+            if s.any():
+                k[s] = self.second(j, self.A1[j][rows][s], cost_coef)
         return np.stack([m, k], 1)
-    rows = np.asarray(rows); X, obs, A = self._inputs(rows); f = self.fold_of[rows]
+    rows = np.asarray(rows)
+    X, obs, A = self._inputs(rows)
+    f = self.fold_of[rows]
     m, k = np.zeros(len(rows), int), np.full(len(rows), -1)
     for g in np.unique(f):
-        st, on = self.stack_of(rows[f == g][0]), np.flatnonzero(f == g); Z0 = st.prompt(X[on]); m[on] = self.first_q(Z0, cost_coef).argmax(1)
+        st, on = self.stack_of(rows[f == g][0]), np.flatnonzero(f == g)
+        Z0 = st.prompt(X[on])
+        m[on] = self.first_q(Z0, cost_coef).argmax(1)
         for j in range(self.M):
             s = on[m[on] == j]
-            if len(s): k[s] = self.second(j, self.meta[j](self.z_answer(st, j, Z0[m[on] == j], X[s], A[s, j], obs[s, j])), cost_coef)
+            if len(s):
+                k[s] = self.second(
+                    j, self.meta[j](self.z_answer(st, j, Z0[m[on] == j], X[s], A[s, j], obs[s, j])), cost_coef
+                )
     return np.stack([m, k], 1)
+
 
 @patch_into(FullInfoQ)
 def stack_of(self, row: int) -> QualityStack:
-    "The level-0 stack that scores question `row` of the table: the fold's that never saw it (a fitting question), else the full one (-1: a new question)."
+    """The level-0 stack that scores question `row` of the table: the fold's that
+    never saw it (a fitting question), else the full one (-1: a new question)."""
     f = self.fold_of[row] if 0 <= row < len(self.fold_of) else -1
     return self.fold_stacks[f] if f >= 0 else self.stack
 
@@ -517,8 +682,10 @@ def then_second(self, m: np.ndarray, cost_coef: float) -> np.ndarray:
     k = np.full(len(m), -1)
     for j in range(self.M):
         s = m == j
-        if s.any(): k[s] = self.second(j, self.A1[j][s], cost_coef)
+        if s.any():
+            k[s] = self.second(j, self.A1[j][s], cost_coef)
     return np.stack([m, k], 1)
+
 
 @patch_into(FullInfoQ)
 def candidates(self) -> dict:
@@ -529,19 +696,21 @@ def candidates(self) -> dict:
     first, then the Q's second decision ('cheapest+q')."""
     n, M, p = len(self.rows), self.M, self.prices
     oof = lambda T: _oof(lambda a, b: fit_ridge(self.Z0[a], T[a], self.meta_alpha)(self.Z0[b])[None], n, self.folds)[0]
-    V = np.stack([oof(T) for T in self.T0])                                  # (prices, n, M)
+    V = np.stack([oof(T) for T in self.T0])  # (prices, n, M)
+
     def q_calls(c):
         j = int(np.clip(np.searchsorted(p, c) - 1, 0, max(len(p) - 2, 0)))
-        f = 0.0 if len(p) == 1 else float(np.clip((c - p[j])/(p[j + 1] - p[j]), 0, 1))
-        v = V[j] if len(p) == 1 else (1 - f)*V[j] + f*V[j + 1]
+        f = 0.0 if len(p) == 1 else float(np.clip((c - p[j]) / (p[j + 1] - p[j]), 0, 1))
+        v = V[j] if len(p) == 1 else (1 - f) * V[j] + f * V[j + 1]
         return self.then_second(v.argmax(1), c)
+
     out = {'q': (q_calls, np.unique(np.r_[p, np.linspace(p.min(), p.max(), 200)]))}
-    for b, name in enumerate(BLOCKS):                       # each prompt model as the tuned router of its name plays
-        P = self.Z0[:, b*M:(b + 1)*M]
+    for b, name in enumerate(BLOCKS):  # each prompt model as the tuned router of its name plays
+        P = self.Z0[:, b * M : (b + 1) * M]
         out[name] = (lambda x, P=P: prompt_calls(self.sub, P, x, self.cbar), RATE_GRID if M == 2 else PRICE_POINTS)
-        first = lambda c, P=P: (P - c*self.cbar).argmax(1)
+        first = lambda c, P=P: (P - c * self.cbar).argmax(1)
         out[name + '+q'] = (lambda c, first=first: self.then_second(first(c), c), break_even_prices(P, self.cbar))
-    cheap = np.full(n, self.tab.cheapest)                   # a cascade: the cheapest first, then the Q's second decision
+    cheap = np.full(n, self.tab.cheapest)  # a cascade: the cheapest first, then the Q's second decision
     out['cheapest+q'] = (lambda c: self.then_second(cheap, c), out['q'][1])
     return out
 
@@ -553,10 +722,12 @@ def choose(self) -> FullInfoQ:
     So the policy's validated value is never below that of a router it contains. `choice` says what was taken."""
     t, rows = self.sub, np.arange(len(self.rows))
     vals = {name: decision_value(t, rows, f, pts) for name, (f, pts) in self.candidates().items()}
-    best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))             # a tie keeps the Q's own decisions
+    best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))  # a tie keeps the Q's own decisions
     self.choice = {'taken': best, 'values': vals}
-    if best != 'q': self.take(best)
+    if best != 'q':
+        self.take(best)
     return self
+
 
 @patch_into(FullInfoQ)
 def take(self, name: str) -> FullInfoQ:
@@ -565,35 +736,47 @@ def take(self, name: str) -> FullInfoQ:
     price times m's mean cost, a linear function of the stack's features, so the run-time scorer carries it as is.
     `'cheapest+q'`: the cheapest specialist first at every price, then the Q's second decision."""
     M, first = self.M, name.split('+')[0]
-    if first == 'cheapest':                                      # the cheapest first at every price
+    if first == 'cheapest':  # the cheapest first at every price
         self.Q0 = [Linear(np.zeros((self.Z0.shape[1], M)), np.eye(M)[self.tab.cheapest]) for c in self.prices]
         return self
     b = BLOCKS.index(first)
     sel = np.zeros((self.Z0.shape[1], M))
-    sel[b*M:(b + 1)*M] = np.eye(M)
-    self.prices = break_even_prices(self.Z0[:, b*M:(b + 1)*M], self.cbar)
-    self.Q0 = [Linear(sel, -c*self.cbar) for c in self.prices]
-    if '+' not in name:                                          # one call: every second call is worth -1
+    sel[b * M : (b + 1) * M] = np.eye(M)
+    self.prices = break_even_prices(self.Z0[:, b * M : (b + 1) * M], self.cbar)
+    self.Q0 = [Linear(sel, -c * self.cbar) for c in self.prices]
+    if '+' not in name:  # one call: every second call is worth -1
         self.meta = [Linear(np.zeros_like(l.W), -np.ones(M)) for l in self.meta]
         self.A1 = [-np.ones_like(a) for a in self.A1]
     return self
 
+
 @patch_into(FullInfoQ)
 def summary(self) -> dict:
-    "What was fitted and chosen, for a run's summary: each prompt model's setting, the answer ridge, what plays, the values."
-    return {'settings': {k: str(v) for k, v in self.stack.setting.items()}, 'answer_alpha': self.stack.alpha_a,
-            'taken': self.choice['taken'], 'prices': len(self.prices),
-            'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()}}
+    """What was fitted and chosen, for a run's summary: each prompt
+    model's setting, the answer ridge, what plays, the values."""
+    return {
+        'settings': {k: str(v) for k, v in self.stack.setting.items()},
+        'answer_alpha': self.stack.alpha_a,
+        'taken': self.choice['taken'],
+        'prices': len(self.prices),
+        'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()},
+    }
+
 
 def choice_words(q: FullInfoQ) -> str:
     "One line on what the fitted Q plays and why (its validation value against the best prompt router's)."
     v, taken = q.choice['values'], q.choice['taken']
-    if not v: return "the Q's own decisions (no choice made)"
+    if not v:
+        return "the Q's own decisions (no choice made)"
     best_router = max((k for k in v if '+' not in k and k != 'q'), key=v.get)
     what = {'q': "the Q's own decisions", 'cheapest+q': "the cheapest first, then the Q's second decision"}.get(
-        taken, f"the {taken.split('+')[0]} model's ranking" + (" then the Q's second call" if '+' in taken else " (one call)"))
-    return (f"{what}: validation value {v[taken]:.3f} (the Q's own {v['q']:.3f}, the best prompt router, "
-            f"{best_router}, {v[best_router]:.3f})")
+        taken,
+        f"the {taken.split('+')[0]} model's ranking" + (" then the Q's second call" if '+' in taken else " (one call)"),
+    )
+    return (
+        f"{what}: validation value {v[taken]:.3f} (the Q's own {v['q']:.3f}, the best prompt router, "
+        f"{best_router}, {v[best_router]:.3f})"
+    )
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b4851e3b
 def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
@@ -601,12 +784,16 @@ def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
     over its mean cost) on the fitting questions, plus 0 and a price above them all (only the cheapest then). Each
     quantile is moved to the midpoint between the two break-even prices around it: a grid price *on* a question's
     break-even would leave that question's second decision (and so the first decision's fit) to rounding."""
-    b = np.concatenate([q.A1[m][:, k]/q.cbar[k] for m in range(q.M) for k in range(q.M) if k != m])
+    b = np.concatenate([q.A1[m][:, k] / q.cbar[k] for m in range(q.M) for k in range(q.M) if k != m])
     b = np.unique(b[np.isfinite(b) & (b > 0)])
-    mid = (b[:-1] + b[1:])/2; mid = mid[(mid > b[:-1]) & (mid < b[1:])]   # strictly between two break-evens
-    if not len(mid): return np.array([0.0, 1.25*float(b[-1]) if len(b) else 1.0])
+    mid = (b[:-1] + b[1:]) / 2
+    mid = mid[(mid > b[:-1]) & (mid < b[1:])]  # strictly between two break-evens
+    if not len(mid):
+        return np.array([0.0, 1.25 * float(b[-1]) if len(b) else 1.0])
     ps = np.quantile(b, np.linspace(0.0, 0.99, n))
-    return np.unique(np.r_[0.0, mid[np.clip(np.searchsorted(mid, ps), 0, len(mid) - 1)], 1.25*float(np.quantile(b, 0.995))])
+    return np.unique(
+        np.r_[0.0, mid[np.clip(np.searchsorted(mid, ps), 0, len(mid) - 1)], 1.25 * float(np.quantile(b, 0.995))]
+    )
 
 # %% ../nbs/18b_learning_from_logs.ipynb #ad33f061
 class QPolicy:
@@ -615,41 +802,67 @@ class QPolicy:
     value of every action and acts greedily: the best slot's logit is 1, the others' -1, and the stop logit is *graded*,
     `kappa` times the value of stopping minus that of the best call, clipped to [-1, 1] (its sign is the greedy choice;
     its size tells the network, which is regressed on it, how clear the choice is)."""
+
     name = 'q-policy'
-    def __init__(self, q: FullInfoQ, kappa: float = 10.0): self.q, self.kappa = q, kappa
-    def reset(self, env): self._z0 = None
+
+    def __init__(self, q: FullInfoQ, kappa: float = 10.0):
+        self.q, self.kappa = q, kappa
+
+    def reset(self, env):
+        self._z0 = None
+
     def values(self, env) -> dict:
         "Value of every action now, up to a per-episode constant: {'stop': v, slot: v} (slots that may be called)."
-        e = env.unwrapped; q = self.q; ids = q.tab.ids; lam = float(e.cost_coef)
-        mask = e.dag.action_mask(); x = e.task_emb[None].astype(np.float64)
+        e = env.unwrapped
+        q = self.q
+        ids = q.tab.ids
+        lam = float(e.cost_coef)
+        mask = e.dag.action_mask()
+        x = e.task_emb[None].astype(np.float64)
         slot = {sid: s for s, sid in enumerate(e.roster) if sid is not None}
         calls = [c for ev in e.trace for c in ev.get('calls', [])]
-        if self._z0 is None: self._st = q.stack_of(q.row_of.get(e.task.id, -1)); self._z0 = self._st.prompt(x)
+        if self._z0 is None:
+            self._st = q.stack_of(q.row_of.get(e.task.id, -1))
+            self._z0 = self._st.prompt(x)
         out = {}
         if not calls:
-            v = q.first_q(self._z0, lam)[0]; out['stop'] = -np.inf
+            v = q.first_q(self._z0, lam)[0]
+            out['stop'] = -np.inf
             for m, sid in enumerate(ids):
-                if sid in slot and mask[slot[sid]]: out[slot[sid]] = float(v[m])
+                if sid in slot and mask[slot[sid]]:
+                    out[slot[sid]] = float(v[m])
         elif len(calls) == 1 and calls[0]['specialist_id'] in ids:
-            m = ids.index(calls[0]['specialist_id']); c0 = calls[0]
-            obs = (np.array([[math.log(max(c0['cost_usd'], 1e-9)), math.log1p(c0['latency_s'])]]) - q.obs_mu[m])/q.obs_sd[m]
+            m = ids.index(calls[0]['specialist_id'])
+            c0 = calls[0]
+            obs = (
+                np.array([[math.log(max(c0['cost_usd'], 1e-9)), math.log1p(c0['latency_s'])]]) - q.obs_mu[m]
+            ) / q.obs_sd[m]
             a = e.called_emb[slot[ids[m]]][None].astype(np.float64)
             adv = q.next_advantage(m, q.meta[m](q.z_answer(self._st, m, self._z0, x, a, obs)), lam)[0]
             out['stop'] = 0.0
             for k, sid in enumerate(ids):
-                if k != m and sid in slot and mask[slot[sid]]: out[slot[sid]] = float(adv[k])
-        else: out['stop'] = 0.0
+                if k != m and sid in slot and mask[slot[sid]]:
+                    out[slot[sid]] = float(adv[k])
+        else:
+            out['stop'] = 0.0
         return out
+
     def act(self, env, obs, info):
-        e = env.unwrapped; M = e.cfg.max_specialists; Q = self.values(env)
-        a = np.full(M + 6, -1.0, np.float32); a[M + 2:] = 0.0
+        e = env.unwrapped
+        M = e.cfg.max_specialists
+        Q = self.values(env)
+        a = np.full(M + 6, -1.0, np.float32)
+        a[M + 2 :] = 0.0
         calls = {s: v for s, v in Q.items() if s != 'stop'}
-        if not calls: a[0] = 1.0; return a
+        if not calls:
+            a[0] = 1.0
+            return a
         best = max(calls, key=lambda s: (calls[s], -s))
         gap = Q['stop'] - calls[best]
-        a[0] = float(np.clip(self.kappa*gap, -1, 1)) if np.isfinite(gap) else -1.0
-        if a[0] == 0.0: a[0] = 1e-3                                         # a tie stops (as the greedy choice does)
-        a[1 + best] = 1.0                                                   # one call at a time: the best slot only
+        a[0] = float(np.clip(self.kappa * gap, -1, 1)) if np.isfinite(gap) else -1.0
+        if a[0] == 0.0:
+            a[0] = 1e-3  # a tie stops (as the greedy choice does)
+        a[1 + best] = 1.0  # one call at a time: the best slot only
         return a
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b99ccfa8
@@ -658,25 +871,43 @@ def _draw_log_price(env) -> float:
     lo, hi = env.cost_range
     return lo if lo == hi else float(np.expm1(env.np_random.uniform(math.log1p(lo), math.log1p(hi))))
 
-def log_env(backend, split: str, cost_coef_range, reward: RewardConfig = LOG_REWARD, max_specialists: int = 6,
-            price_draw: str = 'log'):
+
+def log_env(
+    backend,
+    split: str,
+    cost_coef_range,
+    reward: RewardConfig = LOG_REWARD,
+    max_specialists: int = 6,
+    price_draw: str = 'log',
+):
     """A `SpindleFlowEnv` on a recorded log: every logged specialist on the roster, `cost_coef` drawn in the range (or
     fixed). `price_draw='log'`: each episode draws log1p(cost_coef) uniformly (the feature the network observes), since
     the prices of the strong-call rates span orders of magnitude; 'uniform': as the environment draws (uniform prices)."""
     import types
-    if price_draw not in ('log', 'uniform'): raise ConfigError(f"price_draw must be 'log' or 'uniform', got {price_draw!r}.")
+
+    if price_draw not in ('log', 'uniform'):
+        raise ConfigError(f"price_draw must be 'log' or 'uniform', got {price_draw!r}.")
     lo, hi = cost_coef_range
-    env = SpindleFlowEnv(EnvConfig(split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists),
-                         reward_config=reward, backend=backend, world=backend.world)
-    if price_draw == 'log': env._draw_cost_coef = types.MethodType(_draw_log_price, env)
+    env = SpindleFlowEnv(
+        EnvConfig(
+            split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists
+        ),
+        reward_config=reward,
+        backend=backend,
+        world=backend.world,
+    )
+    if price_draw == 'log':
+        env._draw_cost_coef = types.MethodType(_draw_log_price, env)
     return env
+
 
 def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
     "Play `policy` once on every question `rows` in `env`; its calls in order as `(n, max_steps)` indices (-1: none)."
     tasks = [env.world.bank[tab.task_ids[i]] for i in rows]
     out = np.full((len(rows), env.cfg.max_steps), -1)
     for i, p in enumerate(play_policy(env, policy, tasks, seed)):
-        seq = [tab.ids.index(s) for s, _ in p.calls]; out[i, :len(seq)] = seq
+        seq = [tab.ids.index(s) for s, _ in p.calls]
+        out[i, : len(seq)] = seq
     return out
 
 # %% ../nbs/18b_learning_from_logs.ipynb #25a01be7
@@ -684,54 +915,100 @@ def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry
     """A level-0 stack as the buffers of a `SlotScorer` (chapter 08): `cap` the specialists' capability embeddings, in
     `q.tab.ids` order; with `carry_q`, once `q` has its price grid (`fit_prices`), the Q's two decisions as well."""
     M, D = q.M, q.tab.X.shape[1]
-    W, B = np.zeros((M, 2*D + 2, M)), np.zeros((M, M))
-    for m, lin in enumerate(stack.ans):                  # [task, answer (when logged), cost and latency] -> the padded layout
-        W[m, :D] = lin.W[:D]; W[m, 2*D:] = lin.W[-2:]; B[m] = lin.b
-        if stack.text[m]: W[m, D:2*D] = lin.W[D:2*D]
+    W, B = np.zeros((M, 2 * D + 2, M)), np.zeros((M, M))
+    for m, lin in enumerate(stack.ans):  # [task, answer (when logged), cost and latency] -> the padded layout
+        W[m, :D] = lin.W[:D]
+        W[m, 2 * D :] = lin.W[-2:]
+        B[m] = lin.b
+        if stack.text[m]:
+            W[m, D : 2 * D] = lin.W[D : 2 * D]
     W1, b1, V, w2, b = stack.mf.params
-    out = dict(cap=cap, E=_unit(np.asarray(stack.Etr, np.float64)), Y=stack.Ytr, ridge_W=stack.ridge.W, ridge_b=stack.ridge.b,
-               mf_W1=W1, mf_b1=b1, mf_V=V, mf_w2=w2, mf_b=b, ans_W=W, ans_b=B, obs_mu=q.obs_mu, obs_sd=q.obs_sd,
-               logit_W=stack.logistic.W, logit_b=stack.logistic.b)
+    out = dict(
+        cap=cap,
+        E=_unit(np.asarray(stack.Etr, np.float64)),
+        Y=stack.Ytr,
+        ridge_W=stack.ridge.W,
+        ridge_b=stack.ridge.b,
+        mf_W1=W1,
+        mf_b1=b1,
+        mf_V=V,
+        mf_w2=w2,
+        mf_b=b,
+        ans_W=W,
+        ans_b=B,
+        obs_mu=q.obs_mu,
+        obs_sd=q.obs_sd,
+        logit_W=stack.logistic.W,
+        logit_b=stack.logistic.b,
+    )
     if carry_q and hasattr(q, 'prices'):
-        out.update(q_prices=q.prices, q0_W=np.stack([l.W for l in q.Q0]), q0_b=np.stack([l.b for l in q.Q0]),
-                   meta_W=np.stack([l.W for l in q.meta]), meta_b=np.stack([l.b for l in q.meta]), cbar=q.cbar)
+        out.update(
+            q_prices=q.prices,
+            q0_W=np.stack([l.W for l in q.Q0]),
+            q0_b=np.stack([l.b for l in q.Q0]),
+            meta_W=np.stack([l.W for l in q.meta]),
+            meta_b=np.stack([l.b for l in q.meta]),
+            cbar=q.cbar,
+        )
     return out
+
 
 def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: bool = True) -> dict:
     """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers
     are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries the Q."""
     st = stack or q.stack
-    spec = {'n': int(len(st.Ytr)), 'specialists': q.M, 'k': int(st.k), 'mf_dim': int(st.mf_cfg[0]),
-            'text': [bool(t) for t in q.tab.text], 'blocks': len(BLOCKS)}
+    spec = {
+        'n': int(len(st.Ytr)),
+        'specialists': q.M,
+        'k': int(st.k),
+        'mf_dim': int(st.mf_cfg[0]),
+        'text': [bool(t) for t in q.tab.text],
+        'blocks': len(BLOCKS),
+    }
     return {**spec, 'q': len(q.prices)} if carry_q and hasattr(q, 'prices') else spec
+
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
     """The capability embeddings a scorer recognises `q`'s specialists by (`q.tab.ids` order); `ConfigError` if two are the
     same (their catalog rows describe them alike: neither the scorer nor the network could tell them apart)."""
-    cap = backend.world.spec_emb(list(q.tab.ids)); U = _unit(np.asarray(cap, np.float64)); S = U @ U.T; np.fill_diagonal(S, -1)
+    cap = backend.world.spec_emb(list(q.tab.ids))
+    U = _unit(np.asarray(cap, np.float64))
+    S = U @ U.T
+    np.fill_diagonal(S, -1)
     i, j = np.unravel_index(int(np.argmax(S)), S.shape)
     if len(S) > 1 and S[i, j] > 0.999:
-        raise ConfigError(f"specialists {q.tab.ids[i]!r} and {q.tab.ids[j]!r} have the same description in the catalog (capability "
-                          f"embeddings at cosine {S[i, j]:.4f}), so a policy cannot tell them apart on a roster: give each its own "
-                          "role, domain or capability text in the catalog.")
+        raise ConfigError(
+            f"specialists {q.tab.ids[i]!r} and {q.tab.ids[j]!r} have the same description in the catalog (capability "
+            f"embeddings at cosine {S[i, j]:.4f}), so a policy cannot tell them apart on a roster: give each its own "
+            "role, domain or capability text in the catalog."
+        )
     return cap
 
+# %% ../nbs/18b_learning_from_logs.ipynb #0f422685
 def set_fitting_scores(model, q: FullInfoQ, backend):
-    "Score `q`'s fitting questions with the stack of the fold that held each out (while the network is fitted; not saved)."
+    """Score `q`'s fitting questions with the stack of the fold
+    that held each out (while the network is fitted; not saved)."""
     import torch as th
-    sc = model.policy.features_extractor.scorer; cap = scorer_cap(q, backend); dev = sc.E.device
-    folds = [SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D).load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q)).to(dev)
-             for s in q.fold_stacks]
+
+    sc = model.policy.features_extractor.scorer
+    cap = scorer_cap(q, backend)
+    dev = sc.E.device
+    folds = [
+        SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D).load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q)).to(dev)
+        for s in q.fold_stacks
+    ]
     keys = th.as_tensor(_unit(np.asarray(q.tab.X[q.rows], np.float64)), device=dev)
     sc.folds = (keys, th.as_tensor(q.fold_of[q.rows], device=dev), folds)
     return model
 
-def make_scored_model(env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True,
-                      carry_q: bool = True, **kw):
+
+def make_scored_model(
+    env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True, carry_q: bool = True, **kw
+):
     """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`, and with `carry_q` (once `q` has
     its price grid) the Q itself, so that each slot also reads the Q's value of calling it; `fitting`: the fitting
     questions scored out of fold (`set_fitting_scores`), for fitting the network."""
-    cap = scorer_cap(q, backend)                             # two specialists alike: refused before anything is built
+    cap = scorer_cap(q, backend)  # two specialists alike: refused before anything is built
     model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q, carry_q=carry_q), **kw)
     model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap, carry_q))
     return set_fitting_scores(model, q, backend) if fitting else model
@@ -742,8 +1019,10 @@ class TunedRouter:
     strong-call rates 5-95%, or over spend shares with more than two specialists). Subclasses define `grid` and
     `predict(setting, tab, fit_rows, rows) -> (n, M)` predicted qualities; `reads_answer`: it calls the cheapest
     specialist first and reads its answer."""
+
     name, reads_answer, grid = 'router', False, (None,)
-    kinds = (None,)                   # ways to read the same predictions (the cascade: P(cheap wrong) or the gain)
+    kinds = (None,)  # ways to read the same predictions (the cascade: P(cheap wrong) or the gain)
+
     def fit(self, tab: LogTable, rows, folds: int = 5, seed: int = 0):
         rows = np.asarray(rows)
         F = kfolds(len(rows), folds, seed)
@@ -752,19 +1031,27 @@ class TunedRouter:
         best = (-np.inf, None, None)
         for g, p in zip(self.grid, P):
             for kind in self.kinds:
-                self.kind = kind; v = self.area(tab, rows, p)
-                if v > best[0]: best = (v, g, kind)
+                self.kind = kind
+                v = self.area(tab, rows, p)
+                if v > best[0]:
+                    best = (v, g, kind)
         self.val_area, self.setting, self.kind = best
         return self
-    def quality(self, rows) -> np.ndarray: return self.predict(self.setting, self.tab, self.fit_rows, np.asarray(rows))
+
+    def quality(self, rows) -> np.ndarray:
+        return self.predict(self.setting, self.tab, self.fit_rows, np.asarray(rows))
+
     def score(self, P) -> np.ndarray:
         "Two specialists: how much escalating is worth (higher first)."
         t = self.tab
         return P[:, t.strongest] - P[:, t.cheapest]
+
     def calls_at(self, P, x) -> np.ndarray:
-        "`(n, 2)` calls at strong-call rate `x` (two specialists) or price `x` (more): `prompt_calls` with this router's score."
+        """`(n, 2)` calls at strong-call rate `x` (two specialists) or
+        price `x` (more): `prompt_calls` with this router's score."""
         t = self.tab
         return prompt_calls(t, P, x, t.C[self.fit_rows].mean(0), self.reads_answer, self.score(P) if t.M == 2 else None)
+
     def area(self, tab, rows, P) -> float:
         "The decision value of these predictions on `rows` (`decision_value`)."
         return decision_value(tab, rows, lambda x: self.calls_at(P, x), RATE_GRID if tab.M == 2 else PRICE_POINTS)
@@ -772,46 +1059,73 @@ class TunedRouter:
 # %% ../nbs/18b_learning_from_logs.ipynb #edf92b46
 class KNNQuality(TunedRouter):
     "kNN on prompt embeddings: each specialist's mean grade on the k most similar training questions (k tuned)."
+
     name, grid = 'knn', KNN_KS
-    def predict(self, k, tab, a, b): return knn_path(tab.X[a], tab.Y[a], tab.X[b], [k])[0]
+
+    def predict(self, k, tab, a, b):
+        return knn_path(tab.X[a], tab.Y[a], tab.X[b], [k])[0]
+
 
 class GainRouter(TunedRouter):
     """RouteLLM's classifier routers, on the prompt embedding: a logistic regression per specialist (L2 tuned) or, with
     two specialists, an MLP regressing the strong-minus-cheap grade (the gain of escalating) directly."""
+
     name = 'gain'
     grid = tuple(('logistic', l2) for l2 in LOGISTIC_L2) + (('mlp', (32, 1e-2)), ('mlp', (64, 1e-1)))
+
     def predict(self, g, tab, a, b):
         kind, h = g
         if kind == 'logistic':
             return logistic_path(tab.X[a], tab.Y[a], tab.X[b], [h])[0]
-        if tab.M != 2: return np.full((len(b), tab.M), np.nan)
-        P = np.zeros((len(b), 2)); c, s = tab.cheapest, tab.strongest
-        P[:, s] = GainMLP(*h).fit(tab.X[a], tab.Y[a, s] - tab.Y[a, c])(tab.X[b]); return P
-    def area(self, tab, rows, P): return -np.inf if np.isnan(P).any() else super().area(tab, rows, P)
+        if tab.M != 2:
+            return np.full((len(b), tab.M), np.nan)
+        P = np.zeros((len(b), 2))
+        c, s = tab.cheapest, tab.strongest
+        P[:, s] = GainMLP(*h).fit(tab.X[a], tab.Y[a, s] - tab.Y[a, c])(tab.X[b])
+        return P
+
+    def area(self, tab, rows, P):
+        return -np.inf if np.isnan(P).any() else super().area(tab, rows, P)
+
 
 class MFRouter(TunedRouter):
     "RouteLLM's matrix-factorisation router (`MatrixFactorisation`; dimension and weight decay tuned)."
+
     name, grid = 'mf', MF_GRID
-    def predict(self, g, tab, a, b): return MatrixFactorisation(*g, seed=self.seed).fit(tab.X[a], tab.Y[a])(tab.X[b])
+
+    def predict(self, g, tab, a, b):
+        return MatrixFactorisation(*g, seed=self.seed).fit(tab.X[a], tab.Y[a])(tab.X[b])
+
 
 class CascadeRouter(TunedRouter):
     """Cheapest first, then read its answer: a logistic regression per specialist on the prompt and cheap-answer
     embeddings plus the cheap call's cost and latency (L2 tuned). With two specialists it escalates on P(cheap wrong) or
     on the predicted gain, whichever validates better; with more, to the argmax of predicted quality minus price."""
+
     name, reads_answer, grid = 'cascade', True, (1.0, 3.0, 10.0, 30.0)
+
     @property
-    def kinds(self): return ('wrong', 'gain') if self.tab.M == 2 else (None,)
+    def kinds(self):
+        return ('wrong', 'gain') if self.tab.M == 2 else (None,)
+
     def fit(self, tab, rows, folds=5, seed=0):
         if not tab.text[tab.cheapest]:
-            raise ConfigError(f"the cascade reads the cheapest specialist's answer, and this log has no answer text for "
-                              f"{tab.ids[tab.cheapest]!r}: skipped (it would read a constant stand-in).")
+            raise ConfigError(
+                f"the cascade reads the cheapest specialist's answer, and this log has no answer text for "
+                f"{tab.ids[tab.cheapest]!r}: skipped (it would read a constant stand-in)."
+            )
         return super().fit(tab, rows, folds, seed)
+
     def predict(self, l2, tab, a, b):
-        c = tab.cheapest; ob = tab.obs()[:, c]; ob = (ob - ob[self.fit_rows].mean(0))/(ob[self.fit_rows].std(0) + 1e-9)
+        c = tab.cheapest
+        ob = tab.obs()[:, c]
+        ob = (ob - ob[self.fit_rows].mean(0)) / (ob[self.fit_rows].std(0) + 1e-9)
         F = np.hstack([tab.X, tab.A[:, c], ob])
         return logistic_path(F[a], tab.Y[a], F[b], [l2])[0]
+
     def score(self, P):
-        t = self.tab; return 1 - P[:, t.cheapest] if self.kind == 'wrong' else P[:, t.strongest] - P[:, t.cheapest]
+        t = self.tab
+        return 1 - P[:, t.cheapest] if self.kind == 'wrong' else P[:, t.strongest] - P[:, t.cheapest]
 
 # %% ../nbs/18b_learning_from_logs.ipynb #3a976f71
 def calibrate(q: FullInfoQ, targets, prices=None) -> np.ndarray:
@@ -819,118 +1133,212 @@ def calibrate(q: FullInfoQ, targets, prices=None) -> np.ndarray:
     the fitting questions (out of fold): what `--sweep strong_rate=...` plays."""
     prices = q.prices if prices is None else np.asarray(prices)
     fine = np.unique(np.r_[prices, np.linspace(prices.min(), prices.max(), 200)])
-    xs = np.array([spend_axis(q.sub, np.arange(len(q.rows)), q.decide(np.arange(len(q.rows)), c, fitted=True)) for c in fine])
-    xs = np.minimum.accumulate(xs)                                    # non-increasing in the price
+    xs = np.array(
+        [spend_axis(q.sub, np.arange(len(q.rows)), q.decide(np.arange(len(q.rows)), c, fitted=True)) for c in fine]
+    )
+    xs = np.minimum.accumulate(xs)  # non-increasing in the price
     return np.array([float(np.interp(-t, -xs, fine)) for t in targets])
+
 
 def default_cost_range(q: FullInfoQ) -> tuple:
     "The training range of `cost_coef`: from 0 to 1.25x the price at which the policy escalates on 2% of questions."
-    return (0.0, float(1.25*calibrate(q, [0.02])[0]))
+    return (0.0, float(1.25 * calibrate(q, [0.02])[0]))
 
 # %% ../nbs/18b_learning_from_logs.ipynb #f8194742
-def fit_network(model, demos, epochs: int = 40, batch_episodes: int = 128, lr: float = 2e-3, seed: int = 0,
-                meta_weight: float = 10.0, value_coef: float = 0.1, max_grad_norm: float = 0.5) -> list:
+def fit_network(
+    model,
+    demos,
+    epochs: int = 40,
+    batch_episodes: int = 128,
+    lr: float = 2e-3,
+    seed: int = 0,
+    meta_weight: float = 10.0,
+    value_coef: float = 0.1,
+    max_grad_norm: float = 0.5,
+) -> list:
     """Regress the network's action means on the teacher's actions, the stop logit weighted `meta_weight` times a slot
     logit (it carries the decision; the mode and its parameters, constant here, weigh 0.1), the value head on the
     returns-to-go. A cosine learning-rate schedule. A `SlotScorer` in the encoder is frozen and the observations are
     fixed, so its scores are computed once, not in every epoch. Returns the mean loss of each epoch."""
     import torch as th
-    pol = model.policy; dev = pol.device; M = model.action_space.shape[0] - 6
-    w = th.ones(M + 6, device=dev); w[0] = meta_weight; w[M + 1:] = 0.1
+
+    pol = model.policy
+    dev = pol.device
+    M = model.action_space.shape[0] - 6
+    w = th.ones(M + 6, device=dev)
+    w[0] = meta_weight
+    w[M + 1 :] = 0.1
     params = [p for n, p in pol.named_parameters() if n != 'log_std']
-    opt = th.optim.Adam(params, lr=lr); eps, rng, losses = demos.episodes(), np.random.default_rng(seed), []
+    opt = th.optim.Adam(params, lr=lr)
+    eps, rng, losses = demos.episodes(), np.random.default_rng(seed), []
     O, A, S, G = (th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns))
-    n_batches = math.ceil(len(eps)/batch_episodes); sched = th.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs*n_batches))
-    sc = pol.features_extractor.scorer; table = pol.features_extractor.slot_scores(O)
+    n_batches = math.ceil(len(eps) / batch_episodes)
+    sched = th.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * n_batches))
+    sc = pol.features_extractor.scorer
+    table = pol.features_extractor.slot_scores(O)
     pol.set_training_mode(True)
     try:
         for _ in range(epochs):
             tot = 0.0
             for b in range(0, len(eps), batch_episodes):
-                idx = th.as_tensor(np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b:b + batch_episodes]]), device=dev)
-                if table is not None: sc.given = table[idx]
+                idx = th.as_tensor(
+                    np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]),
+                    device=dev,
+                )
+                if table is not None:
+                    sc.given = table[idx]
                 mean, v = policy_outputs(pol, O[idx], S[idx])
-                loss = (w*(mean - A[idx])**2).mean() + value_coef*((v - G[idx])**2).mean()
-                opt.zero_grad(); loss.backward(); th.nn.utils.clip_grad_norm_(params, max_grad_norm); opt.step(); sched.step()
+                loss = (w * (mean - A[idx]) ** 2).mean() + value_coef * ((v - G[idx]) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(params, max_grad_norm)
+                opt.step()
+                sched.step()
                 tot += float(loss.detach())
-            losses.append(tot/n_batches)
+            losses.append(tot / n_batches)
     finally:
-        if sc is not None: sc.given = None
+        if sc is not None:
+            sc.given = None
         pol.set_training_mode(False)
     return losses
 
-def distil(model, env, teacher, episodes: int = 4000, epochs: int = 40, dagger_rounds: int = 1, seed: int = 0,
-           lr: float = 2e-3, batch_episodes: int = 128, progress: bool = False) -> dict:
+# %% ../nbs/18b_learning_from_logs.ipynb #0499a4cd
+def distil(
+    model,
+    env,
+    teacher,
+    episodes: int = 4000,
+    epochs: int = 40,
+    dagger_rounds: int = 1,
+    seed: int = 0,
+    lr: float = 2e-3,
+    batch_episodes: int = 128,
+    progress: bool = False,
+) -> dict:
     """Fit `model`'s network (a `SpindleFlowPolicy`) to the teacher's graded actions (`QPolicy.act`) over `episodes`
     episodes on `env` (training questions, `cost_coef` drawn from its range; `fit_network`), then `dagger_rounds` rounds
     in which the network drives and the teacher labels the states it visits. `progress`: a line after each part.
     Returns a summary."""
-    t0 = time.time(); say = (lambda s: print(f"  {s} ({time.time() - t0:.0f}s)", flush=True)) if progress else (lambda s: None)
-    demos = collect_demonstrations(env, teacher, episodes, seed=seed); say(f"{episodes:,} teacher episodes played: {len(demos):,} steps")
-    losses = fit_network(model, demos, epochs, batch_episodes, lr, seed); say(f"fitted, {epochs} epochs: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    t0 = time.time()
+    say = (lambda s: print(f"  {s} ({time.time() - t0:.0f}s)", flush=True)) if progress else (lambda s: None)
+    demos = collect_demonstrations(env, teacher, episodes, seed=seed)
+    say(f"{episodes:,} teacher episodes played: {len(demos):,} steps")
+    losses = fit_network(model, demos, epochs, batch_episodes, lr, seed)
+    say(f"fitted, {epochs} epochs: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     for r in range(dagger_rounds):
-        demos = concat_demonstrations(demos, dagger_round(model, env, teacher, max(1, episodes//2), seed=seed + (r + 1)*episodes))
-        losses += fit_network(model, demos, max(1, epochs//2), batch_episodes, lr/2, seed + r + 1)
+        demos = concat_demonstrations(
+            demos, dagger_round(model, env, teacher, max(1, episodes // 2), seed=seed + (r + 1) * episodes)
+        )
+        losses += fit_network(model, demos, max(1, epochs // 2), batch_episodes, lr / 2, seed + r + 1)
         say(f"DAgger round {r + 1}: {len(demos):,} steps, loss {losses[-1]:.3f}")
-    return {'episodes': episodes, 'steps': len(demos), 'epochs': epochs, 'dagger_rounds': dagger_rounds,
-            'loss_first': losses[0], 'loss_last': losses[-1], 'seconds': time.time() - t0}
+    return {
+        'episodes': episodes,
+        'steps': len(demos),
+        'epochs': epochs,
+        'dagger_rounds': dagger_rounds,
+        'loss_first': losses[0],
+        'loss_last': losses[-1],
+        'seconds': time.time() - t0,
+    }
+
 
 def agreement(calls_a: np.ndarray, calls_b: np.ndarray, strongest: int | None = None) -> float:
-    "Share of questions on which two policies made the same calls (or, with `strongest`, the same strong-call decision)."
-    a, b = np.asarray(calls_a), np.asarray(calls_b); K = max(a.shape[1], b.shape[1])
+    """Share of questions on which two policies made the same calls
+    (or, with `strongest`, the same strong-call decision)."""
+    a, b = np.asarray(calls_a), np.asarray(calls_b)
+    K = max(a.shape[1], b.shape[1])
     pad = lambda x: np.pad(x, ((0, 0), (0, K - x.shape[1])), constant_values=-1)
     a, b = pad(a), pad(b)
-    if strongest is not None: return float(((a == strongest).any(1) == (b == strongest).any(1)).mean())
+    if strongest is not None:
+        return float(((a == strongest).any(1) == (b == strongest).any(1)).mean())
     return float((a == b).all(1).mean())
 
 # %% ../nbs/18b_learning_from_logs.ipynb #9b23b7a9
 def carve_validation(backend, fraction: float = 0.2, seed: int = 0):
     """A copy of a recorded backend whose task bank holds only the training questions, a share `fraction` of them
     relabelled 'heldout' (the validation split: what the guard scores on); the real held-out questions are left out."""
-    if not 0 < fraction < 1: raise ConfigError(f"the validation fraction must be in (0, 1), got {fraction}.")
-    w = backend.world; train = [t for t in w.bank.tasks() if t.split == 'train']
-    val = set(np.random.default_rng(seed).permutation(len(train))[:max(1, int(round(fraction*len(train))))].tolist())
-    if len(val) >= len(train): raise ConfigError(f"{len(train)} training questions are too few to carve a validation split from.")
+    if not 0 < fraction < 1:
+        raise ConfigError(f"the validation fraction must be in (0, 1), got {fraction}.")
+    w = backend.world
+    train = [t for t in w.bank.tasks() if t.split == 'train']
+    val = set(np.random.default_rng(seed).permutation(len(train))[: max(1, int(round(fraction * len(train))))].tolist())
+    if len(val) >= len(train):
+        raise ConfigError(f"{len(train)} training questions are too few to carve a validation split from.")
     bank = TaskBank([dc_replace(t, split='heldout' if i in val else 'train') for i, t in enumerate(train)])
     w2 = World(w.catalog, bank, w.cat_emb, w.task_emb, w.sub_emb, w.model_id, w.near_duplicate_threshold)
-    be = RecordedOutcomesBackend(w2, backend.rows, backend.sim, None, backend.baseline_policy, backend.answer_rule,
-                                 roster_split=backend.roster_split)
+    be = RecordedOutcomesBackend(
+        w2,
+        backend.rows,
+        backend.sim,
+        None,
+        backend.baseline_policy,
+        backend.answer_rule,
+        roster_split=backend.roster_split,
+    )
     be._emb = backend._emb
     return be
 
+
 def validation_area(tab: LogTable, backend, policy, prices, seed: int = 0, max_specialists: int = 6) -> float:
-    "The policy's area under its PGR curve (by strong-call rate or spend share) on the 'heldout' split of `backend`, played at `prices`."
+    """The policy's area under its PGR curve (by strong-call rate or spend
+    share) on the 'heldout' split of `backend`, played at `prices`."""
     ids = {t.id for t in backend.world.bank.tasks() if t.split == 'heldout'}
-    rows = np.array([i for i, t in enumerate(tab.task_ids) if t in ids]); qc, qs = ends(tab, rows); xs, ys = [0.0], [0.0]
+    rows = np.array([i for i, t in enumerate(tab.task_ids) if t in ids])
+    qc, qs = ends(tab, rows)
+    xs, ys = [0.0], [0.0]
     for c in prices:
         calls = env_calls(tab, log_env(backend, 'heldout', (c, c), max_specialists=max_specialists), policy, rows, seed)
-        xs.append(spend_axis(tab, rows, calls)); ys.append(pgr_of(play_calls(tab, rows, calls)[0], qc, qs))
+        xs.append(spend_axis(tab, rows, calls))
+        ys.append(pgr_of(play_calls(tab, rows, calls)[0], qc, qs))
     return curve_area(xs + [1.0], ys + [1.0])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b37d0e35
-def guarded_finetune(model, tab: LogTable, backend, prices, timesteps: int, cost_coef_range, fraction: float = 0.2,
-                     seed: int = 0, n_envs: int = 4, max_specialists: int = 6, **ppo) -> dict:
+def guarded_finetune(
+    model,
+    tab: LogTable,
+    backend,
+    prices,
+    timesteps: int,
+    cost_coef_range,
+    fraction: float = 0.2,
+    seed: int = 0,
+    n_envs: int = 4,
+    max_specialists: int = 6,
+    **ppo,
+) -> dict:
     """Optional PPO after the warm start, guarded: a validation split is carved from the training questions
     (`carve_validation`); PPO trains on the rest; if the fine-tuned policy's validation area under the PGR curve is
     below the warm start's, the warm start's weights are put back. `model`: a `SpindleFlowPPO` on a vec env of
     `n_envs` log environments; `ppo`: attributes of it to override for this run (e.g. `learning_rate`). Returns a summary."""
     import copy
     from stable_baselines3.common.vec_env import DummyVecEnv
+
     fit_be = carve_validation(backend, fraction, seed)
     before = validation_area(tab, fit_be, ModelPolicy(model), prices, seed, max_specialists)
     warm = copy.deepcopy(model.policy.state_dict())
     for k, v in ppo.items():
-        if k == 'learning_rate': model.learning_rate = v; model._setup_lr_schedule()
-        else: setattr(model, k, v)
-    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range, max_specialists=max_specialists)]*n_envs); venv.seed(seed)
-    model.set_env(venv); model.set_random_seed(seed)                  # seeded: the same fine-tune on every run
+        if k == 'learning_rate':
+            model.learning_rate = v
+            model._setup_lr_schedule()
+        else:
+            setattr(model, k, v)
+    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range, max_specialists=max_specialists)] * n_envs)
+    venv.seed(seed)
+    model.set_env(venv)
+    model.set_random_seed(seed)  # seeded: the same fine-tune on every run
     model.learn(timesteps, reset_num_timesteps=False)
     after = validation_area(tab, fit_be, ModelPolicy(model), prices, seed, max_specialists)
     kept = 'fine-tuned' if after >= before else 'warm start'
-    if kept == 'warm start': model.policy.load_state_dict(warm)
+    if kept == 'warm start':
+        model.policy.load_state_dict(warm)
     n_val = sum(t.split == 'heldout' for t in fit_be.world.bank.tasks())
-    return {'timesteps': timesteps, 'validation_questions': n_val, 'validation_area_warm_start': before,
-            'validation_area_fine_tuned': after, 'kept': kept}
+    return {
+        'timesteps': timesteps,
+        'validation_questions': n_val,
+        'validation_area_warm_start': before,
+        'validation_area_fine_tuned': after,
+        'kept': kept,
+    }
 
 # %% ../nbs/18b_learning_from_logs.ipynb #2cd115ae
 def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
@@ -939,80 +1347,163 @@ def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
     and the area under the PGR curve (APGR, trapezoids over the sorted points, per unit of x), each with a paired
     bootstrap 95% interval (questions resampled). When the strongest specialist is no better than the cheapest on these
     questions PGR is undefined: `pgr_defined` is False and the PGR fields are None (the quality fields still hold)."""
-    Qa, Qb, qc, qs = (np.asarray(v, float) for v in (Qa, Qb, qc, qs)); xs = np.asarray(xs, float); n = len(qc)
-    o = np.argsort(xs, kind='stable'); w = np.zeros(len(xs))
+    Qa, Qb, qc, qs = (np.asarray(v, float) for v in (Qa, Qb, qc, qs))
+    xs = np.asarray(xs, float)
+    n = len(qc)
+    o = np.argsort(xs, kind='stable')
+    w = np.zeros(len(xs))
     if len(xs) > 1:
-        dx = np.diff(xs[o]); w[o[:-1]] += dx/2; w[o[1:]] += dx/2; w /= w.sum() if w.sum() > 0 else 1
-    else: w[:] = 1
+        dx = np.diff(xs[o])
+        w[o[:-1]] += dx / 2
+        w[o[1:]] += dx / 2
+        w /= w.sum() if w.sum() > 0 else 1
+    else:
+        w[:] = 1
     idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
     ci = lambda v: np.quantile(v, [0.025, 0.975], axis=-1)
-    qa_b, qb_b = Qa[:, idx].mean(2), Qb[:, idx].mean(2)                    # (points, n_boot)
-    out = {'x': xs.tolist(), 'quality_a': Qa.mean(1).tolist(), 'quality_b': Qb.mean(1).tolist(),
-           'quality_diff': (Qa.mean(1) - Qb.mean(1)).tolist(), 'quality_diff_ci95': ci(qa_b - qb_b).T.tolist()}
-    den = qs[idx].mean(1) - qc[idx].mean(1); ok = den > 1e-12; d0 = qs.mean() - qc.mean()
+    qa_b, qb_b = Qa[:, idx].mean(2), Qb[:, idx].mean(2)  # (points, n_boot)
+    out = {
+        'x': xs.tolist(),
+        'quality_a': Qa.mean(1).tolist(),
+        'quality_b': Qb.mean(1).tolist(),
+        'quality_diff': (Qa.mean(1) - Qb.mean(1)).tolist(),
+        'quality_diff_ci95': ci(qa_b - qb_b).T.tolist(),
+    }
+    den = qs[idx].mean(1) - qc[idx].mean(1)
+    ok = den > 1e-12
+    d0 = qs.mean() - qc.mean()
     if d0 <= 1e-12 or not ok.any():
-        return {**out, 'pgr_defined': False, 'pgr_a': None, 'pgr_b': None, 'diff': None, 'diff_ci95': None,
-                'apgr_a': None, 'apgr_b': None, 'apgr_diff': None, 'apgr_diff_ci95': None}
-    pa, pb = (qa_b - qc[idx].mean(1))[:, ok]/den[ok], (qb_b - qc[idx].mean(1))[:, ok]/den[ok]
-    A, B = (Qa.mean(1) - qc.mean())/d0, (Qb.mean(1) - qc.mean())/d0
-    return {**out, 'pgr_defined': True, 'pgr_a': A.tolist(), 'pgr_b': B.tolist(), 'diff': (A - B).tolist(),
-            'diff_ci95': ci(pa - pb).T.tolist(), 'apgr_a': float(w @ A), 'apgr_b': float(w @ B),
-            'apgr_diff': float(w @ (A - B)), 'apgr_diff_ci95': ci(w @ (pa - pb)).tolist()}
+        return {
+            **out,
+            'pgr_defined': False,
+            'pgr_a': None,
+            'pgr_b': None,
+            'diff': None,
+            'diff_ci95': None,
+            'apgr_a': None,
+            'apgr_b': None,
+            'apgr_diff': None,
+            'apgr_diff_ci95': None,
+        }
+    pa, pb = (qa_b - qc[idx].mean(1))[:, ok] / den[ok], (qb_b - qc[idx].mean(1))[:, ok] / den[ok]
+    A, B = (Qa.mean(1) - qc.mean()) / d0, (Qb.mean(1) - qc.mean()) / d0
+    return {
+        **out,
+        'pgr_defined': True,
+        'pgr_a': A.tolist(),
+        'pgr_b': B.tolist(),
+        'diff': (A - B).tolist(),
+        'diff_ci95': ci(pa - pb).T.tolist(),
+        'apgr_a': float(w @ A),
+        'apgr_b': float(w @ B),
+        'apgr_diff': float(w @ (A - B)),
+        'apgr_diff_ci95': ci(w @ (pa - pb)).tolist(),
+    }
+
 
 def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x) -> np.ndarray:
     """The router's calls at the policy's point `x`: the same strong-call rate (two specialists, exactly, by ranking) or
     the spend share closest to it (more: its price searched on a fine grid)."""
-    if tab.M == 2: return router.calls_at(P, x)
+    if tab.M == 2:
+        return router.calls_at(P, x)
     grid = np.r_[0, np.geomspace(0.1, 1e6, 400)]
     cands = [router.calls_at(P, g) for g in grid]
     return cands[int(np.argmin([abs(spend_axis(tab, rows, c) - x) for c in cands]))]
 
 # %% ../nbs/18b_learning_from_logs.ipynb #5c035ae5
-def train_from_log(backend, seed: int = 0, episodes: int = 6000, epochs: int = 40, dagger_rounds: int = 2, n_envs: int = 4,
-                   policy_config=None, reward: RewardConfig = LOG_REWARD, progress: bool = False, scorer: bool = True,
-                   carry_q: bool = True) -> dict:
+def train_from_log(
+    backend,
+    seed: int = 0,
+    episodes: int = 6000,
+    epochs: int = 40,
+    dagger_rounds: int = 2,
+    n_envs: int = 4,
+    policy_config=None,
+    reward: RewardConfig = LOG_REWARD,
+    progress: bool = False,
+    scorer: bool = True,
+    carry_q: bool = True,
+) -> dict:
     """The whole method on a recorded backend: the log's arrays, the fitted Q (training questions only), its price grid
     and default `cost_coef` range, and a `SpindleFlowPPO` whose network (with the stack, and with `carry_q` the Q, as
     its `SlotScorer` unless `scorer=False`) is distilled from the Q policy. Returns
     {'table', 'q', 'model', 'cost_coef_range', 'distil', 'seconds'}."""
     from stable_baselines3.common.vec_env import DummyVecEnv
-    t0 = time.time(); tab = log_table(LoggedTasks(backend))
-    q = FullInfoQ(tab, reward, seed=seed).fit(progress=progress); q.fit_prices(price_grid(q)); rng = default_cost_range(q)
+
+    t0 = time.time()
+    tab = log_table(LoggedTasks(backend))
+    q = FullInfoQ(tab, reward, seed=seed).fit(progress=progress)
+    q.fit_prices(price_grid(q))
+    rng = default_cost_range(q)
     t1 = time.time()
-    venv = DummyVecEnv([lambda: log_env(backend, 'train', rng, reward)]*n_envs)
-    model = make_scored_model(venv, q, backend, policy_config, seed, carry_q=carry_q) if scorer else make_model(venv, policy_config, seed=seed)
+    venv = DummyVecEnv([lambda: log_env(backend, 'train', rng, reward)] * n_envs)
+    model = (
+        make_scored_model(venv, q, backend, policy_config, seed, carry_q=carry_q)
+        if scorer
+        else make_model(venv, policy_config, seed=seed)
+    )
     summ = distil(model, log_env(backend, 'train', rng, reward), QPolicy(q), episodes, epochs, dagger_rounds, seed)
-    return {'table': tab, 'q': q, 'model': model, 'cost_coef_range': rng, 'distil': summ,
-            'seconds': {'fit_q': t1 - t0, 'distil': time.time() - t1}}
+    return {
+        'table': tab,
+        'q': q,
+        'model': model,
+        'cost_coef_range': rng,
+        'distil': summ,
+        'seconds': {'fit_q': t1 - t0, 'distil': time.time() - t1},
+    }
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7e8434a0
 def routing_report(tab: LogTable, backend, policies: dict, prices, routers: dict, seed: int = 0) -> dict:
     """Every policy (`{name: env policy}`) played once on every held-out question at each price; every router at each
     policy point's strong-call rate (or spend share), with the paired PGR differences and APGR (`paired_curve`)."""
-    rows = np.flatnonzero(~tab.train); qc, qs = ends(tab, rows)
-    P = {n: r.quality(rows) for n, r in routers.items()}; out = {'questions': len(rows), 'policies': {}}
+    rows = np.flatnonzero(~tab.train)
+    qc, qs = ends(tab, rows)
+    P = {n: r.quality(rows) for n, r in routers.items()}
+    out = {'questions': len(rows), 'policies': {}}
     for name, pol in policies.items():
         calls = [env_calls(tab, log_env(backend, 'heldout', (c, c)), pol, rows, seed) for c in prices]
-        xs = np.array([spend_axis(tab, rows, c) for c in calls]); keep = (xs > 0.005) & (xs < 0.995)
+        xs = np.array([spend_axis(tab, rows, c) for c in calls])
+        keep = (xs > 0.005) & (xs < 0.995)
         Qp = np.array([play_calls(tab, rows, c)[0] for c in calls])[keep]
         costs = [float(play_calls(tab, rows, c)[1].mean()) for c in calls]
-        res = {'prices': [float(c) for c in np.asarray(prices)[keep]], 'cost_usd': [c for c, k in zip(costs, keep) if k], 'vs': {}}
+        res = {
+            'prices': [float(c) for c in np.asarray(prices)[keep]],
+            'cost_usd': [c for c, k in zip(costs, keep) if k],
+            'vs': {},
+        }
         for rn, r in routers.items():
             rc = [matched_router_calls(tab, r, P[rn], rows, x) for x in xs[keep]]
-            res['vs'][rn] = {**paired_curve(Qp, np.array([play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed),
-                             'cost_usd': [float(play_calls(tab, rows, c)[1].mean()) for c in rc]}
+            res['vs'][rn] = {
+                **paired_curve(Qp, np.array([play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed),
+                'cost_usd': [float(play_calls(tab, rows, c)[1].mean()) for c in rc],
+            }
         out['policies'][name] = res
         out.setdefault('calls', {})[name] = [c.tolist() for c in calls]
     return out
 
+
 def routing_markdown(rep: dict, policy: str, axis: str = 'strong-call rate') -> str:
-    "One policy against every router as a markdown table: PGR per point, the paired difference with its 95% interval, APGR."
-    res = rep['policies'][policy]; names = list(res['vs']); v0 = res['vs'][names[0]]
+    """One policy against every router as a markdown table: PGR per
+    point, the paired difference with its 95% interval, APGR."""
+    res = rep['policies'][policy]
+    names = list(res['vs'])
+    v0 = res['vs'][names[0]]
     head = f"| {axis} | {policy} | " + ' | '.join(f"{n} (policy − {n})" for n in names) + ' |'
-    lines = [head, '|' + '---|'*(2 + len(names))]
+    lines = [head, '|' + '---|' * (2 + len(names))]
     for i, x in enumerate(v0['x']):
-        cells = [f"{res['vs'][n]['pgr_b'][i]:.3f} ({res['vs'][n]['diff'][i]:+.3f} [{res['vs'][n]['diff_ci95'][i][0]:+.2f}, {res['vs'][n]['diff_ci95'][i][1]:+.2f}])" for n in names]
+        cells = [
+            f"{res['vs'][n]['pgr_b'][i]:.3f} ({res['vs'][n]['diff'][i]:+.3f} [{res['vs'][n]['diff_ci95'][i][0]:+.2f}, "
+            f"{res['vs'][n]['diff_ci95'][i][1]:+.2f}])"
+            for n in names
+        ]
         lines.append(f"| {x:.2f} | {v0['pgr_a'][i]:.3f} | " + ' | '.join(cells) + ' |')
-    lines.append(f"| **APGR** | **{v0['apgr_a']:.3f}** | " + ' | '.join(
-        f"{res['vs'][n]['apgr_b']:.3f} ({res['vs'][n]['apgr_diff']:+.3f} [{res['vs'][n]['apgr_diff_ci95'][0]:+.3f}, {res['vs'][n]['apgr_diff_ci95'][1]:+.3f}])" for n in names) + ' |')
+    lines.append(
+        f"| **APGR** | **{v0['apgr_a']:.3f}** | "
+        + ' | '.join(
+            f"{res['vs'][n]['apgr_b']:.3f} ({res['vs'][n]['apgr_diff']:+.3f} "
+            f"[{res['vs'][n]['apgr_diff_ci95'][0]:+.3f}, {res['vs'][n]['apgr_diff_ci95'][1]:+.3f}])"
+            for n in names
+        )
+        + ' |'
+    )
     return '\n'.join(lines)

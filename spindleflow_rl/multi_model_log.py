@@ -15,72 +15,194 @@ __all__ = ['MULTI_MODELS', 'MULTI_MODEL_CATALOG', 'LoggedModel', 'make_multi_mod
 @dataclass(frozen=True)
 class LoggedModel:
     "One model of the synthetic log. Every field is a property a real model has; the comment says which."
-    usd_in: float              # list price per input token (USD)
-    usd_out: float             # list price per output token (USD); reasoning tokens are output tokens
-    ttft: float                # time to first token (s)
-    tok_s: float               # output tokens per second
-    base: float                # overall ability: log-odds of a right answer on a question of difficulty 0
-    slope: float               # log-odds lost per unit of difficulty: small = robust on hard questions
-    skill: dict = field(default_factory=dict)   # subject strengths (+) and weaknesses (-) in log-odds: what it was trained on
-    self_noise: float = 1.0    # spread between its own confidence and its true chance: large = weak self-knowledge
-    overconfidence: float = 1.0    # log-odds its wording adds to its confidence: it sounds surer than it is
-    think: float = 80.0        # mean reasoning tokens before the answer on a question of difficulty 0
-    think_growth: float = 0.25 # growth of the reasoning per unit of difficulty: harder questions get longer, dearer answers
-    fail_rate: float = 0.01    # share of calls that time out (no answer, 30 s, quality 0)
+
+    usd_in: float  # list price per input token (USD)
+    usd_out: float  # list price per output token (USD); reasoning tokens are output tokens
+    ttft: float  # time to first token (s)
+    tok_s: float  # output tokens per second
+    base: float  # overall ability: log-odds of a right answer on a question of difficulty 0
+    slope: float  # log-odds lost per unit of difficulty: small = robust on hard questions
+    skill: dict = field(
+        default_factory=dict
+    )  # subject strengths (+) and weaknesses (-) in log-odds: what it was trained on
+    self_noise: float = 1.0  # spread between its own confidence and its true chance: large = weak self-knowledge
+    overconfidence: float = 1.0  # log-odds its wording adds to its confidence: it sounds surer than it is
+    think: float = 80.0  # mean reasoning tokens before the answer on a question of difficulty 0
+    think_growth: float = (
+        0.25  # growth of the reasoning per unit of difficulty: harder questions get longer, dearer answers
+    )
+    fail_rate: float = 0.01  # share of calls that time out (no answer, 30 s, quality 0)
 
 # %% ../nbs/18a_multi_model_log.ipynb #9a58ac19
 MULTI_MODELS = {
-    'mini': LoggedModel(0.15e-6, 0.60e-6, 0.35, 85.0, base=2.4, slope=1.25, self_noise=1.6, overconfidence=0.9, think=60,
-                        skill={'arithmetic': -0.9, 'finance': -0.8, 'probability': -0.6, 'chemistry': -0.3, 'geography': 0.4, 'calendar': 0.2}),
-    'math-pro': LoggedModel(0.30e-6, 1.20e-6, 0.50, 120.0, base=2.6, slope=0.9, self_noise=1.2, overconfidence=0.6, think=220,
-                            think_growth=0.35, fail_rate=0.015,
-                            skill={'arithmetic': 2.0, 'algebra': 1.2, 'finance': 1.0, 'probability': 1.2, 'statistics': 0.8, 'geometry': 0.8,
-                                   'physics': 0.5, 'units': 0.5, 'geography': -1.5, 'calendar': -0.3, 'chemistry': -0.2}),
-    'fact-pro': LoggedModel(0.40e-6, 1.60e-6, 0.40, 70.0, base=3.0, slope=1.2, self_noise=1.2, overconfidence=0.8,
-                            skill={'geography': 1.5, 'chemistry': 0.8, 'units': 0.6, 'calendar': 0.5, 'computer science': 0.3,
-                                   'arithmetic': -1.0, 'finance': -0.6, 'probability': -0.5}),
-    'frontier': LoggedModel(2.50e-6, 10.0e-6, 0.55, 55.0, base=4.2, slope=1.05, self_noise=0.8, overconfidence=1.2, think=150,
-                            think_growth=0.3, skill={'arithmetic': 0.2, 'geography': 0.5}),
+    'mini': LoggedModel(
+        0.15e-6,
+        0.60e-6,
+        0.35,
+        85.0,
+        base=2.4,
+        slope=1.25,
+        self_noise=1.6,
+        overconfidence=0.9,
+        think=60,
+        skill={
+            'arithmetic': -0.9,
+            'finance': -0.8,
+            'probability': -0.6,
+            'chemistry': -0.3,
+            'geography': 0.4,
+            'calendar': 0.2,
+        },
+    ),
+    'math-pro': LoggedModel(
+        0.30e-6,
+        1.20e-6,
+        0.50,
+        120.0,
+        base=2.6,
+        slope=0.9,
+        self_noise=1.2,
+        overconfidence=0.6,
+        think=220,
+        think_growth=0.35,
+        fail_rate=0.015,
+        skill={
+            'arithmetic': 2.0,
+            'algebra': 1.2,
+            'finance': 1.0,
+            'probability': 1.2,
+            'statistics': 0.8,
+            'geometry': 0.8,
+            'physics': 0.5,
+            'units': 0.5,
+            'geography': -1.5,
+            'calendar': -0.3,
+            'chemistry': -0.2,
+        },
+    ),
+    'fact-pro': LoggedModel(
+        0.40e-6,
+        1.60e-6,
+        0.40,
+        70.0,
+        base=3.0,
+        slope=1.2,
+        self_noise=1.2,
+        overconfidence=0.8,
+        skill={
+            'geography': 1.5,
+            'chemistry': 0.8,
+            'units': 0.6,
+            'calendar': 0.5,
+            'computer science': 0.3,
+            'arithmetic': -1.0,
+            'finance': -0.6,
+            'probability': -0.5,
+        },
+    ),
 }
 
+# %% ../nbs/18a_multi_model_log.ipynb #e1383e50
+# the fourth, the frontier model: the priciest, strong on most subjects
+MULTI_MODELS['frontier'] = LoggedModel(
+    2.50e-6,
+    10.0e-6,
+    0.55,
+    55.0,
+    base=4.2,
+    slope=1.05,
+    self_noise=0.8,
+    overconfidence=1.2,
+    think=150,
+    think_growth=0.3,
+    skill={'arithmetic': 0.2, 'geography': 0.5},
+)
+
 # %% ../nbs/18a_multi_model_log.ipynb #4eb00a11
-def make_multi_model_log(n_questions: int = 200, seed: int = 0, models: dict | None = None, trick_sd: float = 0.8,
-                         label_noise: float = 0.03) -> list[dict]:
+def make_multi_model_log(
+    n_questions: int = 200, seed: int = 0, models: dict | None = None, trick_sd: float = 0.8, label_noise: float = 0.03
+) -> list[dict]:
     """A seeded synthetic log of `models` (default `MULTI_MODELS`) answering `n_questions` distinct questions.
     `trick_sd`: spread of the per-question trickiness every model shares (correlated errors); `label_noise`: share of
     grades flipped (an imperfect grader)."""
     models = MULTI_MODELS if models is None else models
-    rng = np.random.default_rng(seed); rows, seen = [], set()
+    rng = np.random.default_rng(seed)
+    rows, seen = [], set()
     while len(seen) < n_questions:
         subj = SUBJECTS[int(rng.integers(len(SUBJECTS)))]
         q, right, diff, wrong = _question(subj, rng)
-        if q in seen: continue
-        seen.add(q); trick = rng.normal(0, trick_sd)
+        if q in seen:
+            continue
+        seen.add(q)
+        trick = rng.normal(0, trick_sd)
         for sid, m in models.items():
-            p = _sigmoid(m.base + m.skill.get(subj, 0.0) - m.slope*(diff + trick))
+            p = _sigmoid(m.base + m.skill.get(subj, 0.0) - m.slope * (diff + trick))
             ok = rng.random() < p
             answer = right if ok else wrong[int(rng.integers(len(wrong)))]
-            text = _wording(float(_sigmoid(np.log(p/(1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence)), answer, rng)
-            t_in, t_out = 60 + len(q)//4, len(text)//4 + int(m.think*np.exp(m.think_growth*(diff + trick))*rng.lognormal(0, 0.4))
-            lat = (m.ttft + t_out/m.tok_s)*float(rng.lognormal(0, 0.25))
+            text = _wording(
+                float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence)), answer, rng
+            )
+            t_in, t_out = (
+                60 + len(q) // 4,
+                len(text) // 4 + int(m.think * np.exp(m.think_growth * (diff + trick)) * rng.lognormal(0, 0.4)),
+            )
+            lat = (m.ttft + t_out / m.tok_s) * float(rng.lognormal(0, 0.25))
             status = 'timeout' if rng.random() < m.fail_rate else 'ok'
             grade = float(ok) if rng.random() >= label_noise else float(not ok)
-            rows.append({'task': q, 'specialist_id': sid, 'quality': grade if status == 'ok' else 0.0,
-                         'cost_usd': round(t_in*m.usd_in + t_out*m.usd_out, 7), 'latency_s': round(lat if status == 'ok' else 30.0, 3),
-                         'status': status, 'response': text if status == 'ok' else '', 'category': subj})
+            rows.append(
+                {
+                    'task': q,
+                    'specialist_id': sid,
+                    'quality': grade if status == 'ok' else 0.0,
+                    'cost_usd': round(t_in * m.usd_in + t_out * m.usd_out, 7),
+                    'latency_s': round(lat if status == 'ok' else 30.0, 3),
+                    'status': status,
+                    'response': text if status == 'ok' else '',
+                    'category': subj,
+                }
+            )
     return rows
 
 # %% ../nbs/18a_multi_model_log.ipynb #85169ab4
 MULTI_MODEL_CATALOG = [
-    dict(id='mini', role='fast general assistant', domain='general', cost=0.0001, latency=1.5, reliability=0.99,
-         capability='A small, fast general-purpose language model: answers factual and arithmetic questions quickly and '
-                    'cheaply, less reliable on multi-step problems.'),
-    dict(id='math-pro', role='maths reasoning model', domain='math', cost=0.0006, latency=4.5, reliability=0.985,
-         capability='A mid-size reasoning model tuned for mathematics: arithmetic, algebra, probability, finance and '
-                    'statistics, with step-by-step working; weak on geography and general knowledge.'),
-    dict(id='fact-pro', role='knowledge assistant', domain='knowledge', cost=0.00025, latency=2.8, reliability=0.99,
-         capability='A mid-size general model with broad factual recall: geography, chemistry, units and calendars; '
-                    'unreliable on multi-step arithmetic.'),
-    dict(id='frontier', role='strong general assistant', domain='general', cost=0.003, latency=6.0, reliability=0.99,
-         capability='A large frontier language model: careful multi-step reasoning, maths and science questions, rare '
-                    'facts; slower and about forty times the price of the small model per call.')]
+    dict(
+        id='mini',
+        role='fast general assistant',
+        domain='general',
+        cost=0.0001,
+        latency=1.5,
+        reliability=0.99,
+        capability='A small, fast general-purpose language model: answers factual and arithmetic questions quickly and '
+        'cheaply, less reliable on multi-step problems.',
+    ),
+    dict(
+        id='math-pro',
+        role='maths reasoning model',
+        domain='math',
+        cost=0.0006,
+        latency=4.5,
+        reliability=0.985,
+        capability='A mid-size reasoning model tuned for mathematics: arithmetic, algebra, probability, finance and '
+        'statistics, with step-by-step working; weak on geography and general knowledge.',
+    ),
+    dict(
+        id='fact-pro',
+        role='knowledge assistant',
+        domain='knowledge',
+        cost=0.00025,
+        latency=2.8,
+        reliability=0.99,
+        capability='A mid-size general model with broad factual recall: geography, chemistry, units and calendars; '
+        'unreliable on multi-step arithmetic.',
+    ),
+    dict(
+        id='frontier',
+        role='strong general assistant',
+        domain='general',
+        cost=0.003,
+        latency=6.0,
+        reliability=0.99,
+        capability='A large frontier language model: careful multi-step reasoning, maths and science questions, rare '
+        'facts; slower and about forty times the price of the small model per call.',
+    ),
+]

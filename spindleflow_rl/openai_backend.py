@@ -13,8 +13,18 @@ from .world import World, default_world
 from .embeddings import get_embedder
 from .backends import Backend, ModeParams, CallResult, Conflict, StepResult, EpisodeContext, MODES
 from .rewards import JudgeScorer, JudgeUnavailable
-from .llm import (OpenAIConfig, LLMClient, LLMReply, LLMCallFailed, UsageMeter, load_prompts, fill,
-                                extract_json_objects, parse_judge_reply)
+from spindleflow_rl.llm import (
+    OpenAIConfig,
+    LLMClient,
+    LLMReply,
+    LLMCallFailed,
+    UsageMeter,
+    load_prompts,
+    fill,
+    extract_json_objects,
+    parse_judge_reply,
+)
+
 # re-exported: resume snapshots that pickled them as `spindleflow_rl.openai_backend.PriceTable` (etc.) still load
 from .llm import PriceTable, ResponseCache, shared_limiter
 
@@ -27,6 +37,7 @@ __all__ = ['OpenAIBackend', 'LLMJudge', 'make_judge_scorers']
 @dataclass
 class _Run:
     "What one specialist call (with its fallback and debate revisions) produced, before embedding."
+
     slot: int
     specialist_id: str
     status: str = 'ok'
@@ -42,41 +53,67 @@ class _Run:
     completion_tokens: int = 0
     replies: int = 0
     cached: int = 0
+
     @property
-    def usable(self) -> bool: return self.status == 'ok' or self.recovered
+    def usable(self) -> bool:
+        return self.status == 'ok' or self.recovered
+
     def add(self, r: LLMReply):
-        self.latency_s += r.latency_s; self.priced_usd += r.priced_usd; self.spent_usd += r.cost_usd
-        self.prompt_tokens += r.prompt_tokens; self.completion_tokens += r.completion_tokens
-        self.replies += 1; self.cached += int(r.cached)
+        self.latency_s += r.latency_s
+        self.priced_usd += r.priced_usd
+        self.spent_usd += r.cost_usd
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+        self.replies += 1
+        self.cached += int(r.cached)
+
     def tokens(self) -> dict:
-        return {'prompt': self.prompt_tokens, 'completion': self.completion_tokens, 'replies': self.replies,
-                'cached': self.replies > 0 and self.cached == self.replies, 'spent_usd': self.spent_usd}
+        return {
+            'prompt': self.prompt_tokens,
+            'completion': self.completion_tokens,
+            'replies': self.replies,
+            'cached': self.replies > 0 and self.cached == self.replies,
+            'spent_usd': self.spent_usd,
+        }
 
-def _cut(text: str, n: int) -> str: return text if len(text) <= n else text[:n].rstrip() + ' [...]'
 
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n].rstrip() + ' [...]'
 
 # %% ../nbs/05a_openai.ipynb #b8373e04
 class OpenAIBackend(Backend):
-    "Specialists, the generalist baseline and their outputs through an OpenAI-compatible chat API (see the chapter text)."
+    """Specialists, the generalist baseline and their outputs
+    through an OpenAI-compatible chat API (see the chapter text)."""
+
     name = 'openai'
-    def __init__(self, world: World, cfg: OpenAIConfig | None = None, *, client: LLMClient | None = None,
-                 embedder=None, prompts: dict | None = None):
+
+    def __init__(
+        self,
+        world: World,
+        cfg: OpenAIConfig | None = None,
+        *,
+        client: LLMClient | None = None,
+        embedder=None,
+        prompts: dict | None = None,
+    ):
         self.world, self.cfg = world, cfg or (client.cfg if client is not None else OpenAIConfig())
         self.client = client or LLMClient(self.cfg)
-        self._shared_embedder = embedder is None       # the process-wide MiniLM: not pickled, fetched again
+        self._shared_embedder = embedder is None  # the process-wide MiniLM: not pickled, fetched again
         if embedder is None:
             embedder = get_embedder()
         self.embedder = embedder
         self.prompts = prompts or load_prompts(self.cfg.prompts_path)
         self.meter, self.episode_meter = UsageMeter(), UsageMeter()
         self.ctx, self._baselines = None, {}
-        self.outputs: list = []            # (author id, role, text) of every usable output this episode, in call order
+        self.outputs: list = []  # (author id, role, text) of every usable output this episode, in call order
         self.n_unresolved = 0
 
     def __getstate__(self):
         d = self.__dict__.copy()
-        if self._shared_embedder: d['embedder'] = None
+        if self._shared_embedder:
+            d['embedder'] = None
         return d
+
     def __setstate__(self, d):
         self.__dict__.update(d)
         if self.embedder is None:
@@ -91,15 +128,27 @@ class OpenAIBackend(Backend):
 
     # -- totals --
     @property
-    def total_cost_usd(self) -> float: return self.meter.cost_usd
-    def spent_usd(self) -> float: return self.meter.cost_usd       # the hook `SpindleFlowEnv.spent_usd` reads (chapter 05)
-    def call_stats(self) -> dict: return self.client.call_stats()  # every call through its client (specialists, generalist, judges)
+    def total_cost_usd(self) -> float:
+        return self.meter.cost_usd
+
+    def spent_usd(self) -> float:
+        return self.meter.cost_usd  # the hook `SpindleFlowEnv.spent_usd` reads (chapter 05)
+
+    def call_stats(self) -> dict:
+        return self.client.call_stats()  # every call through its client (specialists, generalist, judges)
+
     @property
-    def total_tokens(self) -> int: return self.meter.total_tokens
+    def total_tokens(self) -> int:
+        return self.meter.total_tokens
+
     @property
-    def episode_cost_usd(self) -> float: return self.episode_meter.cost_usd
+    def episode_cost_usd(self) -> float:
+        return self.episode_meter.cost_usd
+
     @property
-    def episode_tokens(self) -> int: return self.episode_meter.total_tokens
+    def episode_tokens(self) -> int:
+        return self.episode_meter.total_tokens
+
     def usage(self) -> dict:
         "Totals since construction and for the current episode (specialists and baseline; judges keep their own)."
         return {'total': self.meter.as_dict(), 'episode': self.episode_meter.as_dict()}
@@ -111,67 +160,121 @@ def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
     self.q = np.zeros(len(ctx.task.subtasks), np.float32)
     self.outputs, self.n_unresolved = [], 0
     self.episode_meter = UsageMeter()
+
+
 @patch_into(OpenAIBackend)
-def coverage(self) -> np.ndarray: return self.q.copy()
+def coverage(self) -> np.ndarray:
+    return self.q.copy()
+
+
 @patch_into(OpenAIBackend)
-def conflict_multiplier(self) -> float: return float(self.cfg.conflict_quality**self.n_unresolved)
+def conflict_multiplier(self) -> float:
+    return float(self.cfg.conflict_quality**self.n_unresolved)
+
 
 @patch_into(OpenAIBackend)
 def baseline(self) -> dict:
     "The generalist's single answer to the task (one call per task, then remembered)."
-    if self.ctx is None: raise RuntimeError("begin_episode() must be called before baseline()")
+    if self.ctx is None:
+        raise RuntimeError("begin_episode() must be called before baseline()")
     task = self.ctx.task
     b = self._baselines.get(task.id)
-    if b is not None: return b
+    if b is not None:
+        return b
     P = self.prompts
-    msgs = [{'role': 'system', 'content': fill(P['generalist_system'], max_words=self.cfg.max_words)},
-            {'role': 'user', 'content': fill(P['generalist_user'], task=task.text)}]
+    msgs = [
+        {'role': 'system', 'content': fill(P['generalist_system'], max_words=self.cfg.max_words)},
+        {'role': 'user', 'content': fill(P['generalist_user'], task=task.text)},
+    ]
     try:
-        r = self.client.chat(self.cfg.generalist_model, msgs, max_tokens=self.cfg.max_tokens, meters=(self.meter, self.episode_meter))
+        r = self.client.chat(
+            self.cfg.generalist_model, msgs, max_tokens=self.cfg.max_tokens, meters=(self.meter, self.episode_meter)
+        )
         text, failed = r.text.strip(), not r.text.strip()
     except LLMCallFailed as e:
         text, failed = '', True
         _log.warning("baseline answer for task %s failed (%s); scoring it as an empty answer", task.id, e)
     emb = self._embed([text])[0] if text else np.zeros(self.world.emb_dim, np.float32)
-    b = {'specialist_id': None, 'model': self.cfg.generalist_model, 'quality': self._fit(emb) if text else np.zeros(len(task.subtasks), np.float32),
-         'embedding': emb, 'text': text or '(no answer: the generalist call failed)', 'failed': failed}
-    if not failed: self._baselines[task.id] = b
+    b = {
+        'specialist_id': None,
+        'model': self.cfg.generalist_model,
+        'quality': self._fit(emb) if text else np.zeros(len(task.subtasks), np.float32),
+        'embedding': emb,
+        'text': text or '(no answer: the generalist call failed)',
+        'failed': failed,
+    }
+    if not failed:
+        self._baselines[task.id] = b
     return b
 
 # %% ../nbs/05a_openai.ipynb #55356ef8
 @patch_into(OpenAIBackend)
 def _map(self, fn, items):
     items = list(items)
-    if len(items) <= 1: return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), self.cfg.max_workers)) as ex: return list(ex.map(fn, items))
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), self.cfg.max_workers)) as ex:
+        return list(ex.map(fn, items))
+
+
 @patch_into(OpenAIBackend)
-def _embed(self, texts) -> np.ndarray: return np.asarray(self.embedder.encode(list(texts)), np.float32)
+def _embed(self, texts) -> np.ndarray:
+    return np.asarray(self.embedder.encode(list(texts)), np.float32)
+
+
 @patch_into(OpenAIBackend)
 def _embed_runs(self, runs) -> np.ndarray:
     out = np.zeros((len(runs), self.world.emb_dim), np.float32)
     idx = [i for i, r in enumerate(runs) if r.usable]
-    if idx: out[idx] = self._embed([runs[i].text for i in idx])
+    if idx:
+        out[idx] = self._embed([runs[i].text for i in idx])
     return out
+
+
 @patch_into(OpenAIBackend)
 def _fit(self, emb) -> np.ndarray:
-    return np.clip((self.ctx.sub_emb @ emb - 0.2)/0.6, 0.0, 1.0).astype(np.float32)
+    return np.clip((self.ctx.sub_emb @ emb - 0.2) / 0.6, 0.0, 1.0).astype(np.float32)
+
+
 @patch_into(OpenAIBackend)
-def _as_context(self, r: _Run): return (r.author, self.world.catalog[r.author].role, r.text)
+def _as_context(self, r: _Run):
+    return (r.author, self.world.catalog[r.author].role, r.text)
+
+
 @patch_into(OpenAIBackend)
 def _context(self, items) -> str:
-    if not items: return ''
+    if not items:
+        return ''
     P = self.prompts
-    return '\n'.join([P['context_header']] + [fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars))
-                                              for a, role, t in items])
+    return '\n'.join(
+        [P['context_header']]
+        + [fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars)) for a, role, t in items]
+    )
+
+
 @patch_into(OpenAIBackend)
 def _system(self, spec) -> str:
-    return fill(self.prompts['specialist_system'], role=spec.role, goal=spec.goal, specialization=spec.specialization,
-                capability=spec.capability, max_words=self.cfg.max_words, id=spec.id)
+    return fill(
+        self.prompts['specialist_system'],
+        role=spec.role,
+        goal=spec.goal,
+        specialization=spec.specialization,
+        capability=spec.capability,
+        max_words=self.cfg.max_words,
+        id=spec.id,
+    )
+
+
 @patch_into(OpenAIBackend)
 def _ask(self, sid: str, user: str, timeout: float) -> LLMReply:
     msgs = [{'role': 'system', 'content': self._system(self.world.catalog[sid])}, {'role': 'user', 'content': user}]
-    return self.client.chat(self.cfg.specialist_model, msgs, max_tokens=self.cfg.max_tokens, timeout_s=timeout,
-                            meters=(self.meter, self.episode_meter))
+    return self.client.chat(
+        self.cfg.specialist_model,
+        msgs,
+        max_tokens=self.cfg.max_tokens,
+        timeout_s=timeout,
+        meters=(self.meter, self.episode_meter),
+    )
 
 # %% ../nbs/05a_openai.ipynb #8a55f688
 @patch_into(OpenAIBackend)
@@ -183,41 +286,52 @@ def _attempt(self, run: _Run, sid: str, user: str, timeout: float) -> tuple[str,
         run.latency_s += e.latency_s
         return e.kind, str(e)
     run.add(r)
-    if not r.text.strip(): return 'error', f"{self.cfg.specialist_model}: empty reply"
+    if not r.text.strip():
+        return 'error', f"{self.cfg.specialist_model}: empty reply"
     return 'ok', r.text.strip()
+
 
 @patch_into(OpenAIBackend)
 def _run_call(self, slot: int, context: list, timeout: float) -> _Run:
     sid = self.ctx.roster[slot]
-    if sid is None: return _Run(slot, '', 'error', error=f"slot {slot} is empty")
+    if sid is None:
+        return _Run(slot, '', 'error', error=f"slot {slot} is empty")
     spec = self.world.catalog[sid]
     user = fill(self.prompts['specialist_user'], task=self.ctx.task.text, context=self._context(context))
     run = _Run(slot, sid, author=sid)
     status, text = self._attempt(run, sid, user, timeout)
     run.status = status
-    if status == 'ok': run.text = text; return run
+    if status == 'ok':
+        run.text = text
+        return run
     run.error = f"{spec.role}: {status} ({text})"
     if spec.fallbacks:
         fb = run.fallback_id = spec.fallbacks[0]
         st2, text2 = self._attempt(run, fb, user, timeout)
-        if st2 == 'ok': run.recovered, run.text, run.author = True, text2, fb
-        else: run.error += f"; fallback {fb} failed too ({st2})"
+        if st2 == 'ok':
+            run.recovered, run.text, run.author = True, text2, fb
+        else:
+            run.error += f"; fallback {fb} failed too ({st2})"
     return run
 
 # %% ../nbs/05a_openai.ipynb #d6d9f5d1
 @patch_into(OpenAIBackend)
 def execute(self, slots, mode, params, rng) -> StepResult:
-    if self.ctx is None: raise RuntimeError("begin_episode() must be called before execute()")
-    if mode not in MODES: raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
+    if self.ctx is None:
+        raise RuntimeError("begin_episode() must be called before execute()")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
     params = params or ModeParams()
     slots = [int(s) for s in slots]
-    timeout = self.cfg.timeout_s*params.timeout_mult/2.0
+    timeout = self.cfg.timeout_s * params.timeout_mult / 2.0
     earlier = list(self.outputs)
     if mode == 'sequential':
         runs, seen = [], list(earlier)
         for m in slots:
-            r = self._run_call(m, seen, timeout); runs.append(r)
-            if r.usable: seen.append(self._as_context(r))
+            r = self._run_call(m, seen, timeout)
+            runs.append(r)
+            if r.usable:
+                seen.append(self._as_context(r))
         step_latency = sum(r.latency_s for r in runs)
     else:
         runs = self._map(lambda m: self._run_call(m, earlier, timeout), slots)
@@ -229,32 +343,60 @@ def execute(self, slots, mode, params, rng) -> StepResult:
         if mode == 'debate':
             extra, embs = self._debate(runs, embs, earlier, params, timeout)
             step_latency += extra
-        conflicts = [Conflict(runs[a].slot, runs[b].slot, bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos))
-                     for a, b in pairs]
+        conflicts = [
+            Conflict(
+                runs[a].slot, runs[b].slot, bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos)
+            )
+            for a, b in pairs
+        ]
         self.n_unresolved += sum(not c.resolved for c in conflicts)
     calls = []
     for r, e in zip(runs, embs):
         fit = self._fit(e) if r.usable else np.zeros(len(self.q), np.float32)
         self.q = np.maximum(self.q, fit)
-        if r.usable: self.outputs.append(self._as_context(r))
+        if r.usable:
+            self.outputs.append(self._as_context(r))
         text = r.text if r.usable else r.error
-        calls.append(CallResult(slot=r.slot, specialist_id=r.specialist_id, status=r.status, output_text=text,
-                                embedding=e if r.usable else np.zeros(self.world.emb_dim, np.float32),
-                                latency_s=r.latency_s, cost_usd=r.priced_usd, fallback_id=r.fallback_id,
-                                recovered=r.recovered, contribution=float(fit.mean()) if len(fit) else 0.0,
-                                tokens=r.tokens()))
-    return StepResult(calls=calls, mode=mode, latency_s=float(step_latency), cost_usd=float(sum(c.cost_usd for c in calls)),
-                      conflicts=conflicts, coverage=self.coverage())
+        calls.append(
+            CallResult(
+                slot=r.slot,
+                specialist_id=r.specialist_id,
+                status=r.status,
+                output_text=text,
+                embedding=e if r.usable else np.zeros(self.world.emb_dim, np.float32),
+                latency_s=r.latency_s,
+                cost_usd=r.priced_usd,
+                fallback_id=r.fallback_id,
+                recovered=r.recovered,
+                contribution=float(fit.mean()) if len(fit) else 0.0,
+                tokens=r.tokens(),
+            )
+        )
+    return StepResult(
+        calls=calls,
+        mode=mode,
+        latency_s=float(step_latency),
+        cost_usd=float(sum(c.cost_usd for c in calls)),
+        conflicts=conflicts,
+        coverage=self.coverage(),
+    )
 
 # %% ../nbs/05a_openai.ipynb #80a17640
 @patch_into(OpenAIBackend)
-def _cap(self, sid: str) -> np.ndarray: return self.world.cat_emb[self.world.index[sid]]
+def _cap(self, sid: str) -> np.ndarray:
+    return self.world.cat_emb[self.world.index[sid]]
+
+
 @patch_into(OpenAIBackend)
 def _conflicting_pairs(self, runs, embs) -> list:
     idx = [i for i, r in enumerate(runs) if r.usable]
-    return [(a, b) for a, b in itertools.combinations(idx, 2)
-            if float(self._cap(runs[a].author) @ self._cap(runs[b].author)) >= self.cfg.conflict_overlap
-            and float(embs[a] @ embs[b]) < self.cfg.conflict_cos]
+    return [
+        (a, b)
+        for a, b in itertools.combinations(idx, 2)
+        if float(self._cap(runs[a].author) @ self._cap(runs[b].author)) >= self.cfg.conflict_overlap
+        and float(embs[a] @ embs[b]) < self.cfg.conflict_cos
+    ]
+
 
 @patch_into(OpenAIBackend)
 def _debate(self, runs, embs, earlier, params: ModeParams, timeout: float):
@@ -262,35 +404,68 @@ def _debate(self, runs, embs, earlier, params: ModeParams, timeout: float):
     idx = [i for i, r in enumerate(runs) if r.usable]
     extra, P = 0.0, self.prompts
     for _ in range(int(params.rounds)):
-        if len(idx) < 2: break
-        E = embs[idx]; C = E @ E.T; iu = np.triu_indices(len(idx), 1)
-        if (C[iu] >= params.agreement).all(): break
+        if len(idx) < 2:
+            break
+        E = embs[idx]
+        C = E @ E.T
+        iu = np.triu_indices(len(idx), 1)
+        if (C[iu] >= params.agreement).all():
+            break
         current = {i: runs[i].text for i in idx}
+
         def revise(i):
-            others = '\n'.join(fill(P['context_item'], id=runs[o].author, role=self.world.catalog[runs[o].author].role,
-                                    text=_cut(current[o], self.cfg.context_chars)) for o in idx if o != i)
-            user = fill(P['debate_user'], task=self.ctx.task.text, context=self._context(earlier),
-                        own=_cut(current[i], self.cfg.context_chars), others=others, max_words=self.cfg.max_words)
+            others = '\n'.join(
+                fill(
+                    P['context_item'],
+                    id=runs[o].author,
+                    role=self.world.catalog[runs[o].author].role,
+                    text=_cut(current[o], self.cfg.context_chars),
+                )
+                for o in idx
+                if o != i
+            )
+            user = fill(
+                P['debate_user'],
+                task=self.ctx.task.text,
+                context=self._context(earlier),
+                own=_cut(current[i], self.cfg.context_chars),
+                others=others,
+                max_words=self.cfg.max_words,
+            )
             tmp = _Run(runs[i].slot, runs[i].specialist_id)
             status, text = self._attempt(tmp, runs[i].author, user, timeout)
             return tmp, status, text
+
         results = self._map(revise, idx)
         for i, (tmp, status, text) in zip(idx, results):
             r = runs[i]
-            r.latency_s += tmp.latency_s; r.priced_usd += tmp.priced_usd; r.spent_usd += tmp.spent_usd
-            r.prompt_tokens += tmp.prompt_tokens; r.completion_tokens += tmp.completion_tokens
-            r.replies += tmp.replies; r.cached += tmp.cached
-            if status == 'ok': r.text = text          # a failed revision keeps the previous answer
+            r.latency_s += tmp.latency_s
+            r.priced_usd += tmp.priced_usd
+            r.spent_usd += tmp.spent_usd
+            r.prompt_tokens += tmp.prompt_tokens
+            r.completion_tokens += tmp.completion_tokens
+            r.replies += tmp.replies
+            r.cached += tmp.cached
+            if status == 'ok':
+                r.text = text  # a failed revision keeps the previous answer
         extra += max(tmp.latency_s for tmp, _, _ in results)
-        embs = embs.copy(); embs[idx] = self._embed([runs[i].text for i in idx])
+        embs = embs.copy()
+        embs[idx] = self._embed([runs[i].text for i in idx])
     return extra, embs
 
 # %% ../nbs/05a_openai.ipynb #ae165f34
 class LLMJudge:
     "`judge(task, answer_text, baseline_text) -> (answer_score, baseline_score)` in [0, 1]; tier 2 or 3."
-    def __init__(self, cfg: OpenAIConfig | None = None, tier: int = 2, client: LLMClient | None = None,
-                 prompts: dict | None = None):
-        if tier not in (2, 3): raise ValueError(f"LLMJudge is for tiers 2 and 3, got {tier}")
+
+    def __init__(
+        self,
+        cfg: OpenAIConfig | None = None,
+        tier: int = 2,
+        client: LLMClient | None = None,
+        prompts: dict | None = None,
+    ):
+        if tier not in (2, 3):
+            raise ValueError(f"LLMJudge is for tiers 2 and 3, got {tier}")
         self.cfg = cfg or (client.cfg if client is not None else OpenAIConfig())
         self.client = client or LLMClient(self.cfg)
         self.prompts = prompts or load_prompts(self.cfg.prompts_path)
@@ -299,21 +474,33 @@ class LLMJudge:
         self.meter = UsageMeter()
         self.n_malformed = 0
         self.last_rationale = ''
+
     @property
-    def cost_usd(self) -> float: return self.meter.cost_usd
+    def cost_usd(self) -> float:
+        return self.meter.cost_usd
+
     @property
-    def total_tokens(self) -> int: return self.meter.total_tokens
+    def total_tokens(self) -> int:
+        return self.meter.total_tokens
 
     def __call__(self, task, answer_text: str, baseline_text: str) -> tuple[float, float]:
-        text = getattr(task, 'text', str(task)); P, n = self.prompts, self.cfg.judge_answer_chars
+        text = getattr(task, 'text', str(task))
+        P, n = self.prompts, self.cfg.judge_answer_chars
         if self.tier == 2:
-            a = self._grade(P['judge_system'], fill(P['judge_user'], task=text, answer=_cut(answer_text, n)), ('score',))['score']
-            b = self._grade(P['judge_system'], fill(P['judge_user'], task=text, answer=_cut(baseline_text, n)), ('score',))['score']
+            a = self._grade(
+                P['judge_system'], fill(P['judge_user'], task=text, answer=_cut(answer_text, n)), ('score',)
+            )['score']
+            b = self._grade(
+                P['judge_system'], fill(P['judge_user'], task=text, answer=_cut(baseline_text, n)), ('score',)
+            )['score']
         else:
-            d = self._grade(P['strong_judge_system'], fill(P['strong_judge_user'], task=text, answer_1=_cut(answer_text, n),
-                                                           answer_2=_cut(baseline_text, n)), ('score_1', 'score_2'))
+            d = self._grade(
+                P['strong_judge_system'],
+                fill(P['strong_judge_user'], task=text, answer_1=_cut(answer_text, n), answer_2=_cut(baseline_text, n)),
+                ('score_1', 'score_2'),
+            )
             a, b = d['score_1'], d['score_2']
-        return a/10.0, b/10.0
+        return a / 10.0, b / 10.0
 
     def _grade(self, system: str, user: str, keys) -> dict:
         msgs = [{'role': 'system', 'content': system}, {'role': 'user', 'content': user}]
@@ -329,14 +516,23 @@ class LLMJudge:
                 self.last_rationale = str(next((o.get('rationale', '') for o in objs if 'rationale' in o), ''))[:500]
                 return out
             except ValueError as e:
-                self.n_malformed += 1; err = str(e)
-                msgs = msgs + [{'role': 'assistant', 'content': r.text},
-                               {'role': 'user', 'content': fill(self.prompts['json_retry'], keys=', '.join(keys))}]
-        raise JudgeUnavailable(f"tier {self.tier} judge ({self.model}) gave no valid judgement in "
-                               f"{self.cfg.judge_attempts} attempts: {err}")
+                self.n_malformed += 1
+                err = str(e)
+                msgs = msgs + [
+                    {'role': 'assistant', 'content': r.text},
+                    {'role': 'user', 'content': fill(self.prompts['json_retry'], keys=', '.join(keys))},
+                ]
+        raise JudgeUnavailable(
+            f"tier {self.tier} judge ({self.model}) gave no valid judgement in "
+            f"{self.cfg.judge_attempts} attempts: {err}"
+        )
 
-def make_judge_scorers(cfg: OpenAIConfig | None = None, client: LLMClient | None = None, prompts: dict | None = None) -> dict:
-    "`{2: JudgeScorer(tier-2 LLMJudge), 3: JudgeScorer(tier-3 LLMJudge)}` for `SpindleFlowEnv(scorers=...)`; judges at `.judge`."
+# %% ../nbs/05a_openai.ipynb #ef079998
+def make_judge_scorers(
+    cfg: OpenAIConfig | None = None, client: LLMClient | None = None, prompts: dict | None = None
+) -> dict:
+    """`{2: JudgeScorer(tier-2 LLMJudge), 3: JudgeScorer(tier-3
+    LLMJudge)}` for `SpindleFlowEnv(scorers=...)`; judges at `.judge`."""
     client = client or LLMClient(cfg or OpenAIConfig())
     cfg = cfg or client.cfg
     return {t: JudgeScorer(LLMJudge(cfg, t, client, prompts), t) for t in (2, 3)}

@@ -9,17 +9,29 @@ from typing import Annotated, Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
+
 try:
-    from openenv.core.env_server.types import (Action, Observation, State, EnvironmentMetadata, ResetResponse, StepResponse,
-                                               WSErrorResponse, WSObservationResponse, WSStateResponse)
+    from openenv.core.env_server.types import (
+        Action,
+        Observation,
+        State,
+        EnvironmentMetadata,
+        ResetResponse,
+        StepResponse,
+        WSErrorResponse,
+        WSObservationResponse,
+        WSStateResponse,
+    )
     from openenv.core.env_server.interfaces import Environment
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.serialization import serialize_observation
     from openenv.core import EnvClient
     from openenv.core.client_types import StepResult
     from fastapi import Body, Request, WebSocket
-except ImportError as e:   # the optional extra
-    raise ImportError(f"spindleflow_rl.openenv needs openenv-core: pip install 'spindleflow-rl[openenv]' ({e})") from None
+except ImportError as e:  # the optional extra
+    raise ImportError(
+        f"spindleflow_rl.openenv needs openenv-core: pip install 'spindleflow-rl[openenv]' ({e})"
+    ) from None
 from dataclasses import dataclass, fields
 from .config import ConfigError, param
 from .env import SpindleFlowEnv, encode_action, default_world
@@ -34,62 +46,99 @@ __all__ = ['MAX_REQUEST_BYTES', 'SpindleFlowAction', 'SpindleFlowObservation', '
            'compliance_report', 'verify_openenv_compliance']
 
 # %% ../nbs/13_openenv.ipynb #b8a50b77
-_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]                  # a JSON number: not NaN/inf, not a boolean
+_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # a JSON number: not NaN/inf, not a boolean
 _Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1, le=1)]
 _Slot = Annotated[int, Field(strict=True, ge=0)]
 _SPELLED_DEFAULTS = {'stop': False, 'slots': [], 'mode': 'sequential', 'params': [0.0, 0.0, 0.0, 0.0]}
 
+
 class SpindleFlowAction(Action):
-    "One decision: the raw action `vector` (length M+6), or `stop` / `slots` + `mode` + `params` (turned into that vector)."
+    """One decision: the raw action `vector` (length M+6), or `stop`
+    / `slots` + `mode` + `params` (turned into that vector)."""
+
     vector: Optional[list[_Finite]] = Field(
-        None, description="raw action: M+6 finite numbers for a roster of M slots, clipped to [-1, 1] as in-process")
+        None, description="raw action: M+6 finite numbers for a roster of M slots, clipped to [-1, 1] as in-process"
+    )
     stop: bool = Field(False, strict=True, description="true or false: stop the episode, then with no slots")
-    slots: list[_Slot] = Field(default_factory=list,
-                               description="roster slots to call, integers 0..M-1, each once, first = called first")
-    mode: Literal['sequential', 'parallel', 'debate'] = Field('sequential',
-                                                              description="delegation mode: sequential, parallel or debate")
-    params: list[_Unit] = Field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0], min_length=4, max_length=4,
-                               description="4 mode parameters in [-1, 1]: debate rounds, agreement, timeout multiplier, effort")
+    slots: list[_Slot] = Field(
+        default_factory=list, description="roster slots to call, integers 0..M-1, each once, first = called first"
+    )
+    mode: Literal['sequential', 'parallel', 'debate'] = Field(
+        'sequential', description="delegation mode: sequential, parallel or debate"
+    )
+    params: list[_Unit] = Field(
+        default_factory=lambda: [0.0, 0.0, 0.0, 0.0],
+        min_length=4,
+        max_length=4,
+        description="4 mode parameters in [-1, 1]: debate rounds, agreement, timeout multiplier, effort",
+    )
+
     @model_validator(mode='after')
     def _one_form(self):
         if self.vector is not None:
             both = [k for k, d in _SPELLED_DEFAULTS.items() if getattr(self, k) != d]
-            if both: raise PydanticCustomError('one_form', "give either `vector` or `stop`/`slots`/`mode`/`params`, not both "
-                                               "(got `vector` and {both})", {'both': ', '.join(f'`{k}`' for k in both)})
+            if both:
+                raise PydanticCustomError(
+                    'one_form',
+                    "give either `vector` or `stop`/`slots`/`mode`/`params`, not both (got `vector` and {both})",
+                    {'both': ', '.join(f'`{k}`' for k in both)},
+                )
         if self.stop and self.slots:
-            raise PydanticCustomError('stop_with_slots', "`stop: true` ends the episode and calls nobody: drop `slots` {slots}",
-                                      {'slots': str(self.slots)})
+            raise PydanticCustomError(
+                'stop_with_slots',
+                "`stop: true` ends the episode and calls nobody: drop `slots` {slots}",
+                {'slots': str(self.slots)},
+            )
         dup = sorted(s for s, n in collections.Counter(self.slots).items() if n > 1)
-        if dup: raise PydanticCustomError('duplicate_slots', "`slots` lists {dup} more than once: call each slot at most once "
-                                          "per step", {'dup': str(dup)})
+        if dup:
+            raise PydanticCustomError(
+                'duplicate_slots',
+                "`slots` lists {dup} more than once: call each slot at most once per step",
+                {'dup': str(dup)},
+            )
         return self
+
     def to_vector(self, M: int) -> np.ndarray:
-        "The action vector for a roster of `M` slots (a raw `vector` clipped to [-1, 1] first: 1e300 would overflow float32)."
-        if self.vector is not None: return np.clip(np.asarray(self.vector, np.float64), -1, 1).astype(np.float32)
+        """The action vector for a roster of `M` slots (a raw `vector`
+        clipped to [-1, 1] first: 1e300 would overflow float32)."""
+        if self.vector is not None:
+            return np.clip(np.asarray(self.vector, np.float64), -1, 1).astype(np.float32)
         return encode_action(M, stop=self.stop, slots=self.slots, mode=self.mode, params=self.params)
 
 # %% ../nbs/13_openenv.ipynb #74f275c5
 class SpindleFlowObservation(Observation):
     "What the orchestrator sees after a reset or a step."
-    vector: list[float] = Field(default_factory=list, description="observation vector (ObsLayout: task, roster, calls, scratchpad, DAG, scalars)")
+
+    vector: list[float] = Field(
+        default_factory=list,
+        description="observation vector (ObsLayout: task, roster, calls, scratchpad, DAG, scalars)",
+    )
     action_mask: list[bool] = Field(default_factory=list, description="roster slots that may be called next")
-    task_id: str = ''; task_text: str = ''
+    task_id: str = ''
+    task_text: str = ''
     roster: list[Optional[str]] = Field(default_factory=list, description="specialist id per slot (null: empty slot)")
     step: int = 0
     truncated: bool = Field(False, description="episode ended by the step limit")
-    reward_terms: dict[str, float] = Field(default_factory=dict, description="signed reward terms of this step (they sum to the reward)")
-    event: Optional[dict[str, Any]] = Field(None, description="this step's trace event: mode, calls and their status, refusals")
+    reward_terms: dict[str, float] = Field(
+        default_factory=dict, description="signed reward terms of this step (they sum to the reward)"
+    )
+    event: Optional[dict[str, Any]] = Field(
+        None, description="this step's trace event: mode, calls and their status, refusals"
+    )
     summary: Optional[dict[str, Any]] = Field(None, description="episode summary, on the last step")
+
 
 class SpindleFlowState(State):
     "The session's episode so far."
+
     task_id: Optional[str] = None
     roster: list[Optional[str]] = Field(default_factory=list)
     seed: Optional[int] = None
     tier: int = 0
     called: list[int] = Field(default_factory=list, description="roster slots called so far")
     edges: list[list[int]] = Field(default_factory=list, description="delegation DAG edges")
-    latency_s: float = 0.0; cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
     budget_s: Optional[float] = Field(None, description="latency budget (null: none)")
     episode_return: float = 0.0
     done: bool = True
@@ -98,103 +147,164 @@ class SpindleFlowState(State):
 _Id = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
 _Text255 = Annotated[str, Field(strict=True, max_length=255)]
 
+
 class SpindleFlowResetRequest(BaseModel):
     "A reset: all fields optional, unknown fields refused; what `/reset`, a WebSocket reset and `reset()` take."
+
     model_config = ConfigDict(extra='forbid')
     seed: Optional[Annotated[int, Field(strict=True, ge=0, le=2**64 - 1)]] = Field(
-        None, description="episode seed, an integer 0..2**64-1; same seed, same episode")
+        None, description="episode seed, an integer 0..2**64-1; same seed, same episode"
+    )
     episode_id: Optional[_Text255] = Field(None, description="your episode id, up to 255 characters")
-    task: Optional[_Id] = Field(None, description="a task id of the task bank, e.g. 'p1-frontend-01'; default: drawn from the seed")
+    task: Optional[_Id] = Field(
+        None, description="a task id of the task bank, e.g. 'p1-frontend-01'; default: drawn from the seed"
+    )
     roster: Optional[list[Optional[_Id]]] = Field(
-        None, description="specialist ids, one per roster slot, null for an empty slot, at most M")
-    tier: Optional[Annotated[int, Field(strict=True, ge=0, le=3)]] = Field(None, description="reward tier, an integer 0, 1, 2 or 3")
+        None, description="specialist ids, one per roster slot, null for an empty slot, at most M"
+    )
+    tier: Optional[Annotated[int, Field(strict=True, ge=0, le=3)]] = Field(
+        None, description="reward tier, an integer 0, 1, 2 or 3"
+    )
+
 
 class SpindleFlowStepRequest(BaseModel):
     "The body of `POST /step`: the action, plus OpenEnv's optional `timeout_s` and `request_id`."
+
     model_config = ConfigDict(extra='forbid')
     action: SpindleFlowAction = Field(description="the decision: `vector`, or `stop` / `slots` / `mode` / `params`")
     timeout_s: Optional[Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]] = Field(
-        None, description="a positive number of seconds, accepted for OpenEnv compatibility")
+        None, description="a positive number of seconds, accepted for OpenEnv compatibility"
+    )
     request_id: Optional[_Text255] = Field(None, description="your request id, up to 255 characters")
 
 # %% ../nbs/13_openenv.ipynb #40d65e06
 def _field(loc) -> str:
     "`('action', 'params', 0)` -> 'action.params[0]'."
     out = ''
-    for p in loc: out += f'[{p}]' if isinstance(p, int) else (f'.{p}' if out else str(p))
+    for p in loc:
+        out += f'[{p}]' if isinstance(p, int) else (f'.{p}' if out else str(p))
     return out
+
 
 def _shown(x, n: int = 40) -> str:
     "A short JSON-ish rendering of a client's value for a message (NaN shows as NaN; long values are cut)."
-    if isinstance(x, bytes): x = x.decode('utf-8', 'replace')
+    if isinstance(x, bytes):
+        x = x.decode('utf-8', 'replace')
     s = json.dumps(x, default=repr)
-    return s if len(s) <= n else s[:n - 3] + '...'
+    return s if len(s) <= n else s[: n - 3] + '...'
 
-_RULES = ('one_form', 'stop_with_slots', 'duplicate_slots')   # SpindleFlowAction's own rules: their messages name the fields
+
+_RULES = (
+    'one_form',
+    'stop_with_slots',
+    'duplicate_slots',
+)  # SpindleFlowAction's own rules: their messages name the fields
+
 
 def _explain(e: dict, model: type[BaseModel], prefix: tuple) -> dict:
     loc, kind = tuple(e['loc'][1:] if e['loc'][:1] == ('body',) else e['loc']), e['type']
-    if kind == 'json_invalid':                                        # FastAPI's: loc = ('body', character position)
-        return {'field': '', 'type': kind, 'message': f"the body is not valid JSON (at character {loc[-1] if loc else 0}: "
-                                                      f"{e.get('ctx', {}).get('error', 'parse error')})"}
+    if kind == 'json_invalid':  # FastAPI's: loc = ('body', character position)
+        return {
+            'field': '',
+            'type': kind,
+            'message': f"the body is not valid JSON (at character {loc[-1] if loc else 0}: "
+            f"{e.get('ctx', {}).get('error', 'parse error')})",
+        }
     owner, info = model, None
-    for p in (p for p in loc if isinstance(p, str)):                 # walk into nested models (a step request's action)
-        if owner is None or p not in owner.model_fields: break
+    for p in (p for p in loc if isinstance(p, str)):  # walk into nested models (a step request's action)
+        if owner is None or p not in owner.model_fields:
+            break
         info = owner.model_fields[p]
-        owner = info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        owner = (
+            info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+        )
     field, fields = _field(prefix + loc), ', '.join(model.model_fields)
-    if kind == 'extra_forbidden': msg = f"unknown field; {owner.__name__} takes {', '.join(owner.model_fields)}"
+    if kind == 'extra_forbidden':
+        msg = f"unknown field; {owner.__name__} takes {', '.join(owner.model_fields)}"
     elif not loc and kind in ('model_attributes_type', 'model_type', 'dict_type', 'missing'):
         where = "the body must be" if prefix == () else "must be"
-        msg = f"{where} a JSON object with the fields {fields}" + (" (Content-Type: application/json)" if prefix == () else '') + \
-              f", got {_shown(e.get('input'))}"
-    elif not loc or kind in _RULES: msg = e['msg']                    # a model-level rule: its message names the fields
-    elif kind == 'missing': msg = 'required'
-    else: msg = f"{e['msg']}, got {_shown(e.get('input'))}"
-    if info is not None and info.description and loc and kind not in ('extra_forbidden', *_RULES): msg += f" ({info.description})"
+        msg = (
+            f"{where} a JSON object with the fields {fields}"
+            + (" (Content-Type: application/json)" if prefix == () else '')
+            + f", got {_shown(e.get('input'))}"
+        )
+    elif not loc or kind in _RULES:
+        msg = e['msg']  # a model-level rule: its message names the fields
+    elif kind == 'missing':
+        msg = 'required'
+    else:
+        msg = f"{e['msg']}, got {_shown(e.get('input'))}"
+    if info is not None and info.description and loc and kind not in ('extra_forbidden', *_RULES):
+        msg += f" ({info.description})"
     return {'field': field, 'message': f"{field}: {msg}" if field else msg, 'type': kind}
 
+
 def explain_errors(errors: list, model: type[BaseModel], prefix: tuple = (), limit: int = 20) -> tuple[str, list[dict]]:
-    "Pydantic `errors` against `model` as (one message naming every field, `[{field, message, type}]`), at most `limit`."
+    """Pydantic `errors` against `model` as (one message naming
+    every field, `[{field, message, type}]`), at most `limit`."""
     out = [_explain(e, model, tuple(prefix)) for e in errors[:limit]]
     msg = '; '.join(o['message'] for o in out) + (f"; and {len(errors) - limit} more" if len(errors) > limit else '')
     return (msg if len(errors) == 1 else f"{len(errors)} problems: {msg}"), out
 
 # %% ../nbs/13_openenv.ipynb #683859ec
 class InvalidActionError(ValueError):
-    "A request the environment cannot take (vector length, slot outside the roster, unknown id); HTTP 422; `.errors` as `explain_errors`."
+    """A request the environment cannot take (vector length, slot outside
+    the roster, unknown id); HTTP 422; `.errors` as `explain_errors`."""
+
     def __init__(self, message: str, errors: list | None = None):
         super().__init__(message)
         self.errors = errors if errors is not None else [{'field': '', 'message': message, 'type': 'invalid'}]
+
+
 class EpisodeNotStartedError(RuntimeError):
     "A step before reset (or after the end); HTTP 409."
 
+
 _WORLD_LOCK = threading.Lock()
+
+
 def shared_world():
     "The process's `World`, built once under a lock (sessions are created from several threads)."
-    with _WORLD_LOCK: return default_world()
+    with _WORLD_LOCK:
+        return default_world()
 
 # %% ../nbs/13_openenv.ipynb #a0dee9c1
 class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservation, SpindleFlowState]):
     "OpenEnv `Environment` around one `SpindleFlowEnv` (one per session). `env_kwargs` go to `SpindleFlowEnv`."
+
     SUPPORTS_CONCURRENT_SESSIONS = True
+
     def __init__(self, env_kwargs: dict | None = None):
         super().__init__()
         self.env = SpindleFlowEnv(world=shared_world(), **(env_kwargs or {}))
         self.M = self.env.cfg.max_specialists
         self._state = SpindleFlowState()
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, task: Optional[str] = None,
-              roster: Optional[list] = None, tier: Optional[int] = None, **kwargs) -> SpindleFlowObservation:
-        "Start an episode: `seed` as in `SpindleFlowEnv.reset`; `task` (id), `roster` (ids), `tier` as its reset options."
+    def reset(
+        self,
+        seed: Optional[int] = None,
+        episode_id: Optional[str] = None,
+        task: Optional[str] = None,
+        roster: Optional[list] = None,
+        tier: Optional[int] = None,
+        **kwargs,
+    ) -> SpindleFlowObservation:
+        """Start an episode: `seed` as in `SpindleFlowEnv.reset`;
+        `task` (id), `roster` (ids), `tier` as its reset options."""
         given = dict(seed=seed, episode_id=episode_id, task=task, roster=roster, tier=tier, **kwargs)
-        try: req = SpindleFlowResetRequest.model_validate({k: v for k, v in given.items() if v is not None})
-        except ValidationError as e: raise InvalidActionError(*explain_errors(e.errors(), SpindleFlowResetRequest)) from None
+        try:
+            req = SpindleFlowResetRequest.model_validate({k: v for k, v in given.items() if v is not None})
+        except ValidationError as e:
+            raise InvalidActionError(*explain_errors(e.errors(), SpindleFlowResetRequest)) from None
         self._check_ids(req)
         opts = {k: v for k, v in (('task', req.task), ('roster', req.roster), ('tier', req.tier)) if v is not None}
-        try: obs, info = self.env.reset(seed=req.seed, options=opts or None)
-        except ConfigError as e: raise InvalidActionError(f"reset: {e}") from None
-        self._state = SpindleFlowState(episode_id=req.episode_id or uuid.uuid4().hex, step_count=0, seed=req.seed, done=False)
+        try:
+            obs, info = self.env.reset(seed=req.seed, options=opts or None)
+        except ConfigError as e:
+            raise InvalidActionError(f"reset: {e}") from None
+        self._state = SpindleFlowState(
+            episode_id=req.episode_id or uuid.uuid4().hex, step_count=0, seed=req.seed, done=False
+        )
         self._sync_state()
         return self._observation(obs, info)
 
@@ -202,55 +312,93 @@ class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservati
         "Take one decision; a malformed one raises `InvalidActionError` and leaves the episode as it was."
         n = self.M + 6
         if action.vector is not None and len(action.vector) != n:
-            raise InvalidActionError(f"vector: the action vector must have {n} numbers (M+6 for a roster of M={self.M}), "
-                                     f"got {len(action.vector)}.", [{'field': 'vector', 'message': f'{n} numbers', 'type': 'length'}])
+            raise InvalidActionError(
+                f"vector: the action vector must have {n} numbers (M+6 for a roster of M={self.M}), "
+                f"got {len(action.vector)}.",
+                [{'field': 'vector', 'message': f'{n} numbers', 'type': 'length'}],
+            )
         bad = [s for s in action.slots if not s < self.M]
-        if bad: raise InvalidActionError(f"slots: {bad} are outside the roster: use 0..{self.M - 1}.",
-                                         [{'field': 'slots', 'message': f'use 0..{self.M - 1}', 'type': 'range'}])
+        if bad:
+            raise InvalidActionError(
+                f"slots: {bad} are outside the roster: use 0..{self.M - 1}.",
+                [{'field': 'slots', 'message': f'use 0..{self.M - 1}', 'type': 'range'}],
+            )
         if self.env.task is None or self.env._done:
-            raise EpisodeNotStartedError("step before reset (or after the episode ended): send reset first. Over HTTP, /step "
-                                         "is stateless (a fresh environment per request); play episodes over the WebSocket "
-                                         "session (/ws), e.g. with SpindleFlowClient.")
+            raise EpisodeNotStartedError(
+                "step before reset (or after the episode ended): send reset first. Over HTTP, /step "
+                "is stateless (a fresh environment per request); play episodes over the WebSocket "
+                "session (/ws), e.g. with SpindleFlowClient."
+            )
         obs, r, term, trunc, info = self.env.step(action.to_vector(self.M))
         self._sync_state()
         return self._observation(obs, info, reward=float(r), done=bool(term or trunc), truncated=bool(trunc))
 
     @property
-    def state(self) -> SpindleFlowState: return self._state
+    def state(self) -> SpindleFlowState:
+        return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name='SpindleFlow-v0', version=__version__, author='SpindleFlow RL team',
+        return EnvironmentMetadata(
+            name='SpindleFlow-v0',
+            version=__version__,
+            author='SpindleFlow RL team',
             description="An orchestrator learns which LLM specialists to call, in which delegation mode (sequential, "
-                        "parallel, debate), and when to stop; simulated backend, reward against a generalist baseline.",
-            documentation_url='https://spindleflow.github.io/spindleflow-rl')
+            "parallel, debate), and when to stop; simulated backend, reward against a generalist baseline.",
+            documentation_url='https://spindleflow.github.io/spindleflow-rl',
+        )
 
 # %% ../nbs/13_openenv.ipynb #7523290e
 def _unknown(field: str, value: str, known: list, what: str) -> dict:
     near = difflib.get_close_matches(value, known, n=3)
     hint = f"closest: {', '.join(near)}" if near else f"ids look like {known[0]!r}"
-    return {'field': field, 'type': 'unknown_id', 'message': f"{field}: unknown {what} {_shown(value)} ({len(known)} known; {hint})"}
+    return {
+        'field': field,
+        'type': 'unknown_id',
+        'message': f"{field}: unknown {what} {_shown(value)} ({len(known)} known; {hint})",
+    }
+
 
 @patch_into(SpindleFlowEnvironment)
 def _check_ids(self, req: SpindleFlowResetRequest):
-    "`InvalidActionError` naming a task id not in the task bank, a specialist id not in the catalog, or a roster longer than M."
+    """`InvalidActionError` naming a task id not in the task bank, a
+    specialist id not in the catalog, or a roster longer than M."""
     w, errs = self.env.world, []
-    if req.task is not None and req.task not in set(w.bank.ids): errs.append(_unknown('task', req.task, w.bank.ids, 'task id'))
+    if req.task is not None and req.task not in set(w.bank.ids):
+        errs.append(_unknown('task', req.task, w.bank.ids, 'task id'))
     if req.roster is not None and len(req.roster) > self.M:
-        errs.append({'field': 'roster', 'type': 'too_long',
-                     'message': f"roster: {len(req.roster)} entries, at most max_specialists={self.M}"})
+        errs.append(
+            {
+                'field': 'roster',
+                'type': 'too_long',
+                'message': f"roster: {len(req.roster)} entries, at most max_specialists={self.M}",
+            }
+        )
     for i, r in enumerate(req.roster or []):
-        if r is not None and r not in w.index: errs.append(_unknown(f'roster[{i}]', r, list(w.index), 'specialist id'))
-    if errs: raise InvalidActionError('; '.join(e['message'] for e in errs[:20]), errs[:20])
+        if r is not None and r not in w.index:
+            errs.append(_unknown(f'roster[{i}]', r, list(w.index), 'specialist id'))
+    if errs:
+        raise InvalidActionError('; '.join(e['message'] for e in errs[:20]), errs[:20])
 
 # %% ../nbs/13_openenv.ipynb #7c6d0f5b
 @patch_into(SpindleFlowEnvironment)
 def _observation(self, obs, info: dict, reward=None, done=False, truncated=False) -> SpindleFlowObservation:
     e = self.env
-    plain = lambda x: json.loads(json.dumps(x, default=float))       # numpy scalars -> JSON numbers
-    return SpindleFlowObservation(vector=obs.tolist(), action_mask=[bool(x) for x in info['action_mask']], task_id=e.task.id,
-        task_text=e.task.text, roster=list(e.roster), step=e.t, truncated=truncated, reward=reward, done=done,
+    plain = lambda x: json.loads(json.dumps(x, default=float))  # numpy scalars -> JSON numbers
+    return SpindleFlowObservation(
+        vector=obs.tolist(),
+        action_mask=[bool(x) for x in info['action_mask']],
+        task_id=e.task.id,
+        task_text=e.task.text,
+        roster=list(e.roster),
+        step=e.t,
+        truncated=truncated,
+        reward=reward,
+        done=done,
         reward_terms={k: float(v) for k, v in info.get('reward_terms', {}).items()},
-        event=plain(info['trace']) if 'trace' in info else None, summary=plain(info['summary']) if 'summary' in info else None)
+        event=plain(info['trace']) if 'trace' in info else None,
+        summary=plain(info['summary']) if 'summary' in info else None,
+    )
+
 
 @patch_into(SpindleFlowEnvironment)
 def _sync_state(self):
@@ -263,201 +411,330 @@ def _sync_state(self):
 # %% ../nbs/13_openenv.ipynb #00c1359e
 MAX_REQUEST_BYTES = 64 * 1024
 
+
 def largest_valid_request(M: int = 6) -> int:
     "Bytes of the largest valid reset or step body for a roster of `M` (every field at its maximum, `metadata` empty)."
-    s = lambda n: '\U0001F600' * n                                   # 12 bytes per character once JSON-escaped
-    x = -2.2250738585072014e-308                                     # the longest float repr
+    s = lambda n: '\U0001f600' * n  # 12 bytes per character once JSON-escaped
+    x = -2.2250738585072014e-308  # the longest float repr
     reset = SpindleFlowResetRequest(seed=2**64 - 1, episode_id=s(255), task=s(128), roster=[s(128)] * M, tier=3)
     step = SpindleFlowStepRequest(action=SpindleFlowAction(vector=[x] * (M + 6)), timeout_s=-x, request_id=s(255))
-    spelled = SpindleFlowStepRequest(action=SpindleFlowAction(slots=list(range(M)), mode='parallel', params=[x] * 4),
-                                     timeout_s=-x, request_id=s(255))
+    spelled = SpindleFlowStepRequest(
+        action=SpindleFlowAction(slots=list(range(M)), mode='parallel', params=[x] * 4), timeout_s=-x, request_id=s(255)
+    )
     return max(len(json.dumps(m.model_dump(exclude={'action': {'metadata'}}))) for m in (reset, step, spelled))
 
 # %% ../nbs/13_openenv.ipynb #d5ec656f
 async def _send_json(send, status: int, content: dict):
     body = json.dumps(content).encode()
-    await send({'type': 'http.response.start', 'status': status, 'headers': [
-        (b'content-type', b'application/json'), (b'content-length', str(len(body)).encode()), (b'connection', b'close')]})
+    await send(
+        {
+            'type': 'http.response.start',
+            'status': status,
+            'headers': [
+                (b'content-type', b'application/json'),
+                (b'content-length', str(len(body)).encode()),
+                (b'connection', b'close'),
+            ],
+        }
+    )
     await send({'type': 'http.response.body', 'body': body})
 
+
 class RequestSizeLimit:
-    "ASGI middleware: an HTTP body over `max_bytes` gets 413, from its Content-Length unread, or once the count passes it."
-    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES): self.app, self.max_bytes = app, max_bytes
+    """ASGI middleware: an HTTP body over `max_bytes` gets 413,
+    from its Content-Length unread, or once the count passes it."""
+
+    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES):
+        self.app, self.max_bytes = app, max_bytes
+
     async def __call__(self, scope, receive, send):
-        if scope['type'] != 'http': return await self.app(scope, receive, send)
+        if scope['type'] != 'http':
+            return await self.app(scope, receive, send)
         length = dict(scope['headers']).get(b'content-length', b'')
-        if length.isdigit() and int(length) > self.max_bytes: return await self._refuse(send, f"{int(length)} bytes")
+        if length.isdigit() and int(length) > self.max_bytes:
+            return await self._refuse(send, f"{int(length)} bytes")
         body, more = bytearray(), True
-        while more:                                    # at most max_bytes (+ one chunk) held: the app gets it in one piece
+        while more:  # at most max_bytes (+ one chunk) held: the app gets it in one piece
             m = await receive()
-            if m['type'] != 'http.request': return     # the client went away
-            body += m.get('body', b''); more = m.get('more_body', False)
-            if len(body) > self.max_bytes: return await self._refuse(send, f"over {self.max_bytes} bytes (chunked)")
+            if m['type'] != 'http.request':
+                return  # the client went away
+            body += m.get('body', b'')
+            more = m.get('more_body', False)
+            if len(body) > self.max_bytes:
+                return await self._refuse(send, f"over {self.max_bytes} bytes (chunked)")
         replayed = False
+
         async def replay():
             nonlocal replayed
-            if replayed: return await receive()
+            if replayed:
+                return await receive()
             replayed = True
             return {'type': 'http.request', 'body': bytes(body), 'more_body': False}
+
         await self.app(scope, replay, send)
+
     async def _refuse(self, send, size: str):
-        await _send_json(send, 413, {'detail': f"request body is {size}; the limit is {self.max_bytes} bytes (spindleflow-serve "
-                                     f"--max-request-bytes); a valid SpindleFlow request is far smaller: check what is sent."})
+        await _send_json(
+            send,
+            413,
+            {
+                'detail': f"request body is {size}; the limit is {self.max_bytes} bytes (spindleflow-serve "
+                f"--max-request-bytes); a valid SpindleFlow request is far smaller: check what is sent."
+            },
+        )
 
 # %% ../nbs/13_openenv.ipynb #ac672eea
 _log = logging.getLogger(__name__)
 _WS_TYPES = ('reset', 'step', 'state', 'close')
 
+
 def _ws_error(code: str, message: str, **extra) -> str:
     return WSErrorResponse(data={'message': message, 'code': code, **extra}).model_dump_json()
+
 
 def _parse_ws(text, max_bytes: int):
     "A WebSocket frame as `(type, data)`, or `(None, error reply)`."
     bad, shape = lambda code, msg: (None, _ws_error(code, msg)), '{"type": ..., "data": ...}'
-    if text is None: return bad('INVALID_JSON', f"send text frames holding a JSON object {shape}, not binary")
+    if text is None:
+        return bad('INVALID_JSON', f"send text frames holding a JSON object {shape}, not binary")
     n = len(text.encode())
-    if n > max_bytes: return bad('MESSAGE_TOO_BIG', f"message is {n} bytes; the limit is {max_bytes} bytes "
-                                 "(spindleflow-serve --max-request-bytes); a valid message is far smaller")
-    try: m = json.loads(text)
-    except (ValueError, RecursionError) as e: return bad('INVALID_JSON', f"not valid JSON ({e})")
-    if not isinstance(m, dict): return bad('VALIDATION_ERROR', f"a message is a JSON object {shape}, got {_shown(m)}")
+    if n > max_bytes:
+        return bad(
+            'MESSAGE_TOO_BIG',
+            f"message is {n} bytes; the limit is {max_bytes} bytes "
+            "(spindleflow-serve --max-request-bytes); a valid message is far smaller",
+        )
+    try:
+        m = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        return bad('INVALID_JSON', f"not valid JSON ({e})")
+    if not isinstance(m, dict):
+        return bad('VALIDATION_ERROR', f"a message is a JSON object {shape}, got {_shown(m)}")
     kind, data, extra = m.get('type'), m.get('data', {}), sorted(set(m) - {'type', 'data'})
-    if kind not in _WS_TYPES: return bad('UNKNOWN_TYPE', f"type: {_shown(kind)} is not a message type; use {', '.join(_WS_TYPES)}")
-    if extra: return bad('VALIDATION_ERROR', f"{', '.join(extra)}: unknown field; a message has `type` and `data`")
-    if kind == 'step' and 'data' not in m: return bad('VALIDATION_ERROR', 'data: required: the action, e.g. {"slots": [0]}')
-    if not isinstance(data, dict): return bad('VALIDATION_ERROR', f"data: must be a JSON object, got {_shown(data)}")
+    if kind not in _WS_TYPES:
+        return bad('UNKNOWN_TYPE', f"type: {_shown(kind)} is not a message type; use {', '.join(_WS_TYPES)}")
+    if extra:
+        return bad('VALIDATION_ERROR', f"{', '.join(extra)}: unknown field; a message has `type` and `data`")
+    if kind == 'step' and 'data' not in m:
+        return bad('VALIDATION_ERROR', 'data: required: the action, e.g. {"slots": [0]}')
+    if not isinstance(data, dict):
+        return bad('VALIDATION_ERROR', f"data: must be a JSON object, got {_shown(data)}")
     return kind, data
 
+
 async def _ws_reply(env: SpindleFlowEnvironment, frame: dict, max_bytes: int) -> str | None:
-    "The reply to one frame: an observation, the state, or an error naming the problem (the session goes on). None: close."
+    """The reply to one frame: an observation, the state, or an
+    error naming the problem (the session goes on). None: close."""
     from starlette.concurrency import run_in_threadpool
+
     kind, data = _parse_ws(frame.get('text'), max_bytes)
-    if kind is None: return data
-    if kind == 'close': return None
-    if kind == 'state': return WSStateResponse(data=env.state.model_dump()).model_dump_json()
+    if kind is None:
+        return data
+    if kind == 'close':
+        return None
+    if kind == 'state':
+        return WSStateResponse(data=env.state.model_dump()).model_dump_json()
     model = SpindleFlowResetRequest if kind == 'reset' else SpindleFlowAction
-    try: req = model.model_validate(data)
+    try:
+        req = model.model_validate(data)
     except ValidationError as e:
         msg, errs = explain_errors(e.errors(), model, ('data',))
         return _ws_error('VALIDATION_ERROR', msg, errors=errs)
     call = (env.reset, req.model_dump(exclude_unset=True)) if kind == 'reset' else (env.step, {'action': req})
-    try: obs = await run_in_threadpool(call[0], **call[1])
-    except InvalidActionError as e: return _ws_error('VALIDATION_ERROR', str(e), errors=e.errors)
-    except EpisodeNotStartedError as e: return _ws_error('EXECUTION_ERROR', str(e))
-    except Exception as e:                                           # a server bug: say so, log it, keep the session
+    try:
+        obs = await run_in_threadpool(call[0], **call[1])
+    except InvalidActionError as e:
+        return _ws_error('VALIDATION_ERROR', str(e), errors=e.errors)
+    except EpisodeNotStartedError as e:
+        return _ws_error('EXECUTION_ERROR', str(e))
+    except Exception as e:  # a server bug: say so, log it, keep the session
         _log.exception('SpindleFlow WebSocket session: %s', kind)
-        return _ws_error('INTERNAL_ERROR', f"internal server error ({type(e).__name__}); the session goes on, please report it")
+        return _ws_error(
+            'INTERNAL_ERROR', f"internal server error ({type(e).__name__}); the session goes on, please report it"
+        )
     return WSObservationResponse(data=serialize_observation(obs)).model_dump_json()
 
 # %% ../nbs/13_openenv.ipynb #49111a07
 class SessionSlots:
     "How many WebSocket sessions are open, out of `max_sessions` (changed only on the event loop: no lock needed)."
-    def __init__(self, max_sessions: int): self.max, self.active = max_sessions, 0
+
+    def __init__(self, max_sessions: int):
+        self.max, self.active = max_sessions, 0
+
     def take(self) -> bool:
-        if self.active >= self.max: return False
-        self.active += 1; return True
-    def free(self): self.active -= 1
+        if self.active >= self.max:
+            return False
+        self.active += 1
+        return True
+
+    def free(self):
+        self.active -= 1
+
 
 async def _refuse_session(websocket, slots: SessionSlots, wait_s: float = 5.0):
-    "Tell a client beyond capacity why; wait for its first message (or `wait_s`) so that it reads the answer; close with 1013."
+    """Tell a client beyond capacity why; wait for its first message
+    (or `wait_s`) so that it reads the answer; close with 1013."""
     why = f"server at capacity ({slots.max} session{'s' if slots.max != 1 else ''})"
     try:
-        await websocket.send_text(_ws_error('CAPACITY_REACHED', f"{why}: every session is in use; retry later (or raise "
-                                            "spindleflow-serve --max-sessions)", active_sessions=slots.active,
-                                            max_sessions=slots.max))
-        try: await asyncio.wait_for(websocket.receive(), wait_s)
-        except asyncio.TimeoutError: pass
+        await websocket.send_text(
+            _ws_error(
+                'CAPACITY_REACHED',
+                f"{why}: every session is in use; retry later (or raise spindleflow-serve --max-sessions)",
+                active_sessions=slots.active,
+                max_sessions=slots.max,
+            )
+        )
+        try:
+            await asyncio.wait_for(websocket.receive(), wait_s)
+        except asyncio.TimeoutError:
+            pass
         await websocket.close(code=1013, reason=f"{why}; retry later")
-    except Exception: pass                                            # the client left first
+    except Exception:
+        pass  # the client left first
+
 
 async def ws_session(websocket, factory, slots: SessionSlots, max_bytes: int = MAX_REQUEST_BYTES):
     "One WebSocket session: its own environment, every message answered; a client beyond capacity is told so."
     from starlette.concurrency import run_in_threadpool
     from starlette.websockets import WebSocketDisconnect
+
     await websocket.accept()
-    if not slots.take(): return await _refuse_session(websocket, slots)
+    if not slots.take():
+        return await _refuse_session(websocket, slots)
     env = None
     try:
         env = await run_in_threadpool(factory)
         while True:
             frame = await websocket.receive()
-            if frame['type'] == 'websocket.disconnect': break
+            if frame['type'] == 'websocket.disconnect':
+                break
             reply = await _ws_reply(env, frame, max_bytes)
-            if reply is None: break
+            if reply is None:
+                break
             await websocket.send_text(reply)
-    except WebSocketDisconnect: pass
-    except Exception: _log.exception('SpindleFlow WebSocket session ended by an error')
+    except WebSocketDisconnect:
+        pass
+    except Exception:
+        _log.exception('SpindleFlow WebSocket session ended by an error')
     finally:
         slots.free()
-        if env is not None: env.close()
-        try: await websocket.close()
-        except Exception: pass                                        # already closed by the client
+        if env is not None:
+            env.close()
+        try:
+            await websocket.close()
+        except Exception:
+            pass  # already closed by the client
 
 # %% ../nbs/13_openenv.ipynb #3057e23c
 def _http_routes(app, factory, slots: SessionSlots, max_bytes: int):
-    "POST /reset and /step on our request models (a fresh environment per request, as OpenEnv does), GET /capacity, /ws."
+    """POST /reset and /step on our request models (a fresh
+    environment per request, as OpenEnv does), GET /capacity, /ws."""
     from starlette.concurrency import run_in_threadpool
+
     async def run(method: str, *args, **kwargs) -> dict:
         env = factory()
-        try: return serialize_observation(await run_in_threadpool(getattr(env, method), *args, **kwargs))
-        finally: env.close()
+        try:
+            return serialize_observation(await run_in_threadpool(getattr(env, method), *args, **kwargs))
+        finally:
+            env.close()
+
     @app.post('/reset', response_model=ResetResponse, tags=['Environment Control'], summary='Reset a fresh environment')
     async def reset(request: SpindleFlowResetRequest = Body(default_factory=SpindleFlowResetRequest)) -> ResetResponse:
         return await run('reset', **request.model_dump(exclude_unset=True))
-    @app.post('/step', response_model=StepResponse, tags=['Environment Control'],
-              summary='Step a fresh environment (stateless: 409; play episodes over /ws)')
-    async def step(request: SpindleFlowStepRequest) -> StepResponse: return await run('step', request.action)
+
+    @app.post(
+        '/step',
+        response_model=StepResponse,
+        tags=['Environment Control'],
+        summary='Step a fresh environment (stateless: 409; play episodes over /ws)',
+    )
+    async def step(request: SpindleFlowStepRequest) -> StepResponse:
+        return await run('step', request.action)
+
     @app.get('/capacity', tags=['Health'], summary='Open WebSocket sessions and the limits')
     async def capacity() -> dict:
         return {'active_sessions': slots.active, 'max_sessions': slots.max, 'max_request_bytes': max_bytes}
+
     @app.websocket('/ws')
-    async def ws(websocket: WebSocket): await ws_session(websocket, factory, slots, max_bytes)
+    async def ws(websocket: WebSocket):
+        await ws_session(websocket, factory, slots, max_bytes)
+
 
 def _json_rpc_reply(raw) -> dict:
-    "The answer to one JSON-RPC message: a parse or request error, or 'method not found' (SpindleFlow-v0 has no MCP tools)."
+    """The answer to one JSON-RPC message: a parse or request error,
+    or 'method not found' (SpindleFlow-v0 has no MCP tools)."""
     err = lambda code, message, id=None: {'jsonrpc': '2.0', 'id': id, 'error': {'code': code, 'message': message}}
-    try: req = json.loads(raw)
-    except (ValueError, RecursionError) as e: return err(-32700, f"Parse error: {e}")
+    try:
+        req = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        return err(-32700, f"Parse error: {e}")
     rid = req.get('id') if isinstance(req, dict) else None
     rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
     if not isinstance(req, dict) or req.get('jsonrpc') != '2.0' or not isinstance(req.get('method'), str):
         return err(-32600, 'Invalid Request: a JSON-RPC 2.0 object with "jsonrpc": "2.0" and a "method"', rid)
-    return err(-32601, f"Method not found: {_shown(req['method'])}. SpindleFlow-v0 has no MCP tools: play episodes over the "
-                       "WebSocket /ws (reset / step / state messages) or POST /reset and /step", rid)
+    return err(
+        -32601,
+        f"Method not found: {_shown(req['method'])}. SpindleFlow-v0 has no MCP tools: play episodes over the "
+        "WebSocket /ws (reset / step / state messages) or POST /reset and /step",
+        rid,
+    )
+
 
 def _mcp_routes(app):
     @app.post('/mcp', tags=['Environment Info'], summary='JSON-RPC endpoint (SpindleFlow-v0 has no MCP tools)')
-    async def mcp(request: Request) -> dict: return _json_rpc_reply(await request.body())
+    async def mcp(request: Request) -> dict:
+        return _json_rpc_reply(await request.body())
+
     @app.websocket('/mcp')
     async def mcp_ws(websocket: WebSocket):
         from starlette.websockets import WebSocketDisconnect
+
         await websocket.accept()
         try:
             while (frame := await websocket.receive())['type'] != 'websocket.disconnect':
                 await websocket.send_text(json.dumps(_json_rpc_reply(frame.get('text') or frame.get('bytes') or b'')))
-        except WebSocketDisconnect: pass
+        except WebSocketDisconnect:
+            pass
 
 # %% ../nbs/13_openenv.ipynb #cc73ecce
 def _error_handlers(app):
-    "Every error as JSON `{detail: message naming the field, errors: [{field, message, type}]}`; a server bug as a plain 500."
+    """Every error as JSON `{detail: message naming the field, errors:
+    [{field, message, type}]}`; a server bug as a plain 500."""
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from fastapi.exception_handlers import http_exception_handler
     from starlette.exceptions import HTTPException
+
     models = {'/reset': SpindleFlowResetRequest, '/step': SpindleFlowStepRequest}
+
     async def invalid_body(request, exc):
         msg, errs = explain_errors(exc.errors(), models.get(request.url.path, SpindleFlowStepRequest))
         return JSONResponse(status_code=422, content={'detail': msg, 'errors': errs})
-    async def invalid(request, exc): return JSONResponse(status_code=422, content={'detail': str(exc), 'errors': exc.errors})
-    async def not_started(request, exc): return JSONResponse(status_code=409, content={'detail': str(exc)})
-    async def unparsable(request, exc):                               # FastAPI's 400 "error parsing the body", with the reason
-        if exc.status_code != 400 or exc.__cause__ is None: return await http_exception_handler(request, exc)
-        return JSONResponse(status_code=400, content={'detail': f"the body could not be parsed ({type(exc.__cause__).__name__}: "
-                            f"{str(exc.__cause__)[:200]}): send one UTF-8 JSON object"})
+
+    async def invalid(request, exc):
+        return JSONResponse(status_code=422, content={'detail': str(exc), 'errors': exc.errors})
+
+    async def not_started(request, exc):
+        return JSONResponse(status_code=409, content={'detail': str(exc)})
+
+    async def unparsable(request, exc):  # FastAPI's 400 "error parsing the body", with the reason
+        if exc.status_code != 400 or exc.__cause__ is None:
+            return await http_exception_handler(request, exc)
+        return JSONResponse(
+            status_code=400,
+            content={
+                'detail': f"the body could not be parsed ({type(exc.__cause__).__name__}: "
+                f"{str(exc.__cause__)[:200]}): send one UTF-8 JSON object"
+            },
+        )
+
     async def bug(request, exc):
         _log.error('SpindleFlow OpenEnv server: %s %s failed', request.method, request.url.path, exc_info=exc)
-        return JSONResponse(status_code=500, content={'detail': f"internal server error ({type(exc).__name__}): a server bug, "
-                                                                "please report it"})
+        return JSONResponse(
+            status_code=500,
+            content={'detail': f"internal server error ({type(exc).__name__}): a server bug, please report it"},
+        )
+
     app.add_exception_handler(RequestValidationError, invalid_body)
     app.add_exception_handler(InvalidActionError, invalid)
     app.add_exception_handler(EpisodeNotStartedError, not_started)
@@ -466,16 +743,24 @@ def _error_handlers(app):
 
 # %% ../nbs/13_openenv.ipynb #e8758f62
 def make_app(max_sessions: int = 16, env_kwargs: dict | None = None, max_request_bytes: int = MAX_REQUEST_BYTES):
-    "The OpenEnv FastAPI app for SpindleFlow-v0: up to `max_sessions` WebSocket sessions, requests up to `max_request_bytes`."
-    if max_sessions < 1: raise ConfigError(f"max_sessions must be at least 1, got {max_sessions}.")
-    shared_world()                                            # embed once, before the first session
+    """The OpenEnv FastAPI app for SpindleFlow-v0: up to `max_sessions`
+    WebSocket sessions, requests up to `max_request_bytes`."""
+    if max_sessions < 1:
+        raise ConfigError(f"max_sessions must be at least 1, got {max_sessions}.")
+    shared_world()  # embed once, before the first session
     factory = functools.partial(SpindleFlowEnvironment, env_kwargs=env_kwargs)
     need = largest_valid_request(factory().M)
     if max_request_bytes < need:
-        raise ConfigError(f"max_request_bytes={max_request_bytes} is below the largest valid request ({need} bytes for this "
-                          f"roster size): use at least {need} (default {MAX_REQUEST_BYTES}).")
-    app = create_app(factory, SpindleFlowAction, SpindleFlowObservation, env_name='spindleflow', max_concurrent_envs=max_sessions)
-    app.router.routes[:] = [r for r in app.router.routes if getattr(r, 'path', None) not in ('/reset', '/step', '/ws', '/mcp')]
+        raise ConfigError(
+            f"max_request_bytes={max_request_bytes} is below the largest valid request ({need} bytes for this "
+            f"roster size): use at least {need} (default {MAX_REQUEST_BYTES})."
+        )
+    app = create_app(
+        factory, SpindleFlowAction, SpindleFlowObservation, env_name='spindleflow', max_concurrent_envs=max_sessions
+    )
+    app.router.routes[:] = [
+        r for r in app.router.routes if getattr(r, 'path', None) not in ('/reset', '/step', '/ws', '/mcp')
+    ]
     slots = SessionSlots(max_sessions)
     _http_routes(app, factory, slots, max_request_bytes)
     _mcp_routes(app)
@@ -488,43 +773,61 @@ def make_app(max_sessions: int = 16, env_kwargs: dict | None = None, max_request
 @dataclass
 class ServeOptions:
     "The options of `spindleflow-serve`; its command line is generated from these fields (appendix 97)."
+
     host: str = param('127.0.0.1', 'interface to bind (0.0.0.0 in a container)')
     port: int = param(8000, 'TCP port (0: any free port)', lo=0, hi=65535, rule='0-65535 (0: any free port)')
     max_sessions: int = param(16, 'concurrent WebSocket sessions; one more is told so', lo=1)
     max_request_bytes: int = param(MAX_REQUEST_BYTES, 'largest HTTP body / WebSocket message', lo=1)
 
+
 def listen_socket(host: str, port: int) -> socket.socket:
-    "A TCP socket bound to host:port. `ConfigError`: a host that does not resolve or is not this machine's; `OSError`: the rest."
-    try: family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    """A TCP socket bound to host:port. `ConfigError`: a host that
+    does not resolve or is not this machine's; `OSError`: the rest."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+            0
+        ]
     except socket.gaierror as e:
         raise ConfigError(f"--host {host!r} does not resolve ({e.strerror}): use e.g. 127.0.0.1 or 0.0.0.0") from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try: sock.bind(addr)
+    try:
+        sock.bind(addr)
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRNOTAVAIL:
-            raise ConfigError(f"--host {host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 or one of its interfaces") from None
-        hint = {errno.EADDRINUSE: "another process listens there: stop it or pick another --port (0: any free port)",
-                errno.EACCES: "ports below 1024 need privileges: pick 1024 or above"}.get(e.errno, 'check --host and --port')
+            raise ConfigError(
+                f"--host {host} is not an address of this machine: use 127.0.0.1, 0.0.0.0 or one of its interfaces"
+            ) from None
+        hint = {
+            errno.EADDRINUSE: "another process listens there: stop it or pick another --port (0: any free port)",
+            errno.EACCES: "ports below 1024 need privileges: pick 1024 or above",
+        }.get(e.errno, 'check --host and --port')
         raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}; {hint}") from None
-    sock.listen(2048)                                          # the port is ours from here on (uvicorn serves it later)
+    sock.listen(2048)  # the port is ours from here on (uvicorn serves it later)
     return sock
-
 
 # %% ../nbs/13_openenv.ipynb #df9eae1a
 class SpindleFlowClient(EnvClient[SpindleFlowAction, SpindleFlowObservation, SpindleFlowState]):
     "Typed OpenEnv client for a SpindleFlow-v0 server: `SpindleFlowClient(base_url=url).sync()` for blocking use."
+
     def _step_payload(self, action: SpindleFlowAction) -> dict:
         return action.model_dump(exclude={'metadata'}, exclude_none=True)
+
     def _parse_result(self, payload: dict) -> StepResult[SpindleFlowObservation]:
-        obs = SpindleFlowObservation(**payload.get('observation', {}), reward=payload.get('reward'), done=payload.get('done', False))
+        obs = SpindleFlowObservation(
+            **payload.get('observation', {}), reward=payload.get('reward'), done=payload.get('done', False)
+        )
         return StepResult(observation=obs, reward=payload.get('reward'), done=payload.get('done', False))
+
     def _parse_state(self, payload: dict) -> SpindleFlowState:
         return SpindleFlowState(**payload)
+
     async def _send_and_receive(self, message: dict) -> dict:
         from websockets.exceptions import ConnectionClosed
-        try: return await super()._send_and_receive(message)
+
+        try:
+            return await super()._send_and_receive(message)
         except ConnectionClosed as e:
             self._ws = None
             why = f"{e.rcvd.code}: {e.rcvd.reason}" if e.rcvd else 'no close frame'
@@ -533,28 +836,49 @@ class SpindleFlowClient(EnvClient[SpindleFlowAction, SpindleFlowObservation, Spi
 # %% ../nbs/13_openenv.ipynb #ee54547f
 def free_port() -> int:
     "A free TCP port on 127.0.0.1."
-    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
 
 class LoopbackServer:
     "The SpindleFlow OpenEnv app served by uvicorn in a thread on 127.0.0.1 (a context manager; `.url`)."
-    def __init__(self, port: int | None = None, max_sessions: int = 8, timeout_s: float = 60.0,
-                 max_request_bytes: int = MAX_REQUEST_BYTES):
+
+    def __init__(
+        self,
+        port: int | None = None,
+        max_sessions: int = 8,
+        timeout_s: float = 60.0,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+    ):
         import uvicorn
+
         self.sock = listen_socket('127.0.0.1', port or 0)
-        self.port = self.sock.getsockname()[1]; self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(make_app(max_sessions, max_request_bytes=max_request_bytes),
-                                                    log_level='warning', ws_max_size=16 * max_request_bytes))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                make_app(max_sessions, max_request_bytes=max_request_bytes),
+                log_level='warning',
+                ws_max_size=16 * max_request_bytes,
+            )
+        )
         self.timeout_s = timeout_s
+
     def __enter__(self):
-        self.thread = threading.Thread(target=self.server.run, kwargs={'sockets': [self.sock]}, daemon=True); self.thread.start()
+        self.thread = threading.Thread(target=self.server.run, kwargs={'sockets': [self.sock]}, daemon=True)
+        self.thread.start()
         t0 = time.time()
         while not self.server.started:
             if not self.thread.is_alive() or time.time() - t0 > self.timeout_s:
                 raise RuntimeError(f"the loopback OpenEnv server on port {self.port} did not start")
             time.sleep(0.05)
         return self
+
     def __exit__(self, *exc):
-        self.server.should_exit = True; self.thread.join(timeout=10); self.sock.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
 
 # %% ../nbs/13_openenv.ipynb #04ea8ff5
 def _episode_check(url: str, seed: int = 3, timeout_s: float = 30.0) -> dict:
@@ -564,20 +888,34 @@ def _episode_check(url: str, seed: int = 3, timeout_s: float = 30.0) -> dict:
         runs = []
         for _ in range(2):
             with SpindleFlowClient(base_url=url, message_timeout_s=timeout_s).sync() as c:
-                c.reset(seed=seed); rs = [c.step(a) for a in plan]
+                c.reset(seed=seed)
+                rs = [c.step(a) for a in plan]
                 runs.append(([r.reward for r in rs], rs[-1].done, c.state().task_id))
         ok = runs[0] == runs[1] and runs[0][1] is True
-        return {'id': 'spindleflow_ws_episode', 'description': 'a seeded episode over WebSocket sessions is reproducible and ends',
-                'passed': ok, 'required': True, 'actual': {'rewards': runs[0][0], 'again': runs[1][0], 'task_id': runs[0][2]}}
+        return {
+            'id': 'spindleflow_ws_episode',
+            'description': 'a seeded episode over WebSocket sessions is reproducible and ends',
+            'passed': ok,
+            'required': True,
+            'actual': {'rewards': runs[0][0], 'again': runs[1][0], 'task_id': runs[0][2]},
+        }
     except Exception as e:
-        return {'id': 'spindleflow_ws_episode', 'description': 'a seeded episode over WebSocket sessions is reproducible and ends',
-                'passed': False, 'required': True, 'details': f"{type(e).__name__}: {e}"}
+        return {
+            'id': 'spindleflow_ws_episode',
+            'description': 'a seeded episode over WebSocket sessions is reproducible and ends',
+            'passed': False,
+            'required': True,
+            'details': f"{type(e).__name__}: {e}",
+        }
+
 
 def compliance_report(url: str | None = None, timeout_s: float = 5.0) -> dict:
     "`openenv validate --url`'s report for `url` (a loopback server when None), with our episode check added."
     from openenv.cli._validation import validate_running_environment
+
     if url is None:
-        with LoopbackServer() as srv: return compliance_report(srv.url, timeout_s)
+        with LoopbackServer() as srv:
+            return compliance_report(srv.url, timeout_s)
     rep = validate_running_environment(url, timeout_s=timeout_s)
     rep['openenv_passed'] = rep['passed']
     rep['criteria'].append(_episode_check(url))
@@ -585,11 +923,15 @@ def compliance_report(url: str | None = None, timeout_s: float = 5.0) -> dict:
     rep['failures'] = [c for c in rep['criteria'] if not c['passed'] and c.get('required', True)]
     return rep
 
+
 def verify_openenv_compliance(url: str | None = None, timeout_s: float = 5.0, quiet: bool = False) -> bool:
     """True when the server at `url` (a loopback server started here when None) passes every check of `openenv validate
     --url` and a reproducible WebSocket episode; otherwise prints each failing check and returns False."""
     rep = compliance_report(url, timeout_s)
     if not quiet:
         for c in rep['failures']:
-            print(f"FAIL {c['id']}: {c['description']}; " + json.dumps(c.get('details') or c.get('actual')), file=sys.stderr)
+            print(
+                f"FAIL {c['id']}: {c['description']}; " + json.dumps(c.get('details') or c.get('actual')),
+                file=sys.stderr,
+            )
     return bool(rep['passed'])

@@ -12,7 +12,15 @@ from .world import fit_from_cosine
 from .backends import SimState, ModeParams, SimulatedBackend, simulate_step, N_DRAWS, EpisodeParams
 from .env import SpindleFlowEnv, encode_action
 from .tasks import NOMINAL_CALL_S
-from .llm import OpenAIConfig, LLMClient, LLMCallFailed, UsageMeter, load_prompts, fill, extract_json_objects
+from spindleflow_rl.llm import (
+    OpenAIConfig,
+    LLMClient,
+    LLMCallFailed,
+    UsageMeter,
+    load_prompts,
+    fill,
+    extract_json_objects,
+)
 
 # %% auto #0
 __all__ = ['TUNED_ADAPTIVE', 'BASELINES', 'TEACHERS', 'Policy', 'RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy',
@@ -32,38 +40,58 @@ class Policy(Protocol):
       `info['action_mask']` marks the slots that may be called.
 
     A policy may also carry a `name` (its label in reports) and, when it spends money itself, `cost_usd`."""
+
     def reset(self, env) -> None: ...
     def act(self, env, obs, info) -> np.ndarray: ...
 
 # %% ../nbs/07a_policies.ipynb #dbe903d8
 class RandomPolicy:
     "Uniform random actions from a seeded generator."
+
     name = 'random'
-    def __init__(self, seed: int = 0): self.rng = np.random.default_rng(seed)
-    def reset(self, env): pass
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, env):
+        pass
+
     def act(self, env, obs, info):
         return self.rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
 
+
 class CallAllPolicy:
     "Call every specialist on the roster in one group (`sequential` or `parallel`), then stop."
-    def __init__(self, mode: str = 'sequential'): self.mode, self.name = mode, f'call-all-{mode}'
-    def reset(self, env): self.done = False
+
+    def __init__(self, mode: str = 'sequential'):
+        self.mode, self.name = mode, f'call-all-{mode}'
+
+    def reset(self, env):
+        self.done = False
+
     def act(self, env, obs, info):
         M = env.cfg.max_specialists
-        if self.done: return encode_action(M, stop=True)
+        if self.done:
+            return encode_action(M, stop=True)
         self.done = True
         return encode_action(M, slots=[int(s) for s in np.flatnonzero(info['action_mask'])], mode=self.mode)
+
 
 class GreedyTopKPolicy:
     """Call the `k` specialists most similar to the task embedding in one group, then stop. `k=None` uses the
     task's expected specialist count (a generous, privileged choice); `mode` sequential or parallel."""
+
     def __init__(self, k: int | None = None, mode: str = 'sequential'):
         self.k, self.mode = k, mode
         self.name = f"greedy-top{'k' if k is None else k}-{mode[:3]}"
-    def reset(self, env): self.done = False
+
+    def reset(self, env):
+        self.done = False
+
     def act(self, env, obs, info):
         M = env.cfg.max_specialists
-        if self.done: return encode_action(M, stop=True)
+        if self.done:
+            return encode_action(M, stop=True)
         self.done = True
         k = self.k or env.task.expected_specialists
         sims = env.roster_emb @ env.task_emb
@@ -78,18 +106,25 @@ def _slot_cosines(env) -> np.ndarray:
     C[np.asarray(env.empty)] = -np.inf
     return C
 
-def _step_action(env, info, slots, solo_mode: str = 'sequential', timeout_mult: float = 2.0, effort: float = 1.0) -> np.ndarray:
+
+def _step_action(
+    env, info, slots, solo_mode: str = 'sequential', timeout_mult: float = 2.0, effort: float = 1.0
+) -> np.ndarray:
     """Call the allowed ones of `slots` (parallel when more than one, else `solo_mode`) with a per-call timeout of
     `timeout_mult` times the specialist's mean latency and `effort`, or STOP when none is allowed."""
     M = env.cfg.max_specialists
     ok = [int(s) for s in slots if info['action_mask'][s]]
-    if not ok: return encode_action(M, stop=True)
-    prm = (0.0, 0.0, float(np.clip((timeout_mult - 2.0)/0.8, -1, 1)), float(np.clip((effort - 1.0)/0.3, -1, 1)))
+    if not ok:
+        return encode_action(M, stop=True)
+    prm = (0.0, 0.0, float(np.clip((timeout_mult - 2.0) / 0.8, -1, 1)), float(np.clip((effort - 1.0) / 0.3, -1, 1)))
     return encode_action(M, slots=ok, mode='parallel' if len(ok) > 1 else solo_mode, params=prm)
+
 
 class SubtaskPlannerPolicy:
     "Open loop: the best-fitting slot per subtask, one parallel call per dependency level, levels in order, then STOP."
+
     name = 'subtask-planner'
+
     def reset(self, env):
         C, lv = _slot_cosines(env), env.task.levels
         used, self.plan, self.i = set(), [], 0
@@ -98,77 +133,114 @@ class SubtaskPlannerPolicy:
             for j in (j for j in range(len(lv)) if lv[j] == L):
                 order = [int(s) for s in np.argsort(-C[:, j], kind='stable') if np.isfinite(C[s, j])]
                 s = next((s for s in order if s in step or s not in used), None)
-                if s is not None and s not in step: step.append(s)
+                if s is not None and s not in step:
+                    step.append(s)
             used.update(step)
-            if step: self.plan.append(step)
+            if step:
+                self.plan.append(step)
+
     def act(self, env, obs, info):
-        if self.i >= len(self.plan): return encode_action(env.cfg.max_specialists, stop=True)
+        if self.i >= len(self.plan):
+            return encode_action(env.cfg.max_specialists, stop=True)
         self.i += 1
         return _step_action(env, info, self.plan[self.i - 1])
-
 
 # %% ../nbs/07a_policies.ipynb #cd8baa63
 class AdaptivePlannerPolicy:
     "Closed loop: each step, the best allowed slot for every open and ready subtask, if worth its expected cost."
+
     name = 'adaptive-planner'
-    def __init__(self, cover: float = 0.5, call_s: float = NOMINAL_CALL_S, max_pair_cos: float = 0.4,
-                 solo_mode: str = 'sequential', timeout_mult: float = 2.0, effort: float = 1.0):
-        "`solo_mode='debate'` runs every single call as self-refinement (the simulator ablation in `bench/baselines_table.py`)."
+
+    def __init__(
+        self,
+        cover: float = 0.5,
+        call_s: float = NOMINAL_CALL_S,
+        max_pair_cos: float = 0.4,
+        solo_mode: str = 'sequential',
+        timeout_mult: float = 2.0,
+        effort: float = 1.0,
+    ):
+        """`solo_mode='debate'` runs every single call as self-refinement
+        (the simulator ablation in `bench/baselines_table.py`)."""
         self.cover, self.call_s, self.max_pair_cos, self.solo_mode = cover, call_s, max_pair_cos, solo_mode
         self.timeout_mult, self.effort = timeout_mult, effort
-        if solo_mode != 'sequential': self.name = f'adaptive-planner-{solo_mode}'
+        if solo_mode != 'sequential':
+            self.name = f'adaptive-planner-{solo_mode}'
 
-    def reset(self, env): pass
+    def reset(self, env):
+        pass
+
     def act(self, env, obs, info):
         M, q, k = env.cfg.max_specialists, env.scores, len(env.task.subtasks)
         deps = [[i for i in range(k) if env.deps[j, i]] for j in range(k)]
         targets = [j for j in range(k) if q[j] < self.cover and all(q[i] >= 0.5 for i in deps[j])]
         C, mask = _slot_cosines(env), info['action_mask']
         gain = {}
-        for j in targets:                                    # the best allowed slot for each target, shared if it is the same
+        for j in targets:  # the best allowed slot for each target, shared if it is the same
             cand = [s for s in range(M) if mask[s] and np.isfinite(C[s, j])]
-            if not cand: continue
+            if not cand:
+                continue
             s = max(cand, key=lambda s: C[s, j])
-            gain[s] = gain.get(s, 0.0) + float(fit_from_cosine(C[s, j]))*(1.0 - float(q[j]))/k
+            gain[s] = gain.get(s, 0.0) + float(fit_from_cosine(C[s, j])) * (1.0 - float(q[j])) / k
         rc, n_called = env.reward_cfg, len(env.dag.called)
         lat = [c['latency_s'] for ev in env.trace for c in ev.get('calls', [])]
-        est = float(np.mean(lat)) if lat else self.call_s    # expected latency of one more step
+        est = float(np.mean(lat)) if lat else self.call_s  # expected latency of one more step
         over = 0.0
         if np.isfinite(env.budget) and env.budget > 0:
-            over = rc.latency_weight*(max(0.0, env.latency + est - env.budget) - max(0.0, env.latency - env.budget))/env.budget
+            over = (
+                rc.latency_weight
+                * (max(0.0, env.latency + est - env.budget) - max(0.0, env.latency - env.budget))
+                / env.budget
+            )
         chosen = []
-        for s in sorted(gain, key=lambda s: -gain[s]):       # most valuable first; each call must pay for itself
+        for s in sorted(gain, key=lambda s: -gain[s]):  # most valuable first; each call must pay for itself
             extra = rc.efficiency_coef if n_called + len(chosen) + 1 > env.task.expected_specialists else 0.0
-            if gain[s] <= extra + (over if not chosen else 0.0): continue
-            if all(float(env.roster_emb[s] @ env.roster_emb[t]) <= self.max_pair_cos for t in chosen): chosen.append(s)
+            if gain[s] <= extra + (over if not chosen else 0.0):
+                continue
+            if all(float(env.roster_emb[s] @ env.roster_emb[t]) <= self.max_pair_cos for t in chosen):
+                chosen.append(s)
         return _step_action(env, info, chosen, self.solo_mode, self.timeout_mult, self.effort)
 
 
-TUNED_ADAPTIVE = dict(cover=0.5, max_pair_cos=1.0, call_s=20.0, timeout_mult=2.8, effort=1.3)   # tuned on training tasks (below)
+TUNED_ADAPTIVE = dict(
+    cover=0.5, max_pair_cos=1.0, call_s=20.0, timeout_mult=2.8, effort=1.3
+)  # tuned on training tasks (below)
 
 # %% ../nbs/07a_policies.ipynb #12a22c41
-def plan_returns(p: EpisodeParams, plans, sim: SimConfig, rc: RewardConfig, baseline_score: float, expected: int,
-                 K: int = 32, seed: int = 0) -> np.ndarray:
+def plan_returns(
+    p: EpisodeParams,
+    plans,
+    sim: SimConfig,
+    rc: RewardConfig,
+    baseline_score: float,
+    expected: int,
+    K: int = 32,
+    seed: int = 0,
+) -> np.ndarray:
     """Expected return of each plan (a list of steps `(slots, mode, ModeParams)`) on `K` common random samples
     of the hidden-parameter episode `p`."""
     k = p.fit.shape[1]
-    max_steps = max(len(pl) for pl in plans); max_n = max(len(s) for pl in plans for s, _, _ in pl)
+    max_steps = max(len(pl) for pl in plans)
+    max_n = max(len(s) for pl in plans for s, _, _ in pl)
     U = np.random.default_rng(seed).random((max_steps, K, max_n, N_DRAWS))
     out = np.empty(len(plans))
     for i, plan in enumerate(plans):
-        st = SimState.zeros(K, k); R = np.zeros(K); n_calls = 0
+        st = SimState.zeros(K, k)
+        R = np.zeros(K)
+        n_calls = 0
         for t, (slots, mode, mp) in enumerate(plan):
-            r = simulate_step(p, st, slots, mode, mp, sim, U[t, :, :len(slots)])
+            r = simulate_step(p, st, slots, mode, mp, sim, U[t, :, : len(slots)])
             status, rec = r['status'], r['recovered']
             to, er = (status == 1), (status == 2)
-            R -= rc.timeout_penalty*(to & ~rec).sum(1) + rc.error_penalty*(er & ~rec).sum(1)
-            R -= rc.fallback_discount*(rc.timeout_penalty*(to & rec).sum(1) + rc.error_penalty*(er & rec).sum(1))
-            R += rc.recovery_bonus*rec.sum(1)
-            R += -rc.conflict_penalty*r['unresolved'] + rc.conflict_bonus*r['resolved']
+            R -= rc.timeout_penalty * (to & ~rec).sum(1) + rc.error_penalty * (er & ~rec).sum(1)
+            R -= rc.fallback_discount * (rc.timeout_penalty * (to & rec).sum(1) + rc.error_penalty * (er & rec).sum(1))
+            R += rc.recovery_bonus * rec.sum(1)
+            R += -rc.conflict_penalty * r['unresolved'] + rc.conflict_bonus * r['resolved']
             n_calls += len(slots)
-        R -= rc.efficiency_coef*max(0, n_calls - expected)
-        if math.isfinite(p.budget): R -= rc.latency_weight*np.maximum(0, st.latency - p.budget)/p.budget
-        R += rc.quality_scale*(st.q.mean(1)*st.conflict_mult - baseline_score)
+        R -= rc.efficiency_coef * max(0, n_calls - expected)
+        if math.isfinite(p.budget):
+            R -= rc.latency_weight * np.maximum(0, st.latency - p.budget) / p.budget
+        R += rc.quality_scale * (st.q.mean(1) * st.conflict_mult - baseline_score)
         R += rc.explanation_bonus
         out[i] = R.mean()
     return out
@@ -176,34 +248,43 @@ def plan_returns(p: EpisodeParams, plans, sim: SimConfig, rc: RewardConfig, base
 # %% ../nbs/07a_policies.ipynb #df8bcc94
 def dependency_levels(deps: np.ndarray) -> np.ndarray:
     "Level of each subtask in its dependency graph: 0 without prerequisites, else 1 + the deepest prerequisite."
-    k = deps.shape[0]; lvl = np.zeros(k, int)
-    for j in range(k):                       # subtasks are stored in a valid topological order
+    k = deps.shape[0]
+    lvl = np.zeros(k, int)
+    for j in range(k):  # subtasks are stored in a valid topological order
         pre = np.flatnonzero(deps[j])
-        if len(pre): lvl[j] = 1 + lvl[pre].max()
+        if len(pre):
+            lvl[j] = 1 + lvl[pre].max()
     return lvl
 
-def enumerate_plans(p: EpisodeParams, max_calls: int = 5, min_fit: float = 0.25, max_useful: int = 6,
-                    max_permute: int = 3):
+
+def enumerate_plans(
+    p: EpisodeParams, max_calls: int = 5, min_fit: float = 0.25, max_useful: int = 6, max_permute: int = 3
+):
     """The oracle's plan space for episode `p`: for every subset of the useful slots (up to `max_calls`), a
     sequential chain in every order (subsets up to `max_permute`; larger ones in dependency order), one parallel
     group, debates of 1-3 rounds, and layered plans (each dependency level in parallel, levels in sequence,
     plain or with debate inside the layers)."""
     useful = [m for m in range(len(p.empty)) if not p.empty[m] and p.fit[m].max() >= min_fit]
-    if not useful: useful = [m for m in range(len(p.empty)) if not p.empty[m]][:1]
+    if not useful:
+        useful = [m for m in range(len(p.empty)) if not p.empty[m]][:1]
     useful = sorted(useful, key=lambda m: -p.fit[m].max())[:max_useful]
     lvl = dependency_levels(p.deps) if p.deps.size else np.zeros(p.fit.shape[1], int)
     primary = {m: int(np.argmax(p.fit[m])) for m in useful}
-    dflt = ModeParams(); plans = []
+    dflt = ModeParams()
+    plans = []
     for n in range(1, min(max_calls, len(useful)) + 1):
         for sub in itertools.combinations(useful, n):
             by_dep = sorted(sub, key=lambda m: (lvl[primary[m]], primary[m]))
             if n <= max_permute:
-                for perm in itertools.permutations(sub): plans.append([(list(perm), 'sequential', dflt)])
+                for perm in itertools.permutations(sub):
+                    plans.append([(list(perm), 'sequential', dflt)])
             else:
                 plans.append([(by_dep, 'sequential', dflt)])
-            if n == 1: continue
+            if n == 1:
+                continue
             plans.append([(list(sub), 'parallel', dflt)])
-            for r in (1, 2, 3): plans.append([(list(sub), 'debate', ModeParams(rounds=r))])
+            for r in (1, 2, 3):
+                plans.append([(list(sub), 'debate', ModeParams(rounds=r))])
             layers = [[m for m in by_dep if lvl[primary[m]] == L] for L in sorted({lvl[primary[m]] for m in sub})]
             if 1 < len(layers) < n:
                 for mode in ('parallel', 'debate'):
@@ -213,23 +294,36 @@ def enumerate_plans(p: EpisodeParams, max_calls: int = 5, min_fit: float = 0.25,
 # %% ../nbs/07a_policies.ipynb #92d510ac
 class OraclePolicy:
     "Knows the hidden parameters (not the draws); plays the plan with the best expected return, open-loop."
+
     name = 'oracle'
-    def __init__(self, K: int = 32, max_calls: int = 5, seed: int = 0): self.K, self.max_calls, self.seed = K, max_calls, seed
+
+    def __init__(self, K: int = 32, max_calls: int = 5, seed: int = 0):
+        self.K, self.max_calls, self.seed = K, max_calls, seed
+
     def reset(self, env: SpindleFlowEnv):
         be = env.backend
-        if not isinstance(be, SimulatedBackend): raise TypeError("the oracle needs the simulated backend's hidden parameters")
+        if not isinstance(be, SimulatedBackend):
+            raise TypeError("the oracle needs the simulated backend's hidden parameters")
         p = be.params
         plans = enumerate_plans(p, self.max_calls)
         base = float(np.mean(be.baseline()['quality']))
         vals = plan_returns(p, plans, be.sim, env.reward_cfg, base, env.task.expected_specialists, self.K, self.seed)
         self.plan, self.value = plans[int(np.argmax(vals))], float(vals.max())
-        self.n_plans = len(plans); self.i = 0
+        self.n_plans = len(plans)
+        self.i = 0
+
     def act(self, env, obs, info):
         M = env.cfg.max_specialists
-        if self.i >= len(self.plan): return encode_action(M, stop=True)
-        slots, mode, mp = self.plan[self.i]; self.i += 1
-        prm = [(mp.rounds - 1)/1.5 - 1 + 0.01 if mode == 'debate' else 0.0, (mp.agreement - 0.3)/0.35 - 1,
-               (mp.timeout_mult - 2.0)/0.8, (mp.effort - 1.0)/0.3]
+        if self.i >= len(self.plan):
+            return encode_action(M, stop=True)
+        slots, mode, mp = self.plan[self.i]
+        self.i += 1
+        prm = [
+            (mp.rounds - 1) / 1.5 - 1 + 0.01 if mode == 'debate' else 0.0,
+            (mp.agreement - 0.3) / 0.35 - 1,
+            (mp.timeout_mult - 2.0) / 0.8,
+            (mp.effort - 1.0) / 0.3,
+        ]
         return encode_action(M, slots=slots, mode=mode, params=np.clip(prm, -1, 1))
 
 # %% ../nbs/07a_policies.ipynb #31a45ed0
@@ -239,16 +333,21 @@ def run_episode(env: SpindleFlowEnv, policy, seed: int, options: dict | None = N
     policy.reset(env)
     done = False
     while not done:
-        obs, r, term, trunc, info = env.step(policy.act(env, obs, info)); done = term or trunc
+        obs, r, term, trunc, info = env.step(policy.act(env, obs, info))
+        done = term or trunc
     s = dict(info['summary'])
-    if record: s['trace'] = list(env.trace)
+    if record:
+        s['trace'] = list(env.trace)
     return s
+
 
 def mean_ci(x, z: float = 1.96) -> tuple[float, float]:
     "Mean and the half-width of its normal-approximation 95% confidence interval."
     x = np.asarray(x, float)
-    if len(x) < 2: return float(x.mean()) if len(x) else float('nan'), float('nan')
-    return float(x.mean()), float(z*x.std(ddof=1)/np.sqrt(len(x)))
+    if len(x) < 2:
+        return float(x.mean()) if len(x) else float('nan'), float('nan')
+    return float(x.mean()), float(z * x.std(ddof=1) / np.sqrt(len(x)))
+
 
 def evaluate_policies(env_fn, policies: dict, n_episodes: int, seed0: int = 10_000) -> dict:
     "Run every policy on the same `n_episodes` seeds with a fresh env each; return summaries per policy."
@@ -258,43 +357,72 @@ def evaluate_policies(env_fn, policies: dict, n_episodes: int, seed0: int = 10_0
         out[name] = [run_episode(env, pol, seed0 + i) for i in range(n_episodes)]
     return out
 
+
 def normalised(R, R_random, R_oracle) -> float:
     "`(R - R_random) / (R_oracle - R_random)`: 0 is random, 1 is the oracle."
-    return float((R - R_random)/(R_oracle - R_random))
+    return float((R - R_random) / (R_oracle - R_random))
 
 # %% ../nbs/07a_policies.ipynb #0bc69d98
 class ModelPolicy:
     "A trained (recurrent) SB3 model as a policy; deterministic actions by default."
+
     def __init__(self, model, name: str = 'policy', deterministic: bool = True):
         self.model, self.name, self.deterministic = model, name, deterministic
-    def reset(self, env): self.state, self.start = None, np.ones((1,), dtype=bool)
+
+    def reset(self, env):
+        self.state, self.start = None, np.ones((1,), dtype=bool)
+
     def act(self, env, obs, info):
-        a, self.state = self.model.predict(obs, state=self.state, episode_start=self.start, deterministic=self.deterministic)
+        a, self.state = self.model.predict(
+            obs, state=self.state, episode_start=self.start, deterministic=self.deterministic
+        )
         self.start = np.zeros((1,), dtype=bool)
         return a
 
 # %% ../nbs/07a_policies.ipynb #c7cf08b6
-BASELINES = ('random', 'call-all-sequential', 'call-all-parallel', 'greedy-topk-seq', 'greedy-topk-par',
-             'greedy-top3-seq', 'greedy-top3-par', 'subtask-planner', 'adaptive-planner', 'adaptive-planner-tuned', 'oracle')
+BASELINES = (
+    'random',
+    'call-all-sequential',
+    'call-all-parallel',
+    'greedy-topk-seq',
+    'greedy-topk-par',
+    'greedy-top3-seq',
+    'greedy-top3-par',
+    'subtask-planner',
+    'adaptive-planner',
+    'adaptive-planner-tuned',
+    'oracle',
+)
+
 
 def make_baselines(seed: int = 0, names=BASELINES) -> dict:
     "The scripted baselines by name (greedy 'topk' uses the task's expected specialist count, 'top3' a fixed 3)."
-    mk = {'random': lambda: RandomPolicy(seed), 'call-all-sequential': lambda: CallAllPolicy('sequential'),
-          'call-all-parallel': lambda: CallAllPolicy('parallel'),
-          'greedy-topk-seq': lambda: GreedyTopKPolicy(None, 'sequential'), 'greedy-topk-par': lambda: GreedyTopKPolicy(None, 'parallel'),
-          'greedy-top3-seq': lambda: GreedyTopKPolicy(3, 'sequential'), 'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
-          'subtask-planner': SubtaskPlannerPolicy, 'adaptive-planner': AdaptivePlannerPolicy,   # chapter 07a's planners
-          'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(**TUNED_ADAPTIVE),            # its knobs tuned on training tasks
-          'oracle': lambda: OraclePolicy(K=16, seed=seed)}
+    mk = {
+        'random': lambda: RandomPolicy(seed),
+        'call-all-sequential': lambda: CallAllPolicy('sequential'),
+        'call-all-parallel': lambda: CallAllPolicy('parallel'),
+        'greedy-topk-seq': lambda: GreedyTopKPolicy(None, 'sequential'),
+        'greedy-topk-par': lambda: GreedyTopKPolicy(None, 'parallel'),
+        'greedy-top3-seq': lambda: GreedyTopKPolicy(3, 'sequential'),
+        'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
+        'subtask-planner': SubtaskPlannerPolicy,
+        'adaptive-planner': AdaptivePlannerPolicy,  # chapter 07a's planners
+        'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(**TUNED_ADAPTIVE),  # its knobs tuned on training tasks
+        'oracle': lambda: OraclePolicy(K=16, seed=seed),
+    }
     unknown = [n for n in names if n not in mk]
-    if unknown: raise ConfigError(f"unknown baseline(s) {unknown}; choose from {list(mk)}.")
+    if unknown:
+        raise ConfigError(f"unknown baseline(s) {unknown}; choose from {list(mk)}.")
     return {n: mk[n]() for n in names}
 
-TEACHERS = ('adaptive-planner', 'subtask-planner', 'bayes-cascade')   # bayes-cascade: recorded logs only (chapter 18)
+
+TEACHERS = ('adaptive-planner', 'subtask-planner', 'bayes-cascade')  # bayes-cascade: recorded logs only (chapter 18)
+
 
 def check_teacher(name: str) -> str:
     "`name` when it names a teacher of the imitation warm start (chapter 08a), else a `ConfigError` listing them."
-    if name not in TEACHERS: raise ConfigError(f"unknown imitation teacher {name!r}; use one of {TEACHERS} (or '' for none).")
+    if name not in TEACHERS:
+        raise ConfigError(f"unknown imitation teacher {name!r}; use one of {TEACHERS} (or '' for none).")
     return name
 
 # %% ../nbs/07a_policies.ipynb #4f3ead7f
@@ -302,23 +430,31 @@ def parse_plan(text: str, roster_ids: Sequence[str]) -> tuple[list, str]:
     "`(ids, mode)` from a planner reply; ids kept in order if on the roster (case-insensitive), `ValueError` if none."
     by_lower = {r.lower(): r for r in roster_ids}
     for obj in extract_json_objects(text):
-        if 'specialists' not in obj: continue
+        if 'specialists' not in obj:
+            continue
         ids = obj['specialists']
-        if isinstance(ids, str): ids = [ids]
-        if not isinstance(ids, list): continue
+        if isinstance(ids, str):
+            ids = [ids]
+        if not isinstance(ids, list):
+            continue
         out = []
         for x in ids:
             sid = by_lower.get(str(x).strip().lower())
-            if sid is not None and sid not in out: out.append(sid)
-        if not out: raise ValueError(f"the plan names no specialist on the roster: {ids!r}")
+            if sid is not None and sid not in out:
+                out.append(sid)
+        if not out:
+            raise ValueError(f"the plan names no specialist on the roster: {ids!r}")
         mode = str(obj.get('mode', 'sequential')).strip().lower()
         return out, (mode if mode in ('sequential', 'parallel') else 'sequential')
     raise ValueError(f"no JSON object with a 'specialists' list in the reply: {text[:160]!r}")
 
 # %% ../nbs/07a_policies.ipynb #77a29498
 class LLMPlannerPolicy:
-    "Baseline: an LLM plans the whole delegation at reset (JSON); played in one step, then STOP. Fallback: top-1 by similarity."
+    """Baseline: an LLM plans the whole delegation at reset (JSON);
+    played in one step, then STOP. Fallback: top-1 by similarity."""
+
     name = 'llm-planner'
+
     def __init__(self, cfg: OpenAIConfig | None = None, client: LLMClient | None = None, prompts: dict | None = None):
         self.cfg = cfg or (client.cfg if client is not None else OpenAIConfig())
         self.client = client or LLMClient(self.cfg)
@@ -326,44 +462,67 @@ class LLMPlannerPolicy:
         self.meter = UsageMeter()
         self.last_plan: dict = {}
         self.n_fallbacks = 0
+
     @property
-    def cost_usd(self) -> float: return self.meter.cost_usd
+    def cost_usd(self) -> float:
+        return self.meter.cost_usd
 
     def act(self, env, obs, info):
         M = env.cfg.max_specialists
-        if self.done: return encode_action(M, stop=True)
+        if self.done:
+            return encode_action(M, stop=True)
         self.done = True
         mask = info['action_mask']
         slots = [s for s in self.last_plan['slots'] if mask[s]]
         return encode_action(M, slots=slots, mode=self.last_plan['mode'])
+
 
 @patch_into(LLMPlannerPolicy)
 def reset(self, env):
     cat, P = env.world.catalog, self.prompts
     live = [(s, cat[sid]) for s, sid in enumerate(env.roster) if sid is not None]
     slot_of = {sp.id: s for s, sp in live}
-    roster = '\n'.join(fill(P['planner_roster_item'], id=sp.id, role=sp.role, capability=sp.capability) for _, sp in live)
-    msgs = [{'role': 'system', 'content': P['planner_system']},
-            {'role': 'user', 'content': fill(P['planner_user'], task=env.task.text, roster=roster, max_specialists=len(live))}]
+    roster = '\n'.join(
+        fill(P['planner_roster_item'], id=sp.id, role=sp.role, capability=sp.capability) for _, sp in live
+    )
+    msgs = [
+        {'role': 'system', 'content': P['planner_system']},
+        {
+            'role': 'user',
+            'content': fill(P['planner_user'], task=env.task.text, roster=roster, max_specialists=len(live)),
+        },
+    ]
     ids, mode, reason = None, 'sequential', ''
     for attempt in range(self.cfg.judge_attempts):
         try:
-            r = self.client.chat(self.cfg.planner_model, msgs, max_tokens=self.cfg.planner_max_tokens, meters=(self.meter,))
+            r = self.client.chat(
+                self.cfg.planner_model, msgs, max_tokens=self.cfg.planner_max_tokens, meters=(self.meter,)
+            )
         except LLMCallFailed as e:
-            reason = f"planner call failed: {e}"; break
+            reason = f"planner call failed: {e}"
+            break
         try:
-            ids, mode = parse_plan(r.text, list(slot_of)); break
+            ids, mode = parse_plan(r.text, list(slot_of))
+            break
         except ValueError as e:
             reason = str(e)
-            msgs = msgs + [{'role': 'assistant', 'content': r.text},
-                           {'role': 'user', 'content': fill(P['json_retry'], keys='specialists, mode')}]
+            msgs = msgs + [
+                {'role': 'assistant', 'content': r.text},
+                {'role': 'user', 'content': fill(P['json_retry'], keys='specialists, mode')},
+            ]
     fallback = ids is None
     if fallback:
         self.n_fallbacks += 1
         sims = env.roster_emb @ env.task_emb
         sims[[sid is None for sid in env.roster]] = -np.inf
         ids, mode = [env.roster[int(np.argmax(sims))]], 'sequential'
-    if mode == 'sequential': ids = ids[:env.cfg.max_depth]
-    self.last_plan = {'specialists': ids, 'slots': [slot_of[i] for i in ids], 'mode': mode, 'fallback': fallback,
-                      'reason': reason if fallback else ''}
+    if mode == 'sequential':
+        ids = ids[: env.cfg.max_depth]
+    self.last_plan = {
+        'specialists': ids,
+        'slots': [slot_of[i] for i in ids],
+        'mode': mode,
+        'fallback': fallback,
+        'reason': reason if fallback else '',
+    }
     self.done = False

@@ -28,46 +28,62 @@ __all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES',
            'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
 
 # %% ../nbs/08_policy.ipynb #6cd1795f
-SCALAR_COUNTS = (len(SCALAR_FEATURES), len(SCALAR_FEATURES) + 1)   # 8, or 9 with the cost-conditioned observation
+SCALAR_COUNTS = (len(SCALAR_FEATURES), len(SCALAR_FEATURES) + 1)  # 8, or 9 with the cost-conditioned observation
+
 
 def infer_layout(obs_dim: int, emb_dim: int = 384) -> ObsLayout:
-    "The `ObsLayout(M, emb_dim, n_scalars)` (`n_scalars` in `SCALAR_COUNTS`) whose `obs_dim` is `obs_dim`; `ConfigError` if none."
+    """The `ObsLayout(M, emb_dim, n_scalars)` (`n_scalars` in
+    `SCALAR_COUNTS`) whose `obs_dim` is `obs_dim`; `ConfigError` if none."""
     for M in range(1, 257):
         for n_scalars in SCALAR_COUNTS:
             L = ObsLayout(M, emb_dim, n_scalars=n_scalars)
-            if L.obs_dim == obs_dim: return L
-        if ObsLayout(M, emb_dim).obs_dim > obs_dim: break
-    raise ConfigError(f"Observation size {obs_dim} does not match the SpindleFlow layout for emb_dim={emb_dim} "
-                      f"(ObsLayout(M, {emb_dim}).obs_dim is {[ObsLayout(m, emb_dim).obs_dim for m in range(1, 5)]}... for M=1,2,.., "
-                      f"+1 with the cost-conditioned scalar). "
-                      "Pass the environment's emb_dim (PolicyConfig.emb_dim) or use a SpindleFlow environment.")
+            if L.obs_dim == obs_dim:
+                return L
+        if ObsLayout(M, emb_dim).obs_dim > obs_dim:
+            break
+    raise ConfigError(
+        f"Observation size {obs_dim} does not match the SpindleFlow layout for emb_dim={emb_dim} "
+        f"(ObsLayout(M, {emb_dim}).obs_dim is {[ObsLayout(m, emb_dim).obs_dim for m in range(1, 5)]}... for M=1,2,.., "
+        f"+1 with the cost-conditioned scalar). "
+        "Pass the environment's emb_dim (PolicyConfig.emb_dim) or use a SpindleFlow environment."
+    )
+
 
 def infer_max_specialists(obs_dim: int, emb_dim: int = 384) -> int:
     "The number of roster slots `M` of `infer_layout(obs_dim, emb_dim)`."
     return infer_layout(obs_dim, emb_dim).max_specialists
 
-N_REL, N_GRAPH = 10, 10     # relational and graph features per slot
+
+N_REL, N_GRAPH = 10, 10  # relational and graph features per slot
+
 
 def _graph_matrix(M: int) -> th.Tensor:
     "Constant 0/1 matrix mapping the flat adjacency to per-slot graph features `(M*N_GRAPH)` and invariant ones (17)."
-    N = M + 4; special = [0, M+1, M+2, M+3]; slots = range(1, M+1)
+    N = M + 4
+    special = [0, M + 1, M + 2, M + 3]
+    slots = range(1, M + 1)
     W = np.zeros((N, N, M, N_GRAPH), np.float32)
     for i, u in enumerate(slots):
         for k, v in enumerate(special):
-            W[v, u, i, k] = 1; W[u, v, i, 4+k] = 1           # edges special -> slot, slot -> special
+            W[v, u, i, k] = 1
+            W[u, v, i, 4 + k] = 1  # edges special -> slot, slot -> special
         for v in slots:
-            W[v, u, i, 8] = 1; W[u, v, i, 9] = 1             # in- and out-degree from / to other slots
+            W[v, u, i, 8] = 1
+            W[u, v, i, 9] = 1  # in- and out-degree from / to other slots
     inv = np.zeros((N, N, 17), np.float32)
     for a, u in enumerate(special):
-        for b, v in enumerate(special): inv[u, v, 4*a+b] = 1  # special-node block
+        for b, v in enumerate(special):
+            inv[u, v, 4 * a + b] = 1  # special-node block
     for u in slots:
-        for v in slots: inv[u, v, 16] = 1/M                  # slot -> slot edges
-    return th.as_tensor(np.concatenate([W.reshape(N*N, -1), inv.reshape(N*N, -1)], 1))
+        for v in slots:
+            inv[u, v, 16] = 1 / M  # slot -> slot edges
+    return th.as_tensor(np.concatenate([W.reshape(N * N, -1), inv.reshape(N * N, -1)], 1))
 
 # %% ../nbs/08_policy.ipynb #e2f374b4
-SCORER_FEATURES = ('scored_quality', 'scored_known')    # per-slot inputs a `SlotScorer` adds to the slot MLP
-Q_FEATURES = ('scored_advantage',)                      # ... and one more when it carries a fitted Q (spec key 'q')
+SCORER_FEATURES = ('scored_quality', 'scored_known')  # per-slot inputs a `SlotScorer` adds to the slot MLP
+Q_FEATURES = ('scored_advantage',)  # ... and one more when it carries a fitted Q (spec key 'q')
 
+# %% ../nbs/08_policy.ipynb #29762511
 class SlotScorer(nn.Module):
     """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
     answers the task right, computed from the observation alone. Before any answer: the mean of the prompt models
@@ -81,60 +97,101 @@ class SlotScorer(nn.Module):
     (`advantage`). Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers,
     saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`
     and `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4)."""
-    Q_SCALE = 10.0               # the advantage feature is tanh(Q_SCALE * value), as the Q policy grades its stop logit
+
+    Q_SCALE = 10.0  # the advantage feature is tanh(Q_SCALE * value), as the Q policy grades its stop logit
+
     def __init__(self, spec: dict, emb_dim: int = 384):
         super().__init__()
         need = {'n', 'specialists', 'k', 'mf_dim', 'text'}
         if not isinstance(spec, dict) or not need <= set(spec):
             raise ConfigError(f"a slot scorer's spec needs the keys {sorted(need)}, got {spec!r}.")
         N, M, d, D = int(spec['n']), int(spec['specialists']), int(spec['mf_dim']), emb_dim
-        if len(spec['text']) != M: raise ConfigError(f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists.")
+        if len(spec['text']) != M:
+            raise ConfigError(f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists.")
         G = spec.get('q')
         if G is not None and (isinstance(G, bool) or not isinstance(G, int) or G < 1):
-            raise ConfigError(f"a slot scorer's spec: 'q' is the number of prices on the Q's grid (an integer >= 1), got {G!r}.")
+            raise ConfigError(
+                f"a slot scorer's spec: 'q' is the number of prices on the Q's grid (an integer >= 1), got {G!r}."
+            )
         nb = spec.get('blocks', 3)
-        if nb not in (3, 4): raise ConfigError(f"a slot scorer's spec: 'blocks' is the number of prompt models, 3 or 4, got {nb!r}.")
+        if nb not in (3, 4):
+            raise ConfigError(f"a slot scorer's spec: 'blocks' is the number of prompt models, 3 or 4, got {nb!r}.")
         self.spec, self.k, self.M, self.D, self.has_q = dict(spec), min(int(spec['k']), N), M, D, G is not None
         self.blocks = nb
-        shapes = dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,), mf_V=(M, d),
-                      mf_w2=(d,), mf_b=(M,), ans_W=(M, 2*D + 2, M), ans_b=(M, M), obs_mu=(M, 2), obs_sd=(M, 2))
-        if nb == 4: shapes.update(logit_W=(D, M), logit_b=(M,))
+        shapes = dict(
+            cap=(M, D),
+            E=(N, D),
+            Y=(N, M),
+            ridge_W=(D, M),
+            ridge_b=(M,),
+            mf_W1=(D, d),
+            mf_b1=(d,),
+            mf_V=(M, d),
+            mf_w2=(d,),
+            mf_b=(M,),
+            ans_W=(M, 2 * D + 2, M),
+            ans_b=(M, M),
+            obs_mu=(M, 2),
+            obs_sd=(M, 2),
+        )
+        if nb == 4:
+            shapes.update(logit_W=(D, M), logit_b=(M,))
         if self.has_q:
-            shapes.update(q_prices=(G,), q0_W=(G, nb*M, M), q0_b=(G, M), meta_W=(M, (nb + 1)*M + 2, M), meta_b=(M, M), cbar=(M,))
-        for name, shape in shapes.items(): self.register_buffer(name, th.zeros(shape, dtype=th.float64))
+            shapes.update(
+                q_prices=(G,),
+                q0_W=(G, nb * M, M),
+                q0_b=(G, M),
+                meta_W=(M, (nb + 1) * M + 2, M),
+                meta_b=(M, M),
+                cbar=(M,),
+            )
+        for name, shape in shapes.items():
+            self.register_buffer(name, th.zeros(shape, dtype=th.float64))
         self.n_features = len(SCORER_FEATURES) + (len(Q_FEATURES) if self.has_q else 0)
-        self.folds = None            # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
-        self.given = None            # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
+        self.folds = (
+            None  # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
+        )
+        self.given = (
+            None  # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
+        )
 
     def load_arrays(self, arrays: dict) -> SlotScorer:
         "Fill the buffers from numpy arrays named as they are (shapes checked); returns `self`."
         for name, buf in self.named_buffers(recurse=False):
             a = th.as_tensor(np.asarray(arrays[name], np.float64))
-            if tuple(a.shape) != tuple(buf.shape): raise ConfigError(f"slot scorer: {name} has shape {tuple(a.shape)}, expected {tuple(buf.shape)}.")
+            if tuple(a.shape) != tuple(buf.shape):
+                raise ConfigError(f"slot scorer: {name} has shape {tuple(a.shape)}, expected {tuple(buf.shape)}.")
             buf.copy_(a)
         return self
 
 # %% ../nbs/08_policy.ipynb #75ee4ac8
 @patch_into(SlotScorer)
 def prompt_models(self, x: th.Tensor) -> th.Tensor:
-    "`(B, blocks*specialists)` probabilities from the task embedding alone (float64): kNN, ridge, MF (and logistic), side by side."
-    xu = x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    """`(B, blocks*specialists)` probabilities from the task embedding
+    alone (float64): kNN, ridge, MF (and logistic), side by side."""
+    xu = x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     nn_ = th.topk(xu @ self.E.T, self.k, dim=-1).indices
     knn = self.Y[nn_].mean(1)
     ridge = (x @ self.ridge_W + self.ridge_b).clamp(0, 1)
-    mf = th.sigmoid(((x @ self.mf_W1 + self.mf_b1).unsqueeze(1)*self.mf_V) @ self.mf_w2 + self.mf_b)
-    if self.blocks == 3: return th.cat([knn, ridge, mf], -1)
+    mf = th.sigmoid(((x @ self.mf_W1 + self.mf_b1).unsqueeze(1) * self.mf_V) @ self.mf_w2 + self.mf_b)
+    if self.blocks == 3:
+        return th.cat([knn, ridge, mf], -1)
     return th.cat([knn, ridge, mf, th.sigmoid(x @ self.logit_W + self.logit_b)], -1)
+
 
 @patch_into(SlotScorer)
 def prompt(self, x: th.Tensor) -> th.Tensor:
     "`(B, specialists)` probabilities from the task embedding alone (float64): the mean of the prompt models."
     return self.prompt_models(x).reshape(len(x), self.blocks, self.M).mean(1)
 
+
 @patch_into(SlotScorer)
 def slots(self, r: th.Tensor) -> tuple:
-    "`(idx, known)`: each slot's specialist (the closest capability embedding) and whether it is that one (cosine > 0.999)."
-    sim = (r/r.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ (self.cap/self.cap.norm(dim=-1, keepdim=True).clamp_min(1e-12)).T
+    """`(idx, known)`: each slot's specialist (the closest capability
+    embedding) and whether it is that one (cosine > 0.999)."""
+    sim = (r / r.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ (
+        self.cap / self.cap.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    ).T
     best, idx = sim.max(-1)
     return idx, (best > 0.999).double()
 
@@ -146,17 +203,23 @@ def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
     `(B, slots, specialists)` and standardised cost and log latency `(B, slots, 2)` (`None` before any answer), and the
     mask of slots whose answer is read."""
     B, S, D = a.shape
-    Z0 = self.prompt_models(x); P = Z0.reshape(B, self.blocks, self.M).mean(1); Pa = o = None
-    ans = (called_mask.double() > 0.5).double()*known                                        # slots whose answer is read
+    Z0 = self.prompt_models(x)
+    P = Z0.reshape(B, self.blocks, self.M).mean(1)
+    Pa = o = None
+    ans = (called_mask.double() > 0.5).double() * known  # slots whose answer is read
     if bool(ans.any()):
-        cost, lat = slot_obs[..., 7].double()*0.05, slot_obs[..., 6].double()*60.0          # the env's call_cost, call_latency
-        o = (th.stack([th.log(cost.clamp_min(1e-9)), th.log1p(lat)], -1) - self.obs_mu[idx])/self.obs_sd[idx]
-        inp = th.cat([x.unsqueeze(1).expand(B, S, D), a, o], -1)                             # (B, S, 2D+2)
-        Pa = th.einsum('bsi,mij->bsmj', inp, self.ans_W) + self.ans_b                        # every answerer's model ...
-        Pa = Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)   # ... the slot's own
+        cost, lat = (
+            slot_obs[..., 7].double() * 0.05,
+            slot_obs[..., 6].double() * 60.0,
+        )  # the env's call_cost, call_latency
+        o = (th.stack([th.log(cost.clamp_min(1e-9)), th.log1p(lat)], -1) - self.obs_mu[idx]) / self.obs_sd[idx]
+        inp = th.cat([x.unsqueeze(1).expand(B, S, D), a, o], -1)  # (B, S, 2D+2)
+        Pa = th.einsum('bsi,mij->bsmj', inp, self.ans_W) + self.ans_b  # every answerer's model ...
+        Pa = Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)  # ... the slot's own
         n = ans.sum(1, keepdim=True)
-        P = th.where(n > 0, (Pa*ans.unsqueeze(-1)).sum(1)/n.clamp_min(1), P)
+        P = th.where(n > 0, (Pa * ans.unsqueeze(-1)).sum(1) / n.clamp_min(1), P)
     return (P, Z0, Pa, o, ans) if parts else P
+
 
 @patch_into(SlotScorer)
 def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
@@ -165,33 +228,40 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
     minus the best other uncalled slot's. After one answer from specialist m: the advantage over stopping of calling it
     next (m's stacked answer features through the second decision's ridge, minus `c` times its mean cost). 0 after two
     answers, for a called slot and for a slot the scorer does not know."""
-    B, S = idx.shape; p, G = self.q_prices, len(self.q_prices)
-    free = known*(1 - (called_mask.double() > 0.5).double())                                 # known, not called yet
+    B, S = idx.shape
+    p, G = self.q_prices, len(self.q_prices)
+    free = known * (1 - (called_mask.double() > 0.5).double())  # known, not called yet
     lin = lambda j: th.einsum('bi,bim->bm', Z0, self.q0_W[j]) + self.q0_b[j]
-    if G == 1: V0 = lin(th.zeros(B, dtype=th.long, device=Z0.device))
+    if G == 1:
+        V0 = lin(th.zeros(B, dtype=th.long, device=Z0.device))
     else:
         j = (th.searchsorted(p, c.contiguous()) - 1).clamp(0, G - 2)
-        f = ((c - p[j])/(p[j + 1] - p[j])).clamp(0, 1).unsqueeze(1)
-        V0 = (1 - f)*lin(j) + f*lin(j + 1)
+        f = ((c - p[j]) / (p[j + 1] - p[j])).clamp(0, 1).unsqueeze(1)
+        V0 = (1 - f) * lin(j) + f * lin(j + 1)
     v = th.where(free > 0, V0.gather(1, idx), th.full_like(free, -th.inf))
-    top = v.topk(min(2, S), dim=1).values; top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
+    top = v.topk(min(2, S), dim=1).values
+    top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
     best_other = th.where(th.arange(S, device=v.device) == v.argmax(1, keepdim=True), top[:, 1:2], top[:, :1])
     out = th.where(free > 0, (v - best_other).clamp(-1e6, 1e6), th.zeros_like(v))
     n = ans.sum(1)
     if Pa is not None and bool((n == 1).any()):
-        s = ans.argmax(1); r = th.arange(B, device=idx.device); m = idx[r, s]
-        Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)                                             # (B, (blocks + 1)*specialists + 2)
-        adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1)*self.cbar
-        out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx)*free, out)
-    return th.tanh(self.Q_SCALE*th.where((n >= 2).unsqueeze(1), th.zeros_like(out), out))
+        s = ans.argmax(1)
+        r = th.arange(B, device=idx.device)
+        m = idx[r, s]
+        Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)  # (B, (blocks + 1)*specialists + 2)
+        adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1) * self.cbar
+        out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx) * free, out)
+    return th.tanh(self.Q_SCALE * th.where((n >= 2).unsqueeze(1), th.zeros_like(out), out))
 
 # %% ../nbs/08_policy.ipynb #ad409fc7
 @patch_into(SlotScorer)
 def slot_features(self, x, a, called_mask, slot_obs, idx, known, c=None) -> th.Tensor:
     "`(B, slots, n_features)` float64: [probability, known] per slot, and with a Q its `advantage` at price `c`."
-    if not self.has_q: return th.stack([self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx)*known, known], -1)
+    if not self.has_q:
+        return th.stack([self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx) * known, known], -1)
     P, Z0, Pa, o, ans = self.quality(x, a, called_mask, slot_obs, idx, known, parts=True)
-    return th.stack([P.gather(1, idx)*known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1)
+    return th.stack([P.gather(1, idx) * known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1)
+
 
 @patch_into(SlotScorer)
 def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> th.Tensor:
@@ -199,74 +269,117 @@ def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> 
     task `(B, D)`, roster and called embeddings `(B, slots, D)`, called mask `(B, slots)`, per-slot features
     `(B, slots, 8)` and (a scorer with a Q reads the price) scalars `(B, 9)`, the last `log1p(cost_coef)`."""
     if self.given is not None:
-        if len(self.given) != len(task): raise ValueError(f"scores given for {len(self.given)} observations, called with {len(task)}.")
+        if len(self.given) != len(task):
+            raise ValueError(f"scores given for {len(self.given)} observations, called with {len(task)}.")
         return self.given
     c = None
     if self.has_q:
         if scalars is None or scalars.shape[-1] != len(SCALAR_FEATURES) + 1:
-            raise ConfigError("a slot scorer that carries a Q reads the episode's price from the observation: it needs the "
-                              "cost-conditioned observation (an environment with EnvConfig.cost_coef_range set).")
+            raise ConfigError(
+                "a slot scorer that carries a Q reads the episode's price from the observation: it needs the "
+                "cost-conditioned observation (an environment with EnvConfig.cost_coef_range set)."
+            )
         c = th.expm1(scalars[..., -1].double())
-    x, a = task.double(), called.double(); idx, known = self.slots(roster.double())
+    x, a = task.double(), called.double()
+    idx, known = self.slots(roster.double())
     args = (x, a, called_mask, slot_obs, idx, known, c)
-    if self.folds is None: F = self.slot_features(*args)
-    else:                                                    # a fitting question: the scorer of the fold that held it out
+    if self.folds is None:
+        F = self.slot_features(*args)
+    else:  # a fitting question: the scorer of the fold that held it out
         keys, fold, scorers = self.folds
-        s, j = ((x/x.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ keys.T).max(-1)
-        f = th.where(s > 1 - 1e-9, fold[j], th.full_like(j, -1)); F = x.new_zeros(*idx.shape, self.n_features)
+        s, j = ((x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)) @ keys.T).max(-1)
+        f = th.where(s > 1 - 1e-9, fold[j], th.full_like(j, -1))
+        F = x.new_zeros(*idx.shape, self.n_features)
         for g in th.unique(f).tolist():
-            on = f == g; F[on] = (self if g < 0 else scorers[g]).slot_features(*(t[on] if t is not None else None for t in args))
+            on = f == g
+            F[on] = (self if g < 0 else scorers[g]).slot_features(*(t[on] if t is not None else None for t in args))
     return F.float()
 
 # %% ../nbs/08_policy.ipynb #5baa89e7
 class SpindleFlowEncoder(BaseFeaturesExtractor):
-    "Weight-tied slot encoder: `[context (context_dim), per-slot features (M x slot_features)]` from a flat SpindleFlow observation."
-    def __init__(self, observation_space: spaces.Box, emb_dim: int = 384, slot_dim: int = 32,
-                 slot_features: int = 16, context_dim: int = 64, slot_hidden: int = 64, scorer: dict | None = None):
+    """Weight-tied slot encoder: `[context (context_dim), per-slot
+    features (M x slot_features)]` from a flat SpindleFlow observation."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Box,
+        emb_dim: int = 384,
+        slot_dim: int = 32,
+        slot_features: int = 16,
+        context_dim: int = 64,
+        slot_hidden: int = 64,
+        scorer: dict | None = None,
+    ):
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ConfigError(f"SpindleFlowEncoder needs a flat Box observation space, got {observation_space}.")
-        L = infer_layout(observation_space.shape[0], emb_dim); M = L.max_specialists
-        super().__init__(observation_space, features_dim=context_dim + M*slot_features)
+        L = infer_layout(observation_space.shape[0], emb_dim)
+        M = L.max_specialists
+        super().__init__(observation_space, features_dim=context_dim + M * slot_features)
         self.layout = L
-        self.M, self.D, self.slot_dim, self.slot_features, self.context_dim = M, emb_dim, slot_dim, slot_features, context_dim
-        assert L.slices['scratchpad'].stop == (2*M + 2)*emb_dim     # task, roster, called, scratchpad are contiguous
-        self.proj = nn.Linear(emb_dim, slot_dim)     # ONE projection for every roster slot, called slot, task and scratchpad
-        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None     # a run-time scorer (chapter 18b), else none
+        self.M, self.D, self.slot_dim, self.slot_features, self.context_dim = (
+            M,
+            emb_dim,
+            slot_dim,
+            slot_features,
+            context_dim,
+        )
+        assert L.slices['scratchpad'].stop == (2 * M + 2) * emb_dim  # task, roster, called, scratchpad are contiguous
+        self.proj = nn.Linear(
+            emb_dim, slot_dim
+        )  # ONE projection for every roster slot, called slot, task and scratchpad
+        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None  # a run-time scorer (chapter 18b), else none
         if self.scorer is not None and self.scorer.has_q and L.n_scalars != len(SCALAR_FEATURES) + 1:
-            raise ConfigError("a slot scorer that carries a Q needs the cost-conditioned observation (the price is one of "
-                              "its inputs): build the environment with EnvConfig.cost_coef_range set.")
-        n_in = 2*slot_dim + N_REL + N_GRAPH + L.n_slot_features + (self.scorer.n_features if scorer else 0)
-        self.slot_mlp = nn.Sequential(nn.Linear(n_in, slot_hidden), nn.ReLU(),
-                                      nn.Linear(slot_hidden, slot_features), nn.ReLU())
-        self.context_mlp = nn.Sequential(nn.Linear(2*slot_features + 2*slot_dim + L.n_scalars + 17 + 2, context_dim), nn.ReLU())
+            raise ConfigError(
+                "a slot scorer that carries a Q needs the cost-conditioned observation (the price is one of "
+                "its inputs): build the environment with EnvConfig.cost_coef_range set."
+            )
+        n_in = 2 * slot_dim + N_REL + N_GRAPH + L.n_slot_features + (self.scorer.n_features if scorer else 0)
+        self.slot_mlp = nn.Sequential(
+            nn.Linear(n_in, slot_hidden), nn.ReLU(), nn.Linear(slot_hidden, slot_features), nn.ReLU()
+        )
+        self.context_mlp = nn.Sequential(
+            nn.Linear(2 * slot_features + 2 * slot_dim + L.n_scalars + 17 + 2, context_dim), nn.ReLU()
+        )
         self.register_buffer('_graph', _graph_matrix(M), persistent=False)
         self.register_buffer('_eye', th.eye(M), persistent=False)
 
 # %% ../nbs/08_policy.ipynb #26a1c924
 @patch_into(SpindleFlowEncoder)
 def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-    "Embeddings `(B, 2M+2, D)` [task, roster, called, scratchpad], per-slot features `(B, M, N_REL+N_GRAPH+8)`, misc `(B, n_scalars+19)`."
+    """Embeddings `(B, 2M+2, D)` [task, roster, called, scratchpad], per-slot
+    features `(B, M, N_REL+N_GRAPH+8)`, misc `(B, n_scalars+19)`."""
     M, D, L = self.M, self.D, self.layout
-    V = obs[:, :(2*M + 2)*D].reshape(-1, 2*M + 2, D)
-    norm = V.norm(dim=-1)                                        # (B, 2M+2)
-    Vn = V/norm.clamp_min(1e-8).unsqueeze(-1)
-    G = Vn[:, 1:2*M+1] @ Vn.transpose(1, 2)                      # cosines of roster and called rows with everything
-    rt, rs, rr, rc = G[:, :M, 0], G[:, :M, -1], G[:, :M, 1:M+1], G[:, :M, M+1:2*M+1]
+    V = obs[:, : (2 * M + 2) * D].reshape(-1, 2 * M + 2, D)
+    norm = V.norm(dim=-1)  # (B, 2M+2)
+    Vn = V / norm.clamp_min(1e-8).unsqueeze(-1)
+    G = Vn[:, 1 : 2 * M + 1] @ Vn.transpose(1, 2)  # cosines of roster and called rows with everything
+    rt, rs, rr, rc = G[:, :M, 0], G[:, :M, -1], G[:, :M, 1 : M + 1], G[:, :M, M + 1 : 2 * M + 1]
     ct, cs = G[:, M:, 0], G[:, M:, -1]
-    empty = (norm[:, 1:M+1] < 1e-6).float(); filled = 1 - empty
+    empty = (norm[:, 1 : M + 1] < 1e-6).float()
+    filled = 1 - empty
     called = obs[:, L.slices['called_mask']]
-    best_t = (rt - 3*empty).amax(-1, keepdim=True); best_s = (rs - 3*empty).amax(-1, keepdim=True)
-    dup = (rr - 3*self._eye - 3*empty.unsqueeze(1)).amax(-1).clamp_min(0)      # closest other roster slot
-    got = (rc - 3*(1 - called).unsqueeze(1)).amax(-1).clamp_min(0)             # closest output produced so far
-    rel = th.stack([rt, rs, (rt - best_t)*filled, (rs - best_s)*filled, dup*filled, got*filled, cs, ct,
-                    called, empty], -1)
+    best_t = (rt - 3 * empty).amax(-1, keepdim=True)
+    best_s = (rs - 3 * empty).amax(-1, keepdim=True)
+    dup = (rr - 3 * self._eye - 3 * empty.unsqueeze(1)).amax(-1).clamp_min(0)  # closest other roster slot
+    got = (rc - 3 * (1 - called).unsqueeze(1)).amax(-1).clamp_min(0)  # closest output produced so far
+    rel = th.stack(
+        [rt, rs, (rt - best_t) * filled, (rs - best_s) * filled, dup * filled, got * filled, cs, ct, called, empty], -1
+    )
     g = obs[:, L.slices['adjacency']] @ self._graph
-    graph = g[:, :M*N_GRAPH].reshape(-1, M, N_GRAPH)
-    misc = th.cat([obs[:, L.slices['scalars']], g[:, M*N_GRAPH:], empty.mean(-1, keepdim=True),
-                   called.mean(-1, keepdim=True)], -1)
-    so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)      # the env's per-slot run-time features
-    if self.scorer is not None:                                  # a scorer carried in the policy: its per-slot scores
-        so = th.cat([so, self.scorer(V[:, 0], V[:, 1:M+1], V[:, M+1:2*M+1], called, so, obs[:, L.slices['scalars']])], -1)
+    graph = g[:, : M * N_GRAPH].reshape(-1, M, N_GRAPH)
+    misc = th.cat(
+        [obs[:, L.slices['scalars']], g[:, M * N_GRAPH :], empty.mean(-1, keepdim=True), called.mean(-1, keepdim=True)],
+        -1,
+    )
+    so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)  # the env's per-slot run-time features
+    if self.scorer is not None:  # a scorer carried in the policy: its per-slot scores
+        so = th.cat(
+            [
+                so,
+                self.scorer(V[:, 0], V[:, 1 : M + 1], V[:, M + 1 : 2 * M + 1], called, so, obs[:, L.slices['scalars']]),
+            ],
+            -1,
+        )
     return V, th.cat([rel, graph, so], -1), misc
 
 # %% ../nbs/08_policy.ipynb #39f7e11a
@@ -275,81 +388,115 @@ def forward(self, obs: th.Tensor) -> th.Tensor:
     "`[context (context_dim), slot_1 ... slot_M (slot_features each)]` for a batch of flat observations `(B, obs_dim)`."
     M = self.M
     V, rel, misc = self.slot_inputs(obs)
-    P = self.proj(V)                                             # (B, 2M+2, slot_dim)
-    h = self.slot_mlp(th.cat([P[:, 1:M+1], P[:, M+1:2*M+1], rel], -1))          # (B, M, slot_features)
-    filled = 1 - rel[..., N_REL-1:N_REL]                         # (B, M, 1)
-    mean = (h*filled).sum(1)/filled.sum(1).clamp_min(1)
-    mx = (h*filled).amax(1)                                      # h >= 0 (ReLU), so empty slots (0) never win wrongly
+    P = self.proj(V)  # (B, 2M+2, slot_dim)
+    h = self.slot_mlp(th.cat([P[:, 1 : M + 1], P[:, M + 1 : 2 * M + 1], rel], -1))  # (B, M, slot_features)
+    filled = 1 - rel[..., N_REL - 1 : N_REL]  # (B, M, 1)
+    mean = (h * filled).sum(1) / filled.sum(1).clamp_min(1)
+    mx = (h * filled).amax(1)  # h >= 0 (ReLU), so empty slots (0) never win wrongly
     ctx = self.context_mlp(th.cat([mean, mx, th.relu(P[:, 0]), th.relu(P[:, -1]), misc], -1))
     return th.cat([ctx, h.flatten(1)], -1)
 
 # %% ../nbs/08_policy.ipynb #937a0f78
 @patch_into(SpindleFlowEncoder)
 def slot_scores(self, obs: th.Tensor, chunk: int = 4096) -> th.Tensor | None:
-    "The scorer's per-slot features `(B, M, n_features)` of flat observations `(B, obs_dim)`, in chunks, without gradient; `None` without a scorer."
-    if self.scorer is None: return None
+    """The scorer's per-slot features `(B, M, n_features)` of flat observations
+    `(B, obs_dim)`, in chunks, without gradient; `None` without a scorer."""
+    if self.scorer is None:
+        return None
     L, M = self.layout, self.M
     with th.no_grad():
         out = []
         for i in range(0, len(obs), chunk):
-            P = L.split(obs[i:i + chunk]); so = P['slot_obs']
+            P = L.split(obs[i : i + chunk])
+            so = P['slot_obs']
             out.append(self.scorer(P['task'], P['roster'], P['called'], P['called_mask'], so, P['scalars']))
         return th.cat(out) if out else obs.new_zeros(0, M, self.scorer.n_features)
-
 
 # %% ../nbs/08_policy.ipynb #bda337f3
 class SlotPointerExtractor(nn.Module):
     "Actor/critic MLPs over `[lstm_out, context]`; the actor latent also carries the per-slot features through."
+
     def __init__(self, in_dim: int, slot_dim_total: int, net_arch, activation_fn: type[nn.Module] = nn.Tanh):
         super().__init__()
-        pi, vf = (net_arch.get('pi', []), net_arch.get('vf', [])) if isinstance(net_arch, dict) else (net_arch, net_arch)
+        pi, vf = (
+            (net_arch.get('pi', []), net_arch.get('vf', [])) if isinstance(net_arch, dict) else (net_arch, net_arch)
+        )
+
         def mlp(sizes):
             layers, d = [], in_dim
-            for n in sizes: layers += [nn.Linear(d, n), activation_fn()]; d = n
+            for n in sizes:
+                layers += [nn.Linear(d, n), activation_fn()]
+                d = n
             return nn.Sequential(*layers), d
+
         self.policy_net, self.pi_dim = mlp(list(pi))
         self.value_net, self.latent_dim_vf = mlp(list(vf))
         self.in_dim, self.latent_dim_pi = in_dim, self.pi_dim + slot_dim_total
+
     def forward_actor(self, latent: th.Tensor) -> th.Tensor:
-        return th.cat([self.policy_net(latent[:, :self.in_dim]), latent[:, self.in_dim:]], 1)
-    def forward_critic(self, latent: th.Tensor) -> th.Tensor: return self.value_net(latent[:, :self.in_dim])
-    def forward(self, latent: th.Tensor): return self.forward_actor(latent), self.forward_critic(latent)
+        return th.cat([self.policy_net(latent[:, : self.in_dim]), latent[:, self.in_dim :]], 1)
+
+    def forward_critic(self, latent: th.Tensor) -> th.Tensor:
+        return self.value_net(latent[:, : self.in_dim])
+
+    def forward(self, latent: th.Tensor):
+        return self.forward_actor(latent), self.forward_critic(latent)
+
 
 class SlotPointerHead(nn.Module):
     "Action means: a shared scorer per slot for the selection logits, a linear head for meta, mode and mode params."
+
     def __init__(self, pi_dim: int, n_slots: int, slot_features: int, scorer_hidden: int = 32):
         super().__init__()
         self.pi_dim, self.M, self.S = pi_dim, n_slots, slot_features
         self.slot_in = nn.Linear(slot_features, scorer_hidden)
         self.ctx_in = nn.Linear(pi_dim, scorer_hidden)
         self.score = nn.Linear(scorer_hidden, 1)
-        self.other = nn.Linear(pi_dim, 6)                    # meta, mode, 4 mode params
+        self.other = nn.Linear(pi_dim, 6)  # meta, mode, 4 mode params
+
     def forward(self, latent_pi: th.Tensor) -> th.Tensor:
-        a, s = latent_pi[:, :self.pi_dim], latent_pi[:, self.pi_dim:].reshape(-1, self.M, self.S)
+        a, s = latent_pi[:, : self.pi_dim], latent_pi[:, self.pi_dim :].reshape(-1, self.M, self.S)
         logits = self.score(th.tanh(self.slot_in(s) + self.ctx_in(a).unsqueeze(1))).squeeze(-1)
         o = self.other(a)
         return th.cat([o[:, :1], logits, o[:, 1:]], 1)
 
 # %% ../nbs/08_policy.ipynb #12f35177
 class SpindleFlowPolicy(RecurrentActorCriticPolicy):
-    "Recurrent actor-critic with a `SpindleFlowEncoder`, a shared small LSTM over the invariant context and a pointer head."
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, lr_schedule, *args,
-                 scorer_hidden: int = 32, **kwargs):
+    """Recurrent actor-critic with a `SpindleFlowEncoder`, a shared
+    small LSTM over the invariant context and a pointer head."""
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule,
+        *args,
+        scorer_hidden: int = 32,
+        **kwargs,
+    ):
         kwargs.setdefault('features_extractor_class', SpindleFlowEncoder)
         kwargs.setdefault('lstm_hidden_size', 64)
-        kwargs.setdefault('shared_lstm', True); kwargs.setdefault('enable_critic_lstm', False)
+        kwargs.setdefault('shared_lstm', True)
+        kwargs.setdefault('enable_critic_lstm', False)
         kwargs.setdefault('net_arch', dict(pi=[64], vf=[64]))
-        if kwargs.get('use_sde'): raise ConfigError("SpindleFlowPolicy does not support use_sde=True; remove it.")
+        if kwargs.get('use_sde'):
+            raise ConfigError("SpindleFlowPolicy does not support use_sde=True; remove it.")
         if not issubclass(kwargs['features_extractor_class'], SpindleFlowEncoder):
-            raise ConfigError("SpindleFlowPolicy needs a SpindleFlowEncoder features extractor (it reads the slot layout).")
+            raise ConfigError(
+                "SpindleFlowPolicy needs a SpindleFlowEncoder features extractor (it reads the slot layout)."
+            )
         if not (kwargs['shared_lstm'] or kwargs['enable_critic_lstm']):
-            raise ConfigError("SpindleFlowPolicy needs an LSTM for the critic: set shared_lstm=True (default) or "
-                              "enable_critic_lstm=True.")
+            raise ConfigError(
+                "SpindleFlowPolicy needs an LSTM for the critic: set shared_lstm=True (default) or "
+                "enable_critic_lstm=True."
+            )
         self.scorer_hidden = scorer_hidden
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
         fe = self.features_extractor
         if not isinstance(action_space, spaces.Box) or action_space.shape != (fe.M + 6,):
-            raise ConfigError(f"Action space must be Box(-1, 1, ({fe.M + 6},)) for {fe.M} roster slots, got {action_space}.")
+            raise ConfigError(
+                f"Action space must be Box(-1, 1, ({fe.M + 6},)) for {fe.M} roster slots, got {action_space}."
+            )
         # The LSTM(s) read only the invariant context, not all features: rebuild them at that width.
         n_layers, H = self.lstm_actor.num_layers, self.lstm_actor.hidden_size
         self.lstm_actor = nn.LSTM(fe.context_dim, H, num_layers=n_layers, **self.lstm_kwargs)
@@ -361,26 +508,34 @@ class SpindleFlowPolicy(RecurrentActorCriticPolicy):
 @patch_into(SpindleFlowPolicy)
 def _build_mlp_extractor(self) -> None:
     fe = self.features_extractor
-    self.mlp_extractor = SlotPointerExtractor(self.lstm_output_dim + fe.context_dim, fe.M*fe.slot_features,
-                                              self.net_arch, self.activation_fn)
+    self.mlp_extractor = SlotPointerExtractor(
+        self.lstm_output_dim + fe.context_dim, fe.M * fe.slot_features, self.net_arch, self.activation_fn
+    )
+
 
 @patch_into(SpindleFlowPolicy)
 def _build(self, lr_schedule) -> None:
     super(SpindleFlowPolicy, self)._build(lr_schedule)
     fe = self.features_extractor
     self.action_net = SlotPointerHead(self.mlp_extractor.pi_dim, fe.M, fe.slot_features, self.scorer_hidden)
-    self.log_std = nn.Parameter(th.full((7,), float(self.log_std_init)))   # meta, (shared) slot, mode, 4 params
+    self.log_std = nn.Parameter(th.full((7,), float(self.log_std_init)))  # meta, (shared) slot, mode, 4 params
     if self.ortho_init:
-        for m, g in ((self.action_net.slot_in, np.sqrt(2)), (self.action_net.ctx_in, np.sqrt(2)),
-                     (self.action_net.score, 0.01), (self.action_net.other, 0.01)):
+        for m, g in (
+            (self.action_net.slot_in, np.sqrt(2)),
+            (self.action_net.ctx_in, np.sqrt(2)),
+            (self.action_net.score, 0.01),
+            (self.action_net.other, 0.01),
+        ):
             self.init_weights(m, gain=g)
     self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
 
 @patch_into(SpindleFlowPolicy)
 def full_log_std(self) -> th.Tensor:
     "Per-action-dimension log-std: the M slot dimensions share one value."
     M = self.features_extractor.M
     return th.cat([self.log_std[:1], self.log_std[1:2].expand(M), self.log_std[2:]])
+
 
 @patch_into(SpindleFlowPolicy)
 def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
@@ -390,45 +545,69 @@ def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
 @patch_into(SpindleFlowPolicy)
 def _process_sequence(self, features, lstm_states, episode_starts, lstm):
     "LSTM over the context only (one call, `lstm_sequence`); latent = `[lstm_out, features]`."
-    out, states = lstm_sequence(features[:, :self.features_extractor.context_dim], lstm_states, episode_starts, lstm)
+    out, states = lstm_sequence(features[:, : self.features_extractor.context_dim], lstm_states, episode_starts, lstm)
     return th.cat([out, features], 1), states
+
 
 @patch_into(SpindleFlowPolicy)
 def evaluate_actions(self, obs, actions, lstm_states, episode_starts):
-    "Values, log-probabilities and entropies of `actions` for a minibatch of sequences (padding rows: `episode_starts == -1`)."
+    """Values, log-probabilities and entropies of `actions` for a
+    minibatch of sequences (padding rows: `episode_starts == -1`)."""
     return evaluate_actions_compact(self, obs, actions, lstm_states, episode_starts)
+
 
 @patch_into(SpindleFlowPolicy)
 def _get_constructor_parameters(self) -> dict[str, Any]:
     d = super(SpindleFlowPolicy, self)._get_constructor_parameters()
-    d.update(scorer_hidden=self.scorer_hidden, lstm_hidden_size=self.lstm_actor.hidden_size,
-             n_lstm_layers=self.lstm_actor.num_layers, shared_lstm=self.shared_lstm,
-             enable_critic_lstm=self.enable_critic_lstm, lstm_kwargs=self.lstm_kwargs)
+    d.update(
+        scorer_hidden=self.scorer_hidden,
+        lstm_hidden_size=self.lstm_actor.hidden_size,
+        n_lstm_layers=self.lstm_actor.num_layers,
+        shared_lstm=self.shared_lstm,
+        enable_critic_lstm=self.enable_critic_lstm,
+        lstm_kwargs=self.lstm_kwargs,
+    )
     return d
 
 # %% ../nbs/08_policy.ipynb #cf4e2caf
 class SpindleFlowPPO(RecurrentPPO):
     "`RecurrentPPO` that uses `SpindleFlowRolloutBuffer` with a `SpindleFlowPolicy` (load with `SpindleFlowPPO.load`)."
+
     def _setup_model(self) -> None:
         super()._setup_model()
         if isinstance(self.policy, SpindleFlowPolicy) and type(self.rollout_buffer) is RecurrentRolloutBuffer:
             b = self.rollout_buffer
-            self.rollout_buffer = SpindleFlowRolloutBuffer(self.n_steps, self.observation_space, self.action_space,
-                                                           b.hidden_state_shape, self.device, gamma=self.gamma,
-                                                           gae_lambda=self.gae_lambda, n_envs=self.n_envs)
+            self.rollout_buffer = SpindleFlowRolloutBuffer(
+                self.n_steps,
+                self.observation_space,
+                self.action_space,
+                b.hidden_state_shape,
+                self.device,
+                gamma=self.gamma,
+                gae_lambda=self.gae_lambda,
+                n_envs=self.n_envs,
+            )
+
     def collect_rollouts(self, env, callback, rollout_buffer, n_rollout_steps: int) -> bool:
-        "A vec env that collects rollouts itself (`AsyncVecEnv`, chapter 09a: asynchronously) does; else sb3-contrib's loop."
-        if getattr(type(env), 'collect_rollouts', None) is not None:     # (a class attribute: wrappers do not forward it)
+        """A vec env that collects rollouts itself (`AsyncVecEnv`,
+        chapter 09a: asynchronously) does; else sb3-contrib's loop."""
+        if getattr(type(env), 'collect_rollouts', None) is not None:  # (a class attribute: wrappers do not forward it)
             return env.collect_rollouts(self, callback, rollout_buffer, n_rollout_steps)
         return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
 # %% ../nbs/08_policy.ipynb #9aff8899
-_sizes = lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)
-_ok_net_arch = lambda na: _sizes(na) or (isinstance(na, dict) and set(na) <= {'pi', 'vf'} and all(_sizes(v) for v in na.values()))
+_sizes = lambda v: (
+    isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)
+)
+_ok_net_arch = lambda na: (
+    _sizes(na) or (isinstance(na, dict) and set(na) <= {'pi', 'vf'} and all(_sizes(v) for v in na.values()))
+)
+
 
 @dataclass
 class PolicyConfig(ConfigBase):
     "Architecture of `SpindleFlowPolicy`. Features size = `context_dim + M*slot_features`."
+
     emb_dim: int = param(384, 'embedding size D of the observation', lo=1)
     slot_dim: int = param(32, 'shared projection of each slot / task / scratchpad embedding', lo=1)
     slot_features: int = param(16, 'per-slot features handed to the pointer scorer', lo=1)
@@ -437,8 +616,13 @@ class PolicyConfig(ConfigBase):
     lstm_hidden: int = param(64, 'LSTM hidden size', lo=1)
     n_lstm_layers: int = param(1, 'LSTM layers', lo=1, hi=16)
     shared_lstm: bool = param(True, 'one LSTM for actor and critic (else a separate critic LSTM)')
-    net_arch: list = param([64], 'actor and critic MLP sizes after the LSTM: a list of layer sizes, or dict(pi=[...], vf=[...])',
-                           kind=object, ok=_ok_net_arch, rule='a list of positive layer sizes, or {pi: [...], vf: [...]}')
+    net_arch: list = param(
+        [64],
+        'actor and critic MLP sizes after the LSTM: a list of layer sizes, or dict(pi=[...], vf=[...])',
+        kind=object,
+        ok=_ok_net_arch,
+        rule='a list of positive layer sizes, or {pi: [...], vf: [...]}',
+    )
     scorer_hidden: int = param(32, 'hidden units of the shared per-slot scorer', lo=1)
     log_std_init: float = param(-0.5, 'initial log-std of the Gaussian action distribution', lo=-20, hi=5)
     ortho_init: bool = param(True, 'orthogonal initialisation (SB3 default)')
@@ -446,44 +630,87 @@ class PolicyConfig(ConfigBase):
     def policy_kwargs(self) -> dict:
         "Keyword arguments for `RecurrentPPO(SpindleFlowPolicy, ..., policy_kwargs=...)`."
         na = self.net_arch
-        if isinstance(na, (list, tuple)): na = dict(pi=list(na), vf=list(na))
+        if isinstance(na, (list, tuple)):
+            na = dict(pi=list(na), vf=list(na))
         elif not (isinstance(na, dict) and set(na) <= {'pi', 'vf'}):
-            raise ConfigError(f"PolicyConfig.net_arch must be a list of layer sizes or dict(pi=[...], vf=[...]), got {na!r}.")
-        return dict(features_extractor_class=SpindleFlowEncoder,
-                    features_extractor_kwargs=dict(emb_dim=self.emb_dim, slot_dim=self.slot_dim,
-                                                   slot_features=self.slot_features, context_dim=self.context_dim,
-                                                   slot_hidden=self.slot_hidden),
-                    lstm_hidden_size=self.lstm_hidden, n_lstm_layers=self.n_lstm_layers,
-                    shared_lstm=self.shared_lstm, enable_critic_lstm=not self.shared_lstm,
-                    net_arch=na, scorer_hidden=self.scorer_hidden, log_std_init=self.log_std_init,
-                    ortho_init=self.ortho_init)
+            raise ConfigError(
+                f"PolicyConfig.net_arch must be a list of layer sizes or dict(pi=[...], vf=[...]), got {na!r}."
+            )
+        return dict(
+            features_extractor_class=SpindleFlowEncoder,
+            features_extractor_kwargs=dict(
+                emb_dim=self.emb_dim,
+                slot_dim=self.slot_dim,
+                slot_features=self.slot_features,
+                context_dim=self.context_dim,
+                slot_hidden=self.slot_hidden,
+            ),
+            lstm_hidden_size=self.lstm_hidden,
+            n_lstm_layers=self.n_lstm_layers,
+            shared_lstm=self.shared_lstm,
+            enable_critic_lstm=not self.shared_lstm,
+            net_arch=na,
+            scorer_hidden=self.scorer_hidden,
+            log_std_init=self.log_std_init,
+            ortho_init=self.ortho_init,
+        )
 
 # %% ../nbs/08_policy.ipynb #584fa7a5
 DEFAULT_N_ENVS = 16
-DEFAULT_PPO: dict = dict(n_steps=64, batch_size=256, n_epochs=4, learning_rate=3e-4, gamma=0.97, gae_lambda=0.95,
-                         clip_range=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, target_kl=None)
+DEFAULT_PPO: dict = dict(
+    n_steps=64,
+    batch_size=256,
+    n_epochs=4,
+    learning_rate=3e-4,
+    gamma=0.97,
+    gae_lambda=0.95,
+    clip_range=0.2,
+    ent_coef=0.0,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+    target_kl=None,
+)
 
 _PPO_KEYS = set(inspect.signature(RecurrentPPO.__init__).parameters) - {'self', 'policy', 'env'}
 
-def make_model(env, policy_config: dict | PolicyConfig | None = None, seed: int = 0, device: str = 'auto',
-               tensorboard_log: str | None = None, scorer: dict | None = None, **ppo_kwargs) -> RecurrentPPO:
+
+def make_model(
+    env,
+    policy_config: dict | PolicyConfig | None = None,
+    seed: int = 0,
+    device: str = 'auto',
+    tensorboard_log: str | None = None,
+    scorer: dict | None = None,
+    **ppo_kwargs,
+) -> RecurrentPPO:
     """`SpindleFlowPPO` (a `RecurrentPPO`) with `SpindleFlowPolicy` on `env` (a VecEnv, a Gymnasium env, or an env id made with
     `DEFAULT_N_ENVS` DummyVecEnv copies). `scorer`: a `SlotScorer` spec (its buffers are zero until filled, chapter 18b)."""
-    cfg = policy_config if isinstance(policy_config, PolicyConfig) else PolicyConfig.from_dict(policy_config, 'policy_config')
+    cfg = (
+        policy_config
+        if isinstance(policy_config, PolicyConfig)
+        else PolicyConfig.from_dict(policy_config, 'policy_config')
+    )
     unknown = sorted(set(ppo_kwargs) - _PPO_KEYS)
-    if unknown: raise ConfigError(f"make_model: unknown RecurrentPPO argument(s) {unknown}. Valid: {sorted(_PPO_KEYS)}.")
-    if 'policy_kwargs' in ppo_kwargs: raise ConfigError("make_model: pass the architecture as policy_config, not policy_kwargs.")
+    if unknown:
+        raise ConfigError(f"make_model: unknown RecurrentPPO argument(s) {unknown}. Valid: {sorted(_PPO_KEYS)}.")
+    if 'policy_kwargs' in ppo_kwargs:
+        raise ConfigError("make_model: pass the architecture as policy_config, not policy_kwargs.")
     if isinstance(env, str):
         from stable_baselines3.common.env_util import make_vec_env
+
         env = make_vec_env(env, n_envs=DEFAULT_N_ENVS, seed=seed, vec_env_cls=DummyVecEnv)
     space = env.observation_space
     if not isinstance(space, spaces.Box) or len(space.shape) != 1:
         raise ConfigError(f"make_model needs a flat Box observation (SpindleFlow layout), got {space}.")
     M = infer_max_specialists(space.shape[0], cfg.emb_dim)
     if env.action_space.shape != (M + 6,):
-        raise ConfigError(f"Action space shape {env.action_space.shape} does not match {M} roster slots (expected ({M + 6},)).")
+        raise ConfigError(
+            f"Action space shape {env.action_space.shape} does not match {M} roster slots (expected ({M + 6},))."
+        )
     kw = {**DEFAULT_PPO, **ppo_kwargs}
     pk = cfg.policy_kwargs()
-    if scorer: pk['features_extractor_kwargs']['scorer'] = dict(scorer)
-    return SpindleFlowPPO(SpindleFlowPolicy, env, policy_kwargs=pk, seed=seed, device=device,
-                        tensorboard_log=tensorboard_log, **kw)
+    if scorer:
+        pk['features_extractor_kwargs']['scorer'] = dict(scorer)
+    return SpindleFlowPPO(
+        SpindleFlowPolicy, env, policy_kwargs=pk, seed=seed, device=device, tensorboard_log=tensorboard_log, **kw
+    )

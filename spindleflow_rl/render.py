@@ -16,54 +16,78 @@ def _ensure_started(env):
     if getattr(env, 'task', None) is None or not hasattr(env, 'trace'):
         raise RuntimeError("render() before reset(): call env.reset() first, then render.")
 
+
 def _call_text(c: dict) -> str:
     st = c.get('status', 'ok')
-    if st != 'ok': st += f"->{c['fallback_id']}" if c.get('recovered') and c.get('fallback_id') else ' (not recovered)'
+    if st != 'ok':
+        st += f"->{c['fallback_id']}" if c.get('recovered') and c.get('fallback_id') else ' (not recovered)'
     return f"[{c['slot']}] {c['specialist_id']} {st} {c.get('latency_s', 0.0):.1f}s ${c.get('cost_usd', 0.0):.4f}"
+
 
 def _terms_text(terms: dict, eps: float = 5e-4) -> str:
     nz = [(k, v) for k, v in terms.items() if abs(v) >= eps]
     return ', '.join(f"{k} {v:+.3f}" for k, v in nz) or 'no reward terms'
 
+
 def render_ansi(env) -> str:
-    "A text account of the episode so far: task, roster (called marked `*`), each step's calls and reward terms, totals."
+    """A text account of the episode so far: task, roster (called
+    marked `*`), each step's calls and reward terms, totals."""
     _ensure_started(env)
     t, M = env.task, len(env.roster)
     done = ' [done]' if getattr(env, '_done', False) else ''
-    lines = [f"SpindleFlow-v0  task {t.id} (phase {t.phase}, tier {env.tier})  step {env.t}/{env.cfg.max_steps}{done}",
-             f"  {t.text}", "roster:"]
+    lines = [
+        f"SpindleFlow-v0  task {t.id} (phase {t.phase}, tier {env.tier})  step {env.t}/{env.cfg.max_steps}{done}",
+        f"  {t.text}",
+        "roster:",
+    ]
     called = set(env.dag.called)
     for s, sid in enumerate(env.roster):
         lines.append(f"  [{s}] {'*' if s in called else ' '} {sid or '-'}")
     for ev in env.trace:
-        if ev['meta'] == 'stop': head = f"step {ev['step']}: stop"
+        if ev['meta'] == 'stop':
+            head = f"step {ev['step']}: stop"
         else:
             calls = '; '.join(_call_text(c) for c in ev.get('calls') or []) or 'no call accepted'
             head = f"step {ev['step']}: {ev.get('mode', '?')} {calls}"
         lines.append(head)
-        for r in ev.get('rejected') or []: lines.append(f"    refused [{r['slot']}] {r['specialist_id'] or '-'}: {r['reason']}")
+        for r in ev.get('rejected') or []:
+            lines.append(f"    refused [{r['slot']}] {r['specialist_id'] or '-'}: {r['reason']}")
         lines.append(f"    reward {ev['reward']:+.3f} ({_terms_text(ev['reward_terms'])})")
     b = env.budget
-    lines.append(f"latency {env.latency:.1f}/{'inf' if not math.isfinite(b) else f'{b:.0f}'}s  cost ${env.cost:.4f}  "
-                 f"called {len(called)}/{M}  return {env.return_:+.3f}")
+    lines.append(
+        f"latency {env.latency:.1f}/{'inf' if not math.isfinite(b) else f'{b:.0f}'}s  cost ${env.cost:.4f}  "
+        f"called {len(called)}/{M}  return {env.return_:+.3f}"
+    )
     return '\n'.join(lines)
 
 # %% ../nbs/07b_render.ipynb #4660cdd7
-NODE_COLOURS = {'orchestrator': '#1f4e79', 'new': '#f28e2b', 'called': '#4e9a8f', 'failed': '#d62728', 'helper': '#b5b5b5'}
+NODE_COLOURS = {
+    'orchestrator': '#1f4e79',
+    'new': '#f28e2b',
+    'called': '#4e9a8f',
+    'failed': '#d62728',
+    'helper': '#b5b5b5',
+}
 TERM_COLOURS = {'positive': '#2ca02c', 'negative': '#d62728'}
 
+
 def node_labels(ep: dict) -> dict:
-    "Display label of every DAG node of an episode (0 orchestrator, 1..M slots, M+1 aggregator, M+2 fallback, M+3 resolver)."
+    """Display label of every DAG node of an episode (0 orchestrator,
+    1..M slots, M+1 aggregator, M+2 fallback, M+3 resolver)."""
     M = len(ep['roster'])
     out = {0: 'orchestrator', M + 1: 'aggregator', M + 2: 'fallback', M + 3: 'resolver'}
-    for s, sid in enumerate(ep['roster']): out[s + 1] = (sid or f'slot {s} (empty)').replace('$', r'\$')   # no mathtext from ids
+    for s, sid in enumerate(ep['roster']):
+        out[s + 1] = (sid or f'slot {s} (empty)').replace('$', r'\$')  # no mathtext from ids
     return out
+
 
 def _fig_png(fig, dpi: int = 90) -> str:
     "Render a matplotlib Figure to a base64 PNG string."
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
-    buf = io.BytesIO(); fig.savefig(buf, format='png', dpi=dpi)
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=dpi)
     return base64.b64encode(buf.getvalue()).decode('ascii')
 
 # %% ../nbs/07b_render.ipynb #77fdc974
@@ -72,39 +96,85 @@ def dag_png(ep: dict, t: int) -> str:
     import networkx as nx
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    steps = ep['steps']; st = steps[t - 1]; M = len(ep['roster']); labels = node_labels(ep)
-    G = nx.DiGraph(); G.add_node(0); G.add_edges_from(tuple(e) for e in st['edges'])
+
+    steps = ep['steps']
+    st = steps[t - 1]
+    M = len(ep['roster'])
+    labels = node_labels(ep)
+    G = nx.DiGraph()
+    G.add_node(0)
+    G.add_edges_from(tuple(e) for e in st['edges'])
     state, fb_edges = {}, []
     for s in steps[:t]:
         for c in s.get('calls') or []:
-            n = c['slot'] + 1; G.add_node(n)
+            n = c['slot'] + 1
+            G.add_node(n)
             failed = c.get('status', 'ok') != 'ok' and not c.get('recovered')
             state[n] = 'failed' if failed else ('new' if s is st else 'called')
             if c.get('fallback_id'):
-                G.add_edge(n, M + 2); fb_edges.append((n, M + 2))
+                G.add_edge(n, M + 2)
+                fb_edges.append((n, M + 2))
                 labels[M + 2] = f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
     layers = list(nx.topological_generations(G))
     for layer, nodes in enumerate(layers):
-        for n in nodes: G.nodes[n]['layer'] = layer
+        for n in nodes:
+            G.nodes[n]['layer'] = layer
     pos = nx.multipartite_layout(G, subset_key='layer')
-    if len(G) == 1: pos = {0: np.array([0.0, 0.0])}
-    crowd = max(len(l) for l in layers)                      # nodes in the fullest layer: more than 3, smaller nodes
-    ns, fs = (700, 6.5) if crowd <= 3 else (int(700*9/crowd**2), 5.5)
-    colour = {n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper'] for n in G}
-    fig = Figure(figsize=(5.6, 3.5)); ax = fig.add_subplot()
+    if len(G) == 1:
+        pos = {0: np.array([0.0, 0.0])}
+    crowd = max(len(l) for l in layers)  # nodes in the fullest layer: more than 3, smaller nodes
+    ns, fs = (700, 6.5) if crowd <= 3 else (int(700 * 9 / crowd**2), 5.5)
+    colour = {
+        n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper']
+        for n in G
+    }
+    fig = Figure(figsize=(5.6, 3.5))
+    ax = fig.add_subplot()
     plain = [e for e in G.edges if e not in fb_edges]
     nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2)
-    if fb_edges: nx.draw_networkx_edges(G, pos, edgelist=fb_edges, ax=ax, node_size=ns, arrowsize=12, edge_color='#d62728', style='dashed', width=1.2)
-    nx.draw_networkx_nodes(G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8)
-    ys = np.array([p[1] for p in pos.values()]); xs = np.array([p[0] for p in pos.values()])
-    gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)   # closest rows
+    if fb_edges:
+        nx.draw_networkx_edges(
+            G,
+            pos,
+            edgelist=fb_edges,
+            ax=ax,
+            node_size=ns,
+            arrowsize=12,
+            edge_color='#d62728',
+            style='dashed',
+            width=1.2,
+        )
+    nx.draw_networkx_nodes(
+        G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8
+    )
+    ys = np.array([p[1] for p in pos.values()])
+    xs = np.array([p[0] for p in pos.values()])
+    gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)  # closest rows
     for n, (x, y) in pos.items():
-        ax.text(x, y - min(0.13, 0.32*gap), labels.get(n, str(n)).replace('_', ' '), ha='center', va='top', fontsize=fs, wrap=True,
-                bbox=dict(boxstyle='round,pad=0.1', fc='white', ec='none', alpha=0.8))       # readable over the edges
+        ax.text(
+            x,
+            y - min(0.13, 0.32 * gap),
+            labels.get(n, str(n)).replace('_', ' '),
+            ha='center',
+            va='top',
+            fontsize=fs,
+            wrap=True,
+            bbox=dict(boxstyle='round,pad=0.1', fc='white', ec='none', alpha=0.8),
+        )  # readable over the edges
         ax.text(x, y, str(n), ha='center', va='center', fontsize=fs + 0.5, color='white', fontweight='bold')
-    ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35); ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25); ax.axis('off')
-    handles = [Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7) for k, l in
-               (('orchestrator', 'orchestrator'), ('new', 'called this step'), ('called', 'called before'), ('failed', 'failed'), ('helper', 'aggregator / fallback / resolver'))]
+    ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35)
+    ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25)
+    ax.axis('off')
+    handles = [
+        Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7)
+        for k, l in (
+            ('orchestrator', 'orchestrator'),
+            ('new', 'called this step'),
+            ('called', 'called before'),
+            ('failed', 'failed'),
+            ('helper', 'aggregator / fallback / resolver'),
+        )
+    ]
     ax.legend(handles=handles, loc='lower center', bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=6.5, frameon=False)
     ax.set_title(f"Delegation DAG after step {t}", fontsize=9)
     fig.subplots_adjust(left=0.02, right=0.98, top=0.92, bottom=0.12)
@@ -115,34 +185,45 @@ def reward_png(ep: dict, t: int) -> str:
     "The reward terms of step `t` and of the episode so far as a horizontal bar chart (base64 PNG)."
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-    steps = ep['steps']; st = steps[t - 1]
+
+    steps = ep['steps']
+    st = steps[t - 1]
     terms = list(REWARD_TERMS) + [k for k in st['reward_terms'] if k not in REWARD_TERMS]
     now = np.array([st['reward_terms'].get(k, 0.0) for k in terms], float)
     sofar = np.array([sum(s['reward_terms'].get(k, 0.0) for s in steps[:t]) for k in terms], float)
     col = lambda v: [TERM_COLOURS['positive'] if x >= 0 else TERM_COLOURS['negative'] for x in v]
     y = np.arange(len(terms))
-    fig = Figure(figsize=(4.6, 3.5)); ax = fig.add_subplot()
+    fig = Figure(figsize=(4.6, 3.5))
+    ax = fig.add_subplot()
     ax.barh(y - 0.2, now, 0.4, color=col(now), label='this step')
     ax.barh(y + 0.2, sofar, 0.4, color=col(sofar), alpha=0.35, label='episode so far')
     ax.axvline(0, color='black', lw=0.8)
-    ax.set_yticks(y); ax.set_yticklabels([k.replace('_', ' ') for k in terms], fontsize=7); ax.invert_yaxis()
-    lim = max(0.1, float(np.abs(np.r_[now, sofar]).max())*1.15); ax.set_xlim(-lim, lim)
-    ax.tick_params(axis='x', labelsize=7); ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+    ax.set_yticks(y)
+    ax.set_yticklabels([k.replace('_', ' ') for k in terms], fontsize=7)
+    ax.invert_yaxis()
+    lim = max(0.1, float(np.abs(np.r_[now, sofar]).max()) * 1.15)
+    ax.set_xlim(-lim, lim)
+    ax.tick_params(axis='x', labelsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
     ax.set_title(f"Reward: step {sum(now):+.3f}, return so far {sum(sofar):+.3f}", fontsize=9)
     ax.legend(fontsize=6.5, loc='lower right')
     fig.subplots_adjust(left=0.34, right=0.97, top=0.91, bottom=0.08)
     return _fig_png(fig)
 
 # %% ../nbs/07b_render.ipynb #68b95162
-FRAME_SHAPE = (544, 928, 3)       # height, width, RGB: multiples of 16 (video encoders' macro blocks)
-_TOP_H = 320                       # the replay pictures (504 x 315 and 414 x 315 at 90 dpi), padded to this height
+FRAME_SHAPE = (544, 928, 3)  # height, width, RGB: multiples of 16 (video encoders' macro blocks)
+_TOP_H = 320  # the replay pictures (504 x 315 and 414 x 315 at 90 dpi), padded to this height
+
 
 def _png_array(b64: str) -> np.ndarray:
     "A base64 PNG (as the replay draws them) as a uint8 RGB array."
     from matplotlib.image import imread
+
     a = imread(io.BytesIO(base64.b64decode(b64)), format='png')
-    if a.dtype != np.uint8: a = (np.clip(a, 0, 1)*255).round().astype(np.uint8)
+    if a.dtype != np.uint8:
+        a = (np.clip(a, 0, 1) * 255).round().astype(np.uint8)
     return a[..., :3]
+
 
 def _fit(a: np.ndarray, h: int, w: int) -> np.ndarray:
     "Crop or pad (white) an RGB array to exactly h x w."
@@ -151,47 +232,78 @@ def _fit(a: np.ndarray, h: int, w: int) -> np.ndarray:
     out[:hh, :ww] = a[:hh, :ww]
     return out
 
+
 def _figure_array(fig) -> np.ndarray:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    canvas = FigureCanvasAgg(fig); canvas.draw()
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
 # %% ../nbs/07b_render.ipynb #1044d2cf
-def _short(s: str, n: int) -> str: return s if len(s) <= n else s[:n - 3] + '...'
+def _short(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 3] + '...'
+
 
 def _empty_panel(w: int, h: int, title: str, note: str, node: bool = True) -> np.ndarray:
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(w/90, h/90), dpi=90); ax = fig.add_axes([0, 0, 1, 1]); ax.axis('off')
+
+    fig = Figure(figsize=(w / 90, h / 90), dpi=90)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.axis('off')
     ax.text(0.5, 0.93, title, ha='center', va='top', fontsize=9)
     if node:
         ax.scatter([0.5], [0.5], s=700, color=NODE_COLOURS['orchestrator'], edgecolors='#333333')
         ax.text(0.5, 0.5, '0', ha='center', va='center', color='white', fontsize=7, fontweight='bold')
     ax.text(0.5, 0.36, note, ha='center', va='top', fontsize=7.5)
-    ax.set_xlim(0, 1); ax.set_ylim(0, 1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
     return _fit(_figure_array(fig), h, w)
+
 
 def _text_panel(env, w: int, h: int) -> np.ndarray:
     "Task, the latest calls (who, mode, status) and the totals, in a fixed-size strip."
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(w/90, h/90), dpi=90); ax = fig.add_axes([0, 0, 1, 1]); ax.axis('off')
-    t = env.task; b = env.budget
+
+    fig = Figure(figsize=(w / 90, h / 90), dpi=90)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.axis('off')
+    t = env.task
+    b = env.budget
     state = 'done' if getattr(env, '_done', False) else 'running'
-    ax.text(0.01, 0.96, _short(f"task {t.id} (phase {t.phase}, tier {env.tier}): {t.text}", 150), va='top', fontsize=8, fontweight='bold')
+    ax.text(
+        0.01,
+        0.96,
+        _short(f"task {t.id} (phase {t.phase}, tier {env.tier}): {t.text}", 150),
+        va='top',
+        fontsize=8,
+        fontweight='bold',
+    )
     rows = []
     for ev in env.trace:
-        if ev['meta'] == 'stop': rows.append((f"step {ev['step']}: STOP", '#1f4e79'))
-        elif not ev.get('calls'): rows.append((f"step {ev['step']}: {ev.get('mode')}: no call accepted", '#d62728'))
+        if ev['meta'] == 'stop':
+            rows.append((f"step {ev['step']}: STOP", '#1f4e79'))
+        elif not ev.get('calls'):
+            rows.append((f"step {ev['step']}: {ev.get('mode')}: no call accepted", '#d62728'))
         for c in ev.get('calls') or []:
             bad = c.get('status', 'ok') != 'ok' and not c.get('recovered')
-            rows.append((_short(f"step {ev['step']} {ev.get('mode')}: " + _call_text(c), 80), '#d62728' if bad else '#222222'))
-    rows = rows[-8:]                                     # the latest calls fit; older ones are in the DAG
+            rows.append(
+                (_short(f"step {ev['step']} {ev.get('mode')}: " + _call_text(c), 80), '#d62728' if bad else '#222222')
+            )
+    rows = rows[-8:]  # the latest calls fit; older ones are in the DAG
     for i, (s, col) in enumerate(rows):
-        ax.text(0.01, 0.82 - i*0.1, s, va='top', fontsize=7.5, family='monospace', color=col)
-    tot = [f"step {env.t}/{env.cfg.max_steps} ({state})", f"called {len(env.dag.called)}/{len(env.roster)}",
-           f"latency {env.latency:.1f}s / {'no budget' if not math.isfinite(b) else f'{b:.0f}s'}",
-           f"cost ${env.cost:.4f}", f"return {env.return_:+.3f}"]
-    for i, s in enumerate(tot): ax.text(0.99, 0.82 - i*0.12, s, va='top', ha='right', fontsize=8, family='monospace')
-    ax.set_xlim(0, 1); ax.set_ylim(0, 1)
+        ax.text(0.01, 0.82 - i * 0.1, s, va='top', fontsize=7.5, family='monospace', color=col)
+    tot = [
+        f"step {env.t}/{env.cfg.max_steps} ({state})",
+        f"called {len(env.dag.called)}/{len(env.roster)}",
+        f"latency {env.latency:.1f}s / {'no budget' if not math.isfinite(b) else f'{b:.0f}s'}",
+        f"cost ${env.cost:.4f}",
+        f"return {env.return_:+.3f}",
+    ]
+    for i, s in enumerate(tot):
+        ax.text(0.99, 0.82 - i * 0.12, s, va='top', ha='right', fontsize=8, family='monospace')
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
     return _fit(_figure_array(fig), h, w)
 
 # %% ../nbs/07b_render.ipynb #604b7648

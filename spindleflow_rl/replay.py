@@ -25,138 +25,207 @@ __all__ = ['EPISODE_FORMAT', 'EpisodeFormatError', 'episode_record', 'validate_e
 # %% ../nbs/11_replay.ipynb #2ed4a085
 EPISODE_FORMAT = 'spindleflow-episode/1'
 
+
 class EpisodeFormatError(ConfigError):
     "An episode record or file that does not follow `spindleflow-episode/1`; the message names the place and the fix."
+
 
 @lru_cache(maxsize=1)
 def _default_bank():
     return TaskBank.default()
 
+
 @lru_cache(maxsize=1)
 def _default_catalog():
     return Catalog.default()
+
 
 def _task_info(task_id: str, text=None, category=None, phase=None) -> dict:
     "Task fields for a record; missing ones are looked up in the shipped task bank (left empty if it lacks the id)."
     if text is None or category is None or phase is None:
         try:
             t = _default_bank()[task_id]
-            text = t.text if text is None else text; category = category or t.category; phase = phase or t.phase
-        except Exception: pass
+            text = t.text if text is None else text
+            category = category or t.category
+            phase = phase or t.phase
+        except Exception:
+            pass
     return {'id': task_id, 'text': text or '', 'category': category, 'phase': phase}
+
 
 def _roles(roster, steps=()) -> dict:
     "Display names of the roster: from the calls in the trace, else from the shipped catalog."
     out = {}
     for st in steps:
         for c in st.get('calls') or []:
-            if c.get('role'): out[c['specialist_id']] = c['role']
-    try: cat = _default_catalog()
-    except Exception: cat = None
+            if c.get('role'):
+                out[c['specialist_id']] = c['role']
+    try:
+        cat = _default_catalog()
+    except Exception:
+        cat = None
     for sid in roster:
         if sid and sid not in out and cat is not None:
-            try: out[sid] = cat[sid].role
-            except Exception: pass
+            try:
+                out[sid] = cat[sid].role
+            except Exception:
+                pass
     return out
 
-def episode_record(summary: dict, policy: str, split: str = '', seed: int | None = None, task=None,
-                   roles: dict | None = None) -> dict:
+# %% ../nbs/11_replay.ipynb #42e097e1
+def episode_record(
+    summary: dict, policy: str, split: str = '', seed: int | None = None, task=None, roles: dict | None = None
+) -> dict:
     """A `spindleflow-episode/1` record from an episode summary that carries its `trace` (what
     `run_episode(..., record=True)` returns). `task` may be a `Task` or a dict; by default it is looked up by id."""
     if 'trace' not in summary:
-        raise EpisodeFormatError("episode_record: the summary has no 'trace'. Record the episode with "
-                                 "run_episode(env, policy, seed, record=True).")
-    if task is None: t = _task_info(summary['task_id'], category=summary.get('category'), phase=summary.get('phase'))
-    elif isinstance(task, dict): t = _task_info(task.get('id', summary.get('task_id')), task.get('text'), task.get('category'), task.get('phase'))
-    else: t = _task_info(task.id, task.text, task.category, task.phase)
+        raise EpisodeFormatError(
+            "episode_record: the summary has no 'trace'. Record the episode with "
+            "run_episode(env, policy, seed, record=True)."
+        )
+    if task is None:
+        t = _task_info(summary['task_id'], category=summary.get('category'), phase=summary.get('phase'))
+    elif isinstance(task, dict):
+        t = _task_info(
+            task.get('id', summary.get('task_id')), task.get('text'), task.get('category'), task.get('phase')
+        )
+    else:
+        t = _task_info(task.id, task.text, task.category, task.phase)
     steps = [dict(s) for s in summary['trace']]
     roster = list(summary.get('roster') or [])
     summ = {k: v for k, v in summary.items() if k not in ('trace', 'split', 'policy', 'seed')}
-    return {'format': EPISODE_FORMAT, 'policy': str(policy), 'split': split or '', 'task': t, 'roster': roster,
-            'roles': roles if roles is not None else _roles(roster, steps), 'seed': None if seed is None else int(seed),
-            'summary': summ, 'steps': steps}
+    return {
+        'format': EPISODE_FORMAT,
+        'policy': str(policy),
+        'split': split or '',
+        'task': t,
+        'roster': roster,
+        'roles': roles if roles is not None else _roles(roster, steps),
+        'seed': None if seed is None else int(seed),
+        'summary': summ,
+        'steps': steps,
+    }
 
 # %% ../nbs/11_replay.ipynb #c52fc428
 _STEP_KEYS = ('step', 'meta', 'reward', 'reward_terms', 'cost_usd', 'latency_s', 'edges')
 
+
 def validate_episode(ep, where: str = 'episode') -> dict:
     "Check a `spindleflow-episode/1` record; return it, or raise `EpisodeFormatError` naming `where` and the problem."
-    def bad(msg): raise EpisodeFormatError(f"{where}: {msg}")
-    if not isinstance(ep, dict): bad(f"expected a JSON object, got {type(ep).__name__}.")
+
+    def bad(msg):
+        raise EpisodeFormatError(f"{where}: {msg}")
+
+    if not isinstance(ep, dict):
+        bad(f"expected a JSON object, got {type(ep).__name__}.")
     if ep.get('format') != EPISODE_FORMAT:
-        bad(f"unsupported format {ep.get('format')!r}; this version reads {EPISODE_FORMAT!r} "
-            "(and the older spindleflow-eval lines without a 'format' key). Upgrade spindleflow-rl to read newer files.")
+        bad(
+            f"unsupported format {ep.get('format')!r}; this version reads {EPISODE_FORMAT!r} "
+            "(and the older spindleflow-eval lines without a 'format' key). Upgrade spindleflow-rl to read newer files."
+        )
     for k in ('policy', 'task', 'roster', 'summary', 'steps'):
-        if k not in ep: bad(f"missing key {k!r} (a {EPISODE_FORMAT} record needs policy, task, roster, summary, steps).")
-    if not isinstance(ep['task'], dict) or not ep['task'].get('id'): bad("'task' must be an object with at least an 'id'.")
+        if k not in ep:
+            bad(f"missing key {k!r} (a {EPISODE_FORMAT} record needs policy, task, roster, summary, steps).")
+    if not isinstance(ep['task'], dict) or not ep['task'].get('id'):
+        bad("'task' must be an object with at least an 'id'.")
     if not isinstance(ep['roster'], list) or not all(r is None or isinstance(r, str) for r in ep['roster']):
         bad("'roster' must be a list of specialist ids (null for an empty slot).")
-    if not isinstance(ep['summary'], dict): bad("'summary' must be an object (the environment's info['summary']).")
-    if ep.get('seed') is not None and not isinstance(ep['seed'], int): bad(f"'seed' must be an integer or null, got {ep['seed']!r}.")
+    if not isinstance(ep['summary'], dict):
+        bad("'summary' must be an object (the environment's info['summary']).")
+    if ep.get('seed') is not None and not isinstance(ep['seed'], int):
+        bad(f"'seed' must be an integer or null, got {ep['seed']!r}.")
     steps = ep['steps']
-    if not isinstance(steps, list) or not steps: bad("'steps' must be a non-empty list of trace events.")
+    if not isinstance(steps, list) or not steps:
+        bad("'steps' must be a non-empty list of trace events.")
     n_nodes = len(ep['roster']) + 4
     for i, st in enumerate(steps, 1):
-        if not isinstance(st, dict): bad(f"step {i} is not an object.")
+        if not isinstance(st, dict):
+            bad(f"step {i} is not an object.")
         missing = [k for k in _STEP_KEYS if k not in st]
-        if missing: bad(f"step {i} lacks {missing} (each step is an info['trace'] event of SpindleFlowEnv).")
-        if st['step'] != i: bad(f"steps must be numbered 1, 2, ... in order; entry {i} has step={st['step']!r}.")
-        if st['meta'] not in ('call', 'stop'): bad(f"step {i}: meta must be 'call' or 'stop', got {st['meta']!r}.")
+        if missing:
+            bad(f"step {i} lacks {missing} (each step is an info['trace'] event of SpindleFlowEnv).")
+        if st['step'] != i:
+            bad(f"steps must be numbered 1, 2, ... in order; entry {i} has step={st['step']!r}.")
+        if st['meta'] not in ('call', 'stop'):
+            bad(f"step {i}: meta must be 'call' or 'stop', got {st['meta']!r}.")
         for e in st['edges']:
-            if not (isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, int) and 0 <= x < n_nodes for x in e)):
+            if not (
+                isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, int) and 0 <= x < n_nodes for x in e)
+            ):
                 bad(f"step {i}: edge {e!r} is not a pair of node ids in 0..{n_nodes - 1} (roster of {n_nodes - 4}).")
         for c in st.get('calls') or []:
             if not (isinstance(c, dict) and isinstance(c.get('slot'), int) and 0 <= c['slot'] < len(ep['roster'])):
                 bad(f"step {i}: call {c!r} needs a 'slot' within the roster.")
     return ep
 
+
 def to_record(obj: dict, where: str = 'episode') -> dict:
     "A validated `spindleflow-episode/1` record from a record or from a bare episode summary with its trace."
     if isinstance(obj, dict) and 'format' not in obj and 'trace' in obj and 'task_id' in obj:
-        try: obj = episode_record(obj, obj.get('policy', 'unknown'), obj.get('split', ''), obj.get('seed'))
-        except Exception as e: raise EpisodeFormatError(f"{where}: cannot convert the spindleflow-eval line ({e}).") from None
+        try:
+            obj = episode_record(obj, obj.get('policy', 'unknown'), obj.get('split', ''), obj.get('seed'))
+        except Exception as e:
+            raise EpisodeFormatError(f"{where}: cannot convert the spindleflow-eval line ({e}).") from None
     elif isinstance(obj, dict) and 'format' not in obj:
-        raise EpisodeFormatError(f"{where}: neither a {EPISODE_FORMAT} record (no 'format' key) nor a spindleflow-eval "
-                                 "episode line (needs 'task_id' and 'trace').")
+        raise EpisodeFormatError(
+            f"{where}: neither a {EPISODE_FORMAT} record (no 'format' key) nor a spindleflow-eval "
+            "episode line (needs 'task_id' and 'trace')."
+        )
     return validate_episode(obj, where)
 
 # %% ../nbs/11_replay.ipynb #0c5fe5df
 def _json_default(o):
-    if isinstance(o, np.generic): return o.item()
-    if isinstance(o, np.ndarray): return o.tolist()
-    if isinstance(o, Path): return str(o)
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
     raise TypeError(f"{type(o).__name__} is not JSON serialisable")
 
+
 def write_episodes(path, episodes) -> Path:
-    "Write episodes (records, or summaries with 'trace'/'policy'/'split') to `path` as `spindleflow-episode/1` JSON Lines."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    """Write episodes (records, or summaries with 'trace'/'policy'/'split')
+    to `path` as `spindleflow-episode/1` JSON Lines."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(to_record(e, f"episode {i}"), default=_json_default) for i, e in enumerate(episodes)]
     return atomic_write_text(path, ''.join(l + '\n' for l in lines))
+
 
 def read_episodes(path) -> list[dict]:
     "Read a JSON Lines file of episodes (this format or spindleflow-eval's `episodes.jsonl`); validate every line."
     path = Path(path)
     if not path.exists():
-        raise EpisodeFormatError(f"{path}: file not found. `spindleflow-eval` writes <run>/episodes.jsonl; "
-                                 "`write_episodes` writes one from recorded episodes.")
+        raise EpisodeFormatError(
+            f"{path}: file not found. `spindleflow-eval` writes <run>/episodes.jsonl; "
+            "`write_episodes` writes one from recorded episodes."
+        )
     out = []
     with open(path, encoding='utf-8') as f:
         for n, line in enumerate(f, 1):
-            if not line.strip(): continue
-            try: obj = json.loads(line)
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise EpisodeFormatError(f"{path}, line {n}: not valid JSON ({e.msg} at column {e.colno}). Each line must hold "
-                                         "one complete episode object; was the file cut short or edited by hand?") from None
+                raise EpisodeFormatError(
+                    f"{path}, line {n}: not valid JSON ({e.msg} at column {e.colno}). Each line must hold "
+                    "one complete episode object; was the file cut short or edited by hand?"
+                ) from None
             out.append(to_record(obj, f"{path}, line {n}"))
     return out
 
 # %% ../nbs/11_replay.ipynb #ccee01a6
-def record_episode(env, policy, seed: int, split: str = '', options: dict | None = None, name: str | None = None) -> dict:
+def record_episode(
+    env, policy, seed: int, split: str = '', options: dict | None = None, name: str | None = None
+) -> dict:
     "Play one episode of `policy` (seeded) and return it as a `spindleflow-episode/1` record."
     s = run_episode(env, policy, seed, options=options, record=True)
     cat = env.world.catalog
     roles = {sid: cat[sid].role for sid in s['roster'] if sid}
     return episode_record(s, name or getattr(policy, 'name', type(policy).__name__), split, seed, env.task, roles)
+
 
 def record_episodes(env_fn, policies: dict, seeds, split: str = '') -> list[dict]:
     "Record every policy (`{name: policy}`) on every seed, a fresh `env_fn()` per policy."
@@ -180,19 +249,25 @@ _CSS = """<style>
 .sf-panel code{font-size:12px;overflow-wrap:anywhere}
 </style>"""
 
+
 def episode_label(ep: dict) -> str:
     "One line naming an episode: policy, task, seed, split."
     seed = '' if ep.get('seed') is None else f" · seed {ep['seed']}"
     split = f" · {ep['split']}" if ep.get('split') else ''
     return f"{ep['policy']} · {ep['task']['id']}{seed}{split}"
 
+
 def _mode_text(st: dict) -> str:
-    p = st.get('params') or {}; m = st.get('mode', '?')
-    if m == 'debate': return f"debate ({p.get('rounds', '?')} rounds, agreement {p.get('agreement', float('nan')):.2f})"
+    p = st.get('params') or {}
+    m = st.get('mode', '?')
+    if m == 'debate':
+        return f"debate ({p.get('rounds', '?')} rounds, agreement {p.get('agreement', float('nan')):.2f})"
     return m
+
 
 def _fmt_budget(b) -> str:
     return 'no budget' if b is None or (isinstance(b, float) and not math.isfinite(b)) else f"budget {b:.0f} s"
+
 
 def _slot_name(ep: dict, s: int) -> str:
     "The specialist id in roster slot `s`, or 'slot s' for an empty or unknown slot."
@@ -203,12 +278,18 @@ def _slot_name(ep: dict, s: int) -> str:
 def _action_html(ep: dict, t: int) -> str:
     "The head of a panel: policy, task, seed and split, the task text, and what the orchestrator did at step `t`."
     E = html.escape
-    steps = ep['steps']; T = len(steps); st = steps[t - 1]; task = ep['task']
+    steps = ep['steps']
+    T = len(steps)
+    st = steps[t - 1]
+    task = ep['task']
     where = f" ({E(str(task.get('category')))}, phase {E(str(task.get('phase')))})" if task.get('category') else ''
     seed = f" · seed {ep['seed']}" if ep.get('seed') is not None else ''
     split = f" · {E(ep['split'])}" if ep.get('split') else ''
-    out = [f'<div class="sf-head"><b>{E(str(ep["policy"]))}</b> on task <code>{E(task["id"])}</code>{where}{seed}{split}</div>',
-           f'<div class="sf-task">{E(task.get("text") or "")}</div>']
+    out = [
+        f'<div class="sf-head"><b>{E(str(ep["policy"]))}</b> on task '
+        f'<code>{E(task["id"])}</code>{where}{seed}{split}</div>',
+        f'<div class="sf-task">{E(task.get("text") or "")}</div>',
+    ]
     if st['meta'] == 'call':
         acc = st.get('accepted') or []
         who = ', '.join(f'<code>{E(_slot_name(ep, s))}</code>' for s in acc) or 'nobody (all refused)'
@@ -218,129 +299,221 @@ def _action_html(ep: dict, t: int) -> str:
         out.append(f'<div class="sf-action">Step {t}/{T}: STOP (the orchestrator ends the episode)</div>')
     return '\n'.join(out)
 
+
 def _running_html(ep: dict, t: int) -> str:
     "Running cost and latency, this step's reward, the return so far and every call so far."
     E = html.escape
-    steps = ep['steps']; st = steps[t - 1]
+    steps = ep['steps']
+    st = steps[t - 1]
     R = sum(s['reward'] for s in steps[:t])
-    sofar = [f'<code>{E(c["specialist_id"])}</code> ({E(s.get("mode", "?"))}, step {s["step"]})' for s in steps[:t] for c in s.get('calls') or []]
-    return (f'<div class="sf-running">running cost <b>${st["cost_usd"]:.4f}</b> (this step +${st.get("step_cost_usd", 0.0):.4f}) · '
-            f'latency <b>{st["latency_s"]:.1f} s</b> ({_fmt_budget(ep["summary"].get("budget_s"))}) · reward this step <b>{st["reward"]:+.3f}</b> · '
-            f'return so far <b>{R:+.3f}</b><br>called so far: {", ".join(sofar) or "nobody"}</div>')
+    sofar = [
+        f'<code>{E(c["specialist_id"])}</code> ({E(s.get("mode", "?"))}, step {s["step"]})'
+        for s in steps[:t]
+        for c in s.get('calls') or []
+    ]
+    return (
+        f'<div class="sf-running">running cost <b>${st["cost_usd"]:.4f}</b> (this step '
+        f'+${st.get("step_cost_usd", 0.0):.4f}) · '
+        f'latency <b>{st["latency_s"]:.1f} s</b> ({_fmt_budget(ep["summary"].get("budget_s"))}) · reward this step '
+        f'<b>{st["reward"]:+.3f}</b> · '
+        f'return so far <b>{R:+.3f}</b><br>called so far: {", ".join(sofar) or "nobody"}</div>'
+    )
 
 # %% ../nbs/11_replay.ipynb #e583c6d3
 def _status_html(c: dict) -> str:
-    E = html.escape; st = c.get('status', 'ok')
-    if st == 'ok': return '<span class="ok">ok</span>'
-    if c.get('recovered'): return f'<span class="warn">{E(st)}, recovered by fallback <code>{E(str(c.get("fallback_id")))}</code></span>'
-    return f'<span class="bad">{E(st)}{", fallback " + E(str(c["fallback_id"])) + " failed too" if c.get("fallback_id") else ""}</span>'
+    E = html.escape
+    st = c.get('status', 'ok')
+    if st == 'ok':
+        return '<span class="ok">ok</span>'
+    if c.get('recovered'):
+        return f'<span class="warn">{E(st)}, recovered by fallback <code>{E(str(c.get("fallback_id")))}</code></span>'
+    return (
+        f'<span '
+        f'class="bad">{E(st)}{", fallback " + E(str(c["fallback_id"])) + " failed too" if c.get("fallback_id") else ""}</span>'
+    )
+
 
 def _calls_html(ep: dict, st: dict) -> str:
-    "The calls of one step as a table: slot, specialist and role, mode, status, latency, cost, contribution, output in brief."
-    E = html.escape; roles = ep.get('roles') or {}; calls = st.get('calls') or []
-    if not calls: return ''
-    out = ['<table class="sf-calls"><tr><th>slot</th><th>specialist</th><th>mode</th><th>status</th><th>latency</th>'
-           '<th>cost</th><th>contribution</th><th>output (brief)</th></tr>']
+    """The calls of one step as a table: slot, specialist and role,
+    mode, status, latency, cost, contribution, output in brief."""
+    E = html.escape
+    roles = ep.get('roles') or {}
+    calls = st.get('calls') or []
+    if not calls:
+        return ''
+    out = [
+        '<table class="sf-calls"><tr><th>slot</th><th>specialist</th><th>mode</th><th>status</th><th>latency</th>'
+        '<th>cost</th><th>contribution</th><th>output (brief)</th></tr>'
+    ]
     for c in calls:
-        out.append(f'<tr><td>{c["slot"]}</td><td><code>{E(c["specialist_id"])}</code><br>{E(c.get("role") or roles.get(c["specialist_id"], ""))}</td>'
-                   f'<td>{E(st.get("mode", ""))}</td><td>{_status_html(c)}</td><td>{c.get("latency_s", 0.0):.1f} s</td><td>${c.get("cost_usd", 0.0):.4f}</td>'
-                   f'<td>{c.get("contribution", 0.0):.2f}</td><td class="sf-out">{E((c.get("output") or "")[:160])}</td></tr>')
+        out.append(
+            f'<tr><td>{c["slot"]}</td><td><code>{E(c["specialist_id"])}</code><br>{E(c.get("role") or roles.get(c["specialist_id"], ""))}</td>'
+            f'<td>{E(st.get("mode", ""))}</td><td>{_status_html(c)}</td><td>{c.get("latency_s", 0.0):.1f} '
+            f's</td><td>${c.get("cost_usd", 0.0):.4f}</td>'
+            f'<td>{c.get("contribution", 0.0):.2f}</td><td class="sf-out">{E((c.get("output") or "")[:160])}</td></tr>'
+        )
     return '\n'.join(out + ['</table>'])
 
+
 def _why_html(ep: dict, st: dict) -> str:
-    "Why each call of a step was allowed, what was refused, the mask before the step and the conflicts (empty for STOP)."
-    if st['meta'] != 'call': return ''
-    E = html.escape; name = lambda s: _slot_name(ep, s)
-    why = [f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>' for s, reason in (st.get('allowed') or {}).items()]
+    """Why each call of a step was allowed, what was refused, the
+    mask before the step and the conflicts (empty for STOP)."""
+    if st['meta'] != 'call':
+        return ''
+    E = html.escape
+    name = lambda s: _slot_name(ep, s)
+    why = [
+        f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>'
+        for s, reason in (st.get('allowed') or {}).items()
+    ]
     for r in st.get('rejected') or []:
-        why.append(f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot {E(str(r["slot"]))}) refused: {E(str(r["reason"]))}</li>')
+        why.append(
+            f'<li class="bad"><code>{E(str(r.get("specialist_id") or "slot " + str(r["slot"])))}</code> (slot '
+            f'{E(str(r["slot"]))}) refused: {E(str(r["reason"]))}</li>'
+        )
     open_ = [name(s) for s, m in enumerate(st.get('mask') or []) if m]
     why.append(f'<li>callable before this step (mask): {", ".join(E(x) for x in open_) or "none"}</li>')
     conf = st.get('conflicts') or []
-    if conf: why.append('<li>conflicts: ' + ', '.join(f'{E(name(x["a"]))} vs {E(name(x["b"]))} ({"resolved" if x["resolved"] else "unresolved"})' for x in conf) + '</li>')
+    if conf:
+        why.append(
+            '<li>conflicts: '
+            + ', '.join(
+                f'{E(name(x["a"]))} vs {E(name(x["b"]))} ({"resolved" if x["resolved"] else "unresolved"})'
+                for x in conf
+            )
+            + '</li>'
+        )
     return '<div class="sf-why"><b>Why these calls were allowed</b><ul>' + ''.join(why) + '</ul></div>'
 
 # %% ../nbs/11_replay.ipynb #5012d7b4
 def _end_html(ep: dict) -> str:
     "How the episode ended: quality against the generalist baseline, specialists called, path, return, success."
-    E = html.escape; summ = ep['summary']; ok = summ.get('success')
+    E = html.escape
+    summ = ep['summary']
+    ok = summ.get('success')
     R = summ.get('return', sum(s['reward'] for s in ep['steps']))
-    return (f'<div class="sf-end"><b>Episode end</b>: quality {summ.get("quality", float("nan")):.3f} vs generalist baseline '
-            f'{summ.get("baseline_score", float("nan")):.3f} · {E(str(summ.get("n_called", "?")))} specialist(s) (expected {E(str(summ.get("expected", "?")))}) · '
-            f'path <code>{E(str(summ.get("path", "")))}</code> · return <b>{R:+.3f}</b> · '
-            f'<span class="{"ok" if ok else "bad"}">{"success" if ok else "no success"}</span>'
-            f'{" · truncated at the step limit" if summ.get("truncated") else ""}</div>')
+    return (
+        f'<div class="sf-end"><b>Episode end</b>: quality {summ.get("quality", float("nan")):.3f} vs generalist '
+        f'baseline '
+        f'{summ.get("baseline_score", float("nan")):.3f} · {E(str(summ.get("n_called", "?")))} specialist(s) '
+        f'(expected {E(str(summ.get("expected", "?")))}) · '
+        f'path <code>{E(str(summ.get("path", "")))}</code> · return <b>{R:+.3f}</b> · '
+        f'<span class="{"ok" if ok else "bad"}">{"success" if ok else "no success"}</span>'
+        f'{" · truncated at the step limit" if summ.get("truncated") else ""}</div>'
+    )
+
 
 def step_html(ep: dict, t: int, images: bool = True) -> str:
-    "The HTML panel of step `t` (1-based) of episode `ep`: action, DAG, reward bars, calls, why allowed, running totals."
+    """The HTML panel of step `t` (1-based) of episode `ep`: action,
+    DAG, reward bars, calls, why allowed, running totals."""
     T = len(ep['steps'])
-    if not 1 <= t <= T: raise ValueError(f"step {t} is outside this episode (steps 1..{T}).")
+    if not 1 <= t <= T:
+        raise ValueError(f"step {t} is outside this episode (steps 1..{T}).")
     st = ep['steps'][t - 1]
-    out = [_CSS, f'<div class="sf-panel" data-episode="{html.escape(episode_label(ep))}" data-step="{t}">', _action_html(ep, t)]
+    out = [
+        _CSS,
+        f'<div class="sf-panel" data-episode="{html.escape(episode_label(ep))}" data-step="{t}">',
+        _action_html(ep, t),
+    ]
     if images:
-        out.append(f'<div class="sf-figs"><img alt="delegation DAG after step {t}" src="data:image/png;base64,{dag_png(ep, t)}">'
-                   f'<img alt="reward terms at step {t}" src="data:image/png;base64,{reward_png(ep, t)}"></div>')
+        out.append(
+            f'<div class="sf-figs"><img alt="delegation DAG after step {t}" '
+            f'src="data:image/png;base64,{dag_png(ep, t)}">'
+            f'<img alt="reward terms at step {t}" src="data:image/png;base64,{reward_png(ep, t)}"></div>'
+        )
     out += [_running_html(ep, t), _calls_html(ep, st), _why_html(ep, st), _end_html(ep) if t == T else '', '</div>']
     return '\n'.join(x for x in out if x)
 
 # %% ../nbs/11_replay.ipynb #fffeefbb
 class ReplayViewer(widgets.VBox):
     "Step through recorded episodes: DAG, calls and why they were allowed, outputs, reward terms, running cost/latency."
-    def __init__(self, episodes, index: int = 0, compare: int | None = None, interval_ms: int = 1200, images: bool = True):
+
+    def __init__(
+        self, episodes, index: int = 0, compare: int | None = None, interval_ms: int = 1200, images: bool = True
+    ):
         eps = [to_record(e, f"episode {i}") for i, e in enumerate(episodes)]
-        if not eps: raise ConfigError("ReplayViewer: no episodes to show. Record some with record_episodes(...) or read_episodes(path).")
-        if not 0 <= index < len(eps): raise ConfigError(f"ReplayViewer: index {index} is outside 0..{len(eps) - 1}.")
+        if not eps:
+            raise ConfigError(
+                "ReplayViewer: no episodes to show. Record some with record_episodes(...) or read_episodes(path)."
+            )
+        if not 0 <= index < len(eps):
+            raise ConfigError(f"ReplayViewer: index {index} is outside 0..{len(eps) - 1}.")
         self.episodes, self.images, self._cache = eps, images, {}
-        self.episode = widgets.Dropdown(options=[(f"{i}: {episode_label(e)}", i) for i, e in enumerate(eps)], value=index,
-                                        description='episode', layout=widgets.Layout(width='520px'))
-        self.compare = widgets.Dropdown(options=[('none', -1)], value=-1, description='compare with', layout=widgets.Layout(width='520px'))
+        self.episode = widgets.Dropdown(
+            options=[(f"{i}: {episode_label(e)}", i) for i, e in enumerate(eps)],
+            value=index,
+            description='episode',
+            layout=widgets.Layout(width='520px'),
+        )
+        self.compare = widgets.Dropdown(
+            options=[('none', -1)], value=-1, description='compare with', layout=widgets.Layout(width='520px')
+        )
         self.play = widgets.Play(min=1, max=1, value=1, step=1, interval=interval_ms, description='play')
         self.slider = widgets.IntSlider(min=1, max=1, value=1, description='step')
         self._link = widgets.jslink((self.play, 'value'), (self.slider, 'value'))
-        # two panels share the row: each may shrink (min_width 0), so a wide table wraps instead of running into the other
+        # two panels share the row: each may shrink (min_width 0),
+        # so a wide table wraps instead of running into the other
         self.panel = widgets.HTML(layout=widgets.Layout(flex='1 1 0%', min_width='0'))
         self.panel_b = widgets.HTML(layout=widgets.Layout(display='none', flex='1 1 0%', min_width='0'))
-        super().__init__([widgets.HBox([self.episode, self.compare]), widgets.HBox([self.play, self.slider]),
-                          widgets.HBox([self.panel, self.panel_b])])
-        self.episode.observe(self._on_episode, 'value'); self.compare.observe(self._on_compare, 'value')
+        super().__init__(
+            [
+                widgets.HBox([self.episode, self.compare]),
+                widgets.HBox([self.play, self.slider]),
+                widgets.HBox([self.panel, self.panel_b]),
+            ]
+        )
+        self.episode.observe(self._on_episode, 'value')
+        self.compare.observe(self._on_compare, 'value')
         self.slider.observe(self._render, 'value')
         self._on_episode()
-        if compare is not None: self.compare.value = compare
+        if compare is not None:
+            self.compare.value = compare
 
     def __repr__(self):
         c = '' if self.compare.value < 0 else f", compared with {self.compare.value}"
-        return f"{type(self).__name__}: {len(self.episodes)} episodes; episode {self.episode.value}, step {self.slider.value}/{self.slider.max}{c}"
+        return (
+            f"{type(self).__name__}: {len(self.episodes)} episodes; episode {self.episode.value}, step "
+            f"{self.slider.value}/{self.slider.max}{c}"
+        )
 
     def html(self, i: int, t: int) -> str:
         "Panel of step `t` of episode `i` (the last step if the episode is shorter), cached."
-        T = len(self.episodes[i]['steps']); t = min(t, T)
-        if (i, t) not in self._cache: self._cache[(i, t)] = step_html(self.episodes[i], t, self.images)
+        T = len(self.episodes[i]['steps'])
+        t = min(t, T)
+        if (i, t) not in self._cache:
+            self._cache[(i, t)] = step_html(self.episodes[i], t, self.images)
         return self._cache[(i, t)]
 
     def show(self, index: int, step: int = 1):
         "Select episode `index` and step `step` (as a user would with the dropdown and the slider)."
-        self.episode.value = index; self.slider.value = step
+        self.episode.value = index
+        self.slider.value = step
         return self
 
 # %% ../nbs/11_replay.ipynb #a5ad6480
 @patch_into(ReplayViewer)
 def _on_episode(self, change=None):
     "A new episode: offer the other episodes of its task for comparison, none selected."
-    i = self.episode.value; tid = self.episodes[i]['task']['id']
+    i = self.episode.value
+    tid = self.episodes[i]['task']['id']
     same = [(f"{j}: {episode_label(e)}", j) for j, e in enumerate(self.episodes) if j != i and e['task']['id'] == tid]
     self.compare.unobserve(self._on_compare, 'value')
-    self.compare.options = [('none', -1)] + same; self.compare.value = -1
+    self.compare.options = [('none', -1)] + same
+    self.compare.value = -1
     self.compare.observe(self._on_compare, 'value')
     self._on_compare()
+
 
 @patch_into(ReplayViewer)
 def _on_compare(self, change=None):
     "A new comparison (or none): show or hide the second panel, slider back to step 1 over the longer episode."
     n = len(self.episodes[self.episode.value]['steps'])
-    if self.compare.value >= 0: n = max(n, len(self.episodes[self.compare.value]['steps']))
+    if self.compare.value >= 0:
+        n = max(n, len(self.episodes[self.compare.value]['steps']))
     self.panel_b.layout.display = None if self.compare.value >= 0 else 'none'
     self.slider.unobserve(self._render, 'value')
-    self.slider.max = self.play.max = n; self.slider.value = self.play.value = 1
+    self.slider.max = self.play.max = n
+    self.slider.value = self.play.value = 1
     self.slider.observe(self._render, 'value')
     self._render()
 
@@ -351,18 +524,24 @@ def _render(self, change=None):
     t = self.slider.value
     self.panel.value = self.html(self.episode.value, t)
     if self.compare.value >= 0:
-        j = self.compare.value; T = len(self.episodes[j]['steps'])
+        j = self.compare.value
+        T = len(self.episodes[j]['steps'])
         note = f'<div style="color:#b9770e">(this episode ended at step {T})</div>' if t > T else ''
         self.panel_b.value = note + self.html(j, t)
-    else: self.panel_b.value = ''
+    else:
+        self.panel_b.value = ''
+
 
 class CompareViewer(ReplayViewer):
     "Two episodes of the same task side by side, stepped by one slider."
+
     def __init__(self, a: dict, b: dict, **kw):
         a, b = to_record(a, 'episode a'), to_record(b, 'episode b')
         if a['task']['id'] != b['task']['id']:
-            raise ConfigError(f"CompareViewer compares episodes of one task; got {a['task']['id']!r} and {b['task']['id']!r}. "
-                              "Pick episodes recorded with the same seed (record_episodes gives every policy the same seeds).")
+            raise ConfigError(
+                f"CompareViewer compares episodes of one task; got {a['task']['id']!r} and {b['task']['id']!r}. "
+                "Pick episodes recorded with the same seed (record_episodes gives every policy the same seeds)."
+            )
         super().__init__([a, b], index=0, compare=1, **kw)
 
 # %% ../nbs/11_replay.ipynb #a840d1cf
@@ -412,15 +591,28 @@ _PAGE_JS = r"""
 
 # %% ../nbs/11_replay.ipynb #c3f1ccc5
 def _page_meta(eps: list) -> list[dict]:
-    "What the page's script needs per episode: its label, its number of steps, its task and the episodes of the same task."
-    return [{'label': episode_label(e), 'steps': len(e['steps']), 'task': e['task']['id'],
-             'same': [j for j, x in enumerate(eps) if j != i and x['task']['id'] == e['task']['id']]} for i, e in enumerate(eps)]
+    """What the page's script needs per episode: its label, its
+    number of steps, its task and the episodes of the same task."""
+    return [
+        {
+            'label': episode_label(e),
+            'steps': len(e['steps']),
+            'task': e['task']['id'],
+            'same': [j for j, x in enumerate(eps) if j != i and x['task']['id'] == e['task']['id']],
+        }
+        for i, e in enumerate(eps)
+    ]
+
 
 def _page_html(eps: list, title: str, initial: int, interval_ms: int) -> str:
     "The replay page: controls, the first panel written statically, every step's panel as a `<template>`, the script."
-    E = html.escape; meta = _page_meta(eps)
+    E = html.escape
+    meta = _page_meta(eps)
     panels = {(i, t): step_html(e, t) for i, e in enumerate(eps) for t in range(1, len(e['steps']) + 1)}
-    opts = ''.join(f'<option value="{i}"{" selected" if i == initial else ""}>{i}: {E(m["label"])}</option>' for i, m in enumerate(meta))
+    opts = ''.join(
+        f'<option value="{i}"{" selected" if i == initial else ""}>{i}: {E(m["label"])}</option>'
+        for i, m in enumerate(meta)
+    )
     templates = '\n'.join(f'<template id="sf-p-{i}-{t}">{h}</template>' for (i, t), h in panels.items())
     meta_json = json.dumps(meta).replace('</', '<\\/')
     js = _PAGE_JS.replace('INTERVAL', str(int(interval_ms))).replace('INITIAL', str(int(initial)))
@@ -442,12 +634,20 @@ def _page_html(eps: list, title: str, initial: int, interval_ms: int) -> str:
 """
 
 # %% ../nbs/11_replay.ipynb #ccddcb99
-def export_html(episodes, path, title: str = 'SpindleFlow RL: episode replay', initial: int = 0, interval_ms: int = 1200) -> Path:
+def export_html(
+    episodes, path, title: str = 'SpindleFlow RL: episode replay', initial: int = 0, interval_ms: int = 1200
+) -> Path:
     """Write a self-contained HTML replay of `episodes` (records, summaries with trace, or a JSONL path): every step
     precomputed, switched by inline JavaScript; opens in a browser with no kernel and no network."""
-    if isinstance(episodes, (str, Path)): episodes = read_episodes(episodes)
+    if isinstance(episodes, (str, Path)):
+        episodes = read_episodes(episodes)
     eps = [to_record(e, f"episode {i}") for i, e in enumerate(episodes)]
-    if not eps: raise ConfigError("export_html: no episodes to export. Record some with record_episodes(...) or read_episodes(path).")
-    if not 0 <= initial < len(eps): raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, _page_html(eps, title, initial, interval_ms))   # a reader never sees half a page
+    if not eps:
+        raise ConfigError(
+            "export_html: no episodes to export. Record some with record_episodes(...) or read_episodes(path)."
+        )
+    if not 0 <= initial < len(eps):
+        raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, _page_html(eps, title, initial, interval_ms))  # a reader never sees half a page

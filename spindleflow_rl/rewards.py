@@ -16,94 +16,152 @@ __all__ = ['REWARD_TERMS', 'zero_terms', 'RewardCalculator', 'overrun_fraction',
            'JudgeScorer', 'TierCascade', 'plot_reward_waterfall']
 
 # %% ../nbs/06_rewards.ipynb #06961356
-REWARD_TERMS = ('quality_delta', 'efficiency_penalty', 'failure_penalty', 'recovery_bonus', 'conflict_penalty',
-                'conflict_bonus', 'consistency_bonus', 'latency_penalty', 'explanation_bonus', 'invalid_action_penalty',
-                'cost_penalty')
+REWARD_TERMS = (
+    'quality_delta',
+    'efficiency_penalty',
+    'failure_penalty',
+    'recovery_bonus',
+    'conflict_penalty',
+    'conflict_bonus',
+    'consistency_bonus',
+    'latency_penalty',
+    'explanation_bonus',
+    'invalid_action_penalty',
+    'cost_penalty',
+)
 
-def zero_terms() -> dict: return dict.fromkeys(REWARD_TERMS, 0.0)
+
+def zero_terms() -> dict:
+    return dict.fromkeys(REWARD_TERMS, 0.0)
+
 
 class RewardCalculator:
     "Computes the signed reward terms of a step and of the episode end from a `RewardConfig`."
-    def __init__(self, cfg: RewardConfig | None = None): self.cfg = cfg or RewardConfig()
-    def step_terms(self, *, n_new_calls: int, n_called_before: int, expected: int, n_timeouts: int, n_errors: int,
-                   n_recovered_timeouts: int, n_recovered_errors: int, n_unresolved: int, n_resolved: int,
-                   overrun_before: float, overrun_after: float, n_invalid: int, step_cost_usd: float = 0.0,
-                   cost_coef: float | None = None) -> dict:
+
+    def __init__(self, cfg: RewardConfig | None = None):
+        self.cfg = cfg or RewardConfig()
+
+    def step_terms(
+        self,
+        *,
+        n_new_calls: int,
+        n_called_before: int,
+        expected: int,
+        n_timeouts: int,
+        n_errors: int,
+        n_recovered_timeouts: int,
+        n_recovered_errors: int,
+        n_unresolved: int,
+        n_resolved: int,
+        overrun_before: float,
+        overrun_after: float,
+        n_invalid: int,
+        step_cost_usd: float = 0.0,
+        cost_coef: float | None = None,
+    ) -> dict:
         "Signed terms of one step; `cost_coef` (default: `RewardConfig.cost_coef`) prices the step's `step_cost_usd`."
         c, t = self.cfg, zero_terms()
         beyond = max(0, n_called_before + n_new_calls - expected) - max(0, n_called_before - expected)
-        t['efficiency_penalty'] = -c.efficiency_coef*beyond
-        t['failure_penalty'] = -(c.timeout_penalty*(n_timeouts - n_recovered_timeouts) + c.error_penalty*(n_errors - n_recovered_errors)
-                                 + c.fallback_discount*(c.timeout_penalty*n_recovered_timeouts + c.error_penalty*n_recovered_errors))
-        t['recovery_bonus'] = c.recovery_bonus*(n_recovered_timeouts + n_recovered_errors)
-        t['conflict_penalty'] = -c.conflict_penalty*n_unresolved
-        t['conflict_bonus'] = c.conflict_bonus*n_resolved
-        t['latency_penalty'] = -c.latency_weight*max(0.0, overrun_after - overrun_before)
-        t['invalid_action_penalty'] = -c.invalid_action_penalty*n_invalid
+        t['efficiency_penalty'] = -c.efficiency_coef * beyond
+        t['failure_penalty'] = -(
+            c.timeout_penalty * (n_timeouts - n_recovered_timeouts)
+            + c.error_penalty * (n_errors - n_recovered_errors)
+            + c.fallback_discount * (c.timeout_penalty * n_recovered_timeouts + c.error_penalty * n_recovered_errors)
+        )
+        t['recovery_bonus'] = c.recovery_bonus * (n_recovered_timeouts + n_recovered_errors)
+        t['conflict_penalty'] = -c.conflict_penalty * n_unresolved
+        t['conflict_bonus'] = c.conflict_bonus * n_resolved
+        t['latency_penalty'] = -c.latency_weight * max(0.0, overrun_after - overrun_before)
+        t['invalid_action_penalty'] = -c.invalid_action_penalty * n_invalid
         k = c.cost_coef if cost_coef is None else cost_coef
-        t['cost_penalty'] = -k*step_cost_usd if k else 0.0           # exactly 0.0 when off (not -0.0)
+        t['cost_penalty'] = -k * step_cost_usd if k else 0.0  # exactly 0.0 when off (not -0.0)
         return t
-    def terminal_terms(self, *, specialist_score: float, baseline_score: float, consistency: float, auditable: bool) -> dict:
+
+    def terminal_terms(
+        self, *, specialist_score: float, baseline_score: float, consistency: float, auditable: bool
+    ) -> dict:
         c, t = self.cfg, zero_terms()
-        t['quality_delta'] = c.quality_scale*(specialist_score - baseline_score)
-        t['consistency_bonus'] = c.consistency_coef*consistency
+        t['quality_delta'] = c.quality_scale * (specialist_score - baseline_score)
+        t['consistency_bonus'] = c.consistency_coef * consistency
         t['explanation_bonus'] = c.explanation_bonus if auditable else 0.0
         return t
 
+
 def overrun_fraction(latency_s: float, budget_s: float) -> float:
     "How far past the latency budget, as a fraction of the budget (0 when within budget or without one)."
-    if not math.isfinite(budget_s) or budget_s <= 0: return 0.0
-    return max(0.0, latency_s - budget_s)/budget_s
+    if not math.isfinite(budget_s) or budget_s <= 0:
+        return 0.0
+    return max(0.0, latency_s - budget_s) / budget_s
 
 # %% ../nbs/06_rewards.ipynb #6714002e
 class ConsistencyTracker:
     """Dirichlet-prior (symmetric, `alpha`) path consistency per task category; 0 while fewer than `min_categories`
     categories exist. Change the counts through `update` and `load_state_dict` (or assign a new `counts` dict): the
     per-category totals are kept alongside, so scoring does not slow down as the number of distinct paths grows."""
+
     def __init__(self, alpha: float = 1.0, min_categories: int = 2):
-        if alpha <= 0: raise ValueError(f"alpha must be > 0, got {alpha}")
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0, got {alpha}")
         self.alpha, self.min_categories, self.counts = alpha, min_categories, {}
+
     def _total(self, category: str, c: dict) -> int:
-        if getattr(self, '_totals_of', None) is not self.counts: self._totals, self._totals_of = {}, self.counts
+        if getattr(self, '_totals_of', None) is not self.counts:
+            self._totals, self._totals_of = {}, self.counts
         t = self._totals.get(category)
-        if t is None: t = self._totals[category] = sum(c.values())
+        if t is None:
+            t = self._totals[category] = sum(c.values())
         return t
+
     def n_categories_seen(self, category: str | None = None) -> int:
         "Categories counted so far, plus `category` if it is new."
         return len(self.counts) + (category is not None and category not in self.counts)
+
     def score(self, category: str, path: str, n_categories: int | None = None) -> float:
         "Posterior-mean probability of `path` in `category`; 0 when there are fewer than `min_categories` categories."
         n = self.n_categories_seen(category) if n_categories is None else n_categories
-        if n < getattr(self, 'min_categories', 2): return 0.0
+        if n < getattr(self, 'min_categories', 2):
+            return 0.0
         c = self.counts.get(category, {})
         K = len(c) + (0 if path in c else 1)
-        return (c.get(path, 0) + self.alpha)/(self._total(category, c) + self.alpha*K)
+        return (c.get(path, 0) + self.alpha) / (self._total(category, c) + self.alpha * K)
+
     def update(self, category: str, path: str, n_categories: int | None = None) -> float:
         "Score `path`, then count it; returns the score."
         s = self.score(category, path, n_categories)
-        c = self.counts.setdefault(category, {}); t = self._total(category, c)
-        c[path] = c.get(path, 0) + 1; self._totals[category] = t + 1
+        c = self.counts.setdefault(category, {})
+        t = self._total(category, c)
+        c[path] = c.get(path, 0) + 1
+        self._totals[category] = t + 1
         return s
-    def state_dict(self) -> dict: return {'alpha': self.alpha, 'counts': {k: dict(v) for k, v in self.counts.items()}}
-    def load_state_dict(self, d: dict): self.alpha = d['alpha']; self.counts = {k: dict(v) for k, v in d['counts'].items()}
+
+    def state_dict(self) -> dict:
+        return {'alpha': self.alpha, 'counts': {k: dict(v) for k, v in self.counts.items()}}
+
+    def load_state_dict(self, d: dict):
+        self.alpha = d['alpha']
+        self.counts = {k: dict(v) for k, v in d['counts'].items()}
 
 # %% ../nbs/06_rewards.ipynb #427c3162
 class JudgeUnavailable(RuntimeError):
     "Raised by a scorer that cannot score this episode (service down, malformed output after retries)."
 
+
 @dataclass
 class EpisodeRecord:
     "What a scorer needs to know about a finished episode."
-    task: object                         # spindleflow_rl.tasks.Task
-    sub_emb: np.ndarray                  # (k, D)
-    coverage: np.ndarray                 # (k,) backend's per-subtask quality
-    conflict_mult: float                 # quality multiplier from unresolved conflicts
-    outputs: list                        # [(specialist_id, text, embedding)] usable outputs, in call order
-    baseline: dict                       # {'quality': (k,), 'embedding': (D,), 'text': str}
+
+    task: object  # spindleflow_rl.tasks.Task
+    sub_emb: np.ndarray  # (k, D)
+    coverage: np.ndarray  # (k,) backend's per-subtask quality
+    conflict_mult: float  # quality multiplier from unresolved conflicts
+    outputs: list  # [(specialist_id, text, embedding)] usable outputs, in call order
+    baseline: dict  # {'quality': (k,), 'embedding': (D,), 'text': str}
+
 
 @runtime_checkable
 class TierScorer(Protocol):
     tier: int
+
     def score(self, rec: EpisodeRecord) -> tuple[float, float]: ...
 
 # %% ../nbs/06_rewards.ipynb #f379c219
@@ -111,86 +169,121 @@ def _mean(x) -> float:
     """`float(np.mean(x))` minus `np.mean`'s Python overhead for 1-d float32/float64 arrays: the same sum, divided in
     the array's precision (for float32 a correctly rounded quotient, equal to `np.mean`'s float64 division rounded)."""
     if type(x) is np.ndarray and x.ndim == 1 and x.dtype.kind == 'f' and x.dtype.itemsize >= 4 and x.size:
-        return float(np.add.reduce(x)/x.size)
+        return float(np.add.reduce(x) / x.size)
     return float(np.mean(x))
+
 
 class HeuristicScorer:
     "Tier 0: mean per-subtask quality from the backend (times the unresolved-conflict multiplier)."
+
     tier = 0
+
     def score(self, rec):
-        spec = _mean(rec.coverage)*rec.conflict_mult if len(rec.coverage) else 0.0
+        spec = _mean(rec.coverage) * rec.conflict_mult if len(rec.coverage) else 0.0
         return spec, _mean(rec.baseline['quality']) if len(rec.coverage) else 0.0
 
 # %% ../nbs/06_rewards.ipynb #1c47938d
 def subtask_scores_each(embs, sub: np.ndarray, lo: float = 0.2, hi: float = 0.8) -> np.ndarray:
     "`(n_out, k)`: each output's cosine to each subtask, rescaled from `[lo, hi]` to `[0, 1]` (float32)."
     sims = np.stack(embs) @ np.asarray(sub).T
-    return np.clip((sims - lo)*(1.0/(hi - lo)), 0, 1).astype(np.float32, copy=False)
+    return np.clip((sims - lo) * (1.0 / (hi - lo)), 0, 1).astype(np.float32, copy=False)
+
 
 def subtask_scores(embs, sub: np.ndarray, lo: float = 0.2, hi: float = 0.8) -> np.ndarray:
     """A run-time scorer that needs nothing but what was written: per subtask, the best cosine of any output
     embedding to the subtask embedding, rescaled from `[lo, hi]` to `[0, 1]`. `(k,)` float32; zeros without outputs."""
-    if len(embs) == 0: return np.zeros(len(sub), np.float32)
+    if len(embs) == 0:
+        return np.zeros(len(sub), np.float32)
     return subtask_scores_each(embs, sub, lo, hi).max(0)
 
+
 class EmbeddingScorer:
-    "Tier 1: `subtask_scores` of the outputs (best cosine per subtask, rescaled from [lo, hi] to [0, 1]); mean over subtasks."
+    """Tier 1: `subtask_scores` of the outputs (best cosine per
+    subtask, rescaled from [lo, hi] to [0, 1]); mean over subtasks."""
+
     tier = 1
-    def __init__(self, lo: float = 0.2, hi: float = 0.8): self.lo, self.hi = lo, hi
+
+    def __init__(self, lo: float = 0.2, hi: float = 0.8):
+        self.lo, self.hi = lo, hi
+
     def _s(self, embs, sub):
-        if len(embs) == 0: return 0.0
+        if len(embs) == 0:
+            return 0.0
         return float(subtask_scores(embs, sub, self.lo, self.hi).mean())
+
     def score(self, rec):
-        spec = self._s([e for _, _, e in rec.outputs], rec.sub_emb)*rec.conflict_mult
+        spec = self._s([e for _, _, e in rec.outputs], rec.sub_emb) * rec.conflict_mult
         return spec, self._s([rec.baseline['embedding']], rec.sub_emb)
 
 # %% ../nbs/06_rewards.ipynb #aef1c66c
 class JudgeScorer:
     """Tiers 2 and 3: wraps a judge with `judge(task, answer_text, baseline_text) -> (answer_score, baseline_score)`
     in [0, 1] (see chapter 05a for the OpenAI judges). Any exception becomes `JudgeUnavailable`."""
+
     def __init__(self, judge, tier: int):
-        if tier not in (2, 3): raise ValueError(f"JudgeScorer is for tiers 2 and 3, got {tier}")
+        if tier not in (2, 3):
+            raise ValueError(f"JudgeScorer is for tiers 2 and 3, got {tier}")
         self.judge, self.tier = judge, tier
+
     def score(self, rec):
         answer = '\n\n'.join(f"[{sid}] {text}" for sid, text, _ in rec.outputs) or '(no answer)'
         try:
             a, b = self.judge(rec.task, answer, rec.baseline['text'])
-        except JudgeUnavailable: raise
-        except Exception as e: raise JudgeUnavailable(f"tier {self.tier} judge failed: {type(e).__name__}: {e}") from e
-        if not (0 <= a <= 1 and 0 <= b <= 1): raise JudgeUnavailable(f"tier {self.tier} judge returned scores out of [0, 1]: {a}, {b}")
-        return float(a)*rec.conflict_mult, float(b)
+        except JudgeUnavailable:
+            raise
+        except Exception as e:
+            raise JudgeUnavailable(f"tier {self.tier} judge failed: {type(e).__name__}: {e}") from e
+        if not (0 <= a <= 1 and 0 <= b <= 1):
+            raise JudgeUnavailable(f"tier {self.tier} judge returned scores out of [0, 1]: {a}, {b}")
+        return float(a) * rec.conflict_mult, float(b)
 
 # %% ../nbs/06_rewards.ipynb #50419796
 class TierCascade:
     "The available scorers by tier; locks a tier at reset and re-scores whole episodes on a lower tier on failure."
+
     def __init__(self, scorers: dict | None = None):
         self.scorers = {0: HeuristicScorer(), 1: EmbeddingScorer()}
         self.scorers.update(scorers or {})
+
     def lock(self, requested: int) -> tuple[int, bool]:
         "The tier to lock for an episode: `requested` if available, else the highest available below (flagged)."
-        if requested not in (0, 1, 2, 3): raise ValueError(f"tier must be 0, 1, 2 or 3, got {requested!r}")
+        if requested not in (0, 1, 2, 3):
+            raise ValueError(f"tier must be 0, 1, 2 or 3, got {requested!r}")
         t = requested
-        while t not in self.scorers: t -= 1
+        while t not in self.scorers:
+            t -= 1
         return t, t != requested
+
     def score(self, tier: int, rec: EpisodeRecord) -> dict:
         "Score both sides on `tier`; on `JudgeUnavailable` re-score both on the next lower tier. Never mixes tiers."
         errors, t = [], tier
         while True:
             try:
                 spec, base = self.scorers[t].score(rec)
-                return {'specialist_score': spec, 'baseline_score': base, 'tier_used': t, 'tier_locked': tier,
-                        'rescored': t != tier, 'errors': errors}
+                return {
+                    'specialist_score': spec,
+                    'baseline_score': base,
+                    'tier_used': t,
+                    'tier_locked': tier,
+                    'rescored': t != tier,
+                    'errors': errors,
+                }
             except JudgeUnavailable as e:
                 errors.append(str(e))
-                if t == 0: raise
+                if t == 0:
+                    raise
                 t -= 1
-                while t not in self.scorers: t -= 1
+                while t not in self.scorers:
+                    t -= 1
 
 # %% ../nbs/06_rewards.ipynb #b44f039a
 def plot_reward_waterfall(terms: dict, ax=None, title: str = 'reward terms of one episode'):
-    "Draw the signed reward `terms` (`{name: value}`, e.g. `info['summary']['terms_total']`) as a waterfall; returns the axes."
+    """Draw the signed reward `terms` (`{name: value}`, e.g.
+    `info['summary']['terms_total']`) as a waterfall; returns the axes."""
     import matplotlib.pyplot as plt
-    if ax is None: _, ax = plt.subplots(figsize=(7, 4), dpi=100)
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4), dpi=100)
     items = [(k, v) for k, v in terms.items() if abs(v) > 1e-12]
     run = 0.0
     for i, (k, v) in enumerate(items):
@@ -198,8 +291,15 @@ def plot_reward_waterfall(terms: dict, ax=None, title: str = 'reward terms of on
         ax.text(i, run + v, f"{v:+.3f}", ha='center', va='bottom' if v > 0 else 'top', fontsize=9)
         run += v
     ax.bar(len(items), run, color='tab:blue', width=0.7)
-    ax.text(len(items), run, f"{run:+.3f}", ha='center', va='bottom' if run >= 0 else 'top', fontsize=9, fontweight='bold')
-    ax.axhline(0, color='k', lw=0.6); ax.use_sticky_edges = False; ax.margins(y=0.12)
-    ax.set_xticks(range(len(items) + 1), [k.replace('_', ' ') for k, _ in items] + ['return'], rotation=35, ha='right', fontsize=9)
-    ax.set_ylabel('reward'); ax.set_title(title, fontsize=10)
+    ax.text(
+        len(items), run, f"{run:+.3f}", ha='center', va='bottom' if run >= 0 else 'top', fontsize=9, fontweight='bold'
+    )
+    ax.axhline(0, color='k', lw=0.6)
+    ax.use_sticky_edges = False
+    ax.margins(y=0.12)
+    ax.set_xticks(
+        range(len(items) + 1), [k.replace('_', ' ') for k, _ in items] + ['return'], rotation=35, ha='right', fontsize=9
+    )
+    ax.set_ylabel('reward')
+    ax.set_title(title, fontsize=10)
     return ax

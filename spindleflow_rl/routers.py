@@ -21,15 +21,33 @@ __all__ = ['PRICES', 'SUBJECTS', 'TWO_MODEL_CATALOG', 'make_two_model_log', 'wri
            'write_sweep', 'sweep_main']
 
 # %% ../nbs/18_routers.ipynb #94d3636b
-PRICES = {'cheap-model': dict(model='gpt-4o-mini', usd_in=0.15e-6, usd_out=0.60e-6, ttft=0.35, tok_s=85.0),
-          'strong-model': dict(model='gpt-4o', usd_in=2.50e-6, usd_out=10.0e-6, ttft=0.55, tok_s=55.0)}
+PRICES = {
+    'cheap-model': dict(model='gpt-4o-mini', usd_in=0.15e-6, usd_out=0.60e-6, ttft=0.35, tok_s=85.0),
+    'strong-model': dict(model='gpt-4o', usd_in=2.50e-6, usd_out=10.0e-6, ttft=0.55, tok_s=55.0),
+}
 
-_COUNTRIES = [('France', 'Paris', 0), ('Japan', 'Tokyo', 0), ('Canada', 'Ottawa', 1), ('Australia', 'Canberra', 1),
-              ('Brazil', 'Brasília', 1), ('Turkey', 'Ankara', 1), ('Nigeria', 'Abuja', 2), ('Kazakhstan', 'Astana', 2),
-              ('Myanmar', 'Naypyidaw', 3), ('Sri Lanka', 'Sri Jayawardenepura Kotte', 3), ('Bhutan', 'Thimphu', 3),
-              ('Burkina Faso', 'Ouagadougou', 3), ('Tanzania', 'Dodoma', 3), ('Palau', 'Ngerulmud', 4),
-              ('Eswatini', 'Mbabane', 4), ('Kiribati', 'South Tarawa', 4), ('Bolivia', 'Sucre', 3), ('Benin', 'Porto-Novo', 4)]
+_COUNTRIES = [
+    ('France', 'Paris', 0),
+    ('Japan', 'Tokyo', 0),
+    ('Canada', 'Ottawa', 1),
+    ('Australia', 'Canberra', 1),
+    ('Brazil', 'Brasília', 1),
+    ('Turkey', 'Ankara', 1),
+    ('Nigeria', 'Abuja', 2),
+    ('Kazakhstan', 'Astana', 2),
+    ('Myanmar', 'Naypyidaw', 3),
+    ('Sri Lanka', 'Sri Jayawardenepura Kotte', 3),
+    ('Bhutan', 'Thimphu', 3),
+    ('Burkina Faso', 'Ouagadougou', 3),
+    ('Tanzania', 'Dodoma', 3),
+    ('Palau', 'Ngerulmud', 4),
+    ('Eswatini', 'Mbabane', 4),
+    ('Kiribati', 'South Tarawa', 4),
+    ('Bolivia', 'Sucre', 3),
+    ('Benin', 'Porto-Novo', 4),
+]
 _WEEK = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday']
+
 
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.2f}".rstrip('0').rstrip('.')
@@ -39,125 +57,277 @@ def _question(subject: str, rng) -> tuple[str, str, float, list]:
     "(question, correct answer, difficulty in about [0, 4], wrong answers) for one subject."
     r = lambda a, b: int(rng.integers(a, b + 1))
     if subject == 'arithmetic':
-        da, db = r(1, 4), r(1, 3); a, b = r(10**da // 10 + 1, 10**da - 1), r(10**db // 10 + 1, 10**db - 1)
-        return f"What is {a} × {b}?", str(a*b), 0.45*(da + db) - 0.6, [str(a*b + s) for s in (10, -10, 100, a, -b)]
+        da, db = r(1, 4), r(1, 3)
+        a, b = r(10**da // 10 + 1, 10**da - 1), r(10**db // 10 + 1, 10**db - 1)
+        return (
+            f"What is {a} × {b}?",
+            str(a * b),
+            0.45 * (da + db) - 0.6,
+            [str(a * b + s) for s in (10, -10, 100, a, -b)],
+        )
     if subject == 'algebra':
-        a, x, b = r(2, 19), r(-20, 40), r(-50, 90); c = a*x + b
-        return f"Solve for x: {a}x + ({b}) = {c}.", str(x), 0.8 + 0.02*abs(b) + 0.3*(x < 0), [str(x + s) for s in (1, -1, 2)] + [_fmt((c + b)/a)]
+        a, x, b = r(2, 19), r(-20, 40), r(-50, 90)
+        c = a * x + b
+        return (
+            f"Solve for x: {a}x + ({b}) = {c}.",
+            str(x),
+            0.8 + 0.02 * abs(b) + 0.3 * (x < 0),
+            [str(x + s) for s in (1, -1, 2)] + [_fmt((c + b) / a)],
+        )
     if subject == 'finance':
-        p, d, t = r(20, 900), r(5, 45), r(3, 12); v = p*(1 - d/100)*(1 + t/100)
-        return (f"A ${p} item is discounted by {d}% and then taxed at {t}%. What is the final price in dollars, to the cent?",
-                f"{v:.2f}", 2.2 + 0.3*(p > 200), [f"{p*(1 - d/100 + t/100):.2f}", f"{p*(1 - d/100):.2f}", f"{v + 1:.2f}"])
+        p, d, t = r(20, 900), r(5, 45), r(3, 12)
+        v = p * (1 - d / 100) * (1 + t / 100)
+        return (
+            f"A ${p} item is discounted by {d}% and then taxed at {t}%. What is the final price in dollars, to the "
+            f"cent?",
+            f"{v:.2f}",
+            2.2 + 0.3 * (p > 200),
+            [f"{p * (1 - d / 100 + t / 100):.2f}", f"{p * (1 - d / 100):.2f}", f"{v + 1:.2f}"],
+        )
     if subject == 'physics':
-        t = r(2, 12); v = 0.5*9.8*t*t
-        return (f"An object falls from rest for {t} seconds (g = 9.8 m/s², no air resistance). How far does it fall, in metres?",
-                _fmt(v), 1.3 + 0.08*t, [_fmt(9.8*t*t), _fmt(9.8*t), _fmt(v + 4.9)])
+        t = r(2, 12)
+        v = 0.5 * 9.8 * t * t
+        return (
+            f"An object falls from rest for {t} seconds (g = 9.8 m/s², no air resistance). How far does it fall, in "
+            f"metres?",
+            _fmt(v),
+            1.3 + 0.08 * t,
+            [_fmt(9.8 * t * t), _fmt(9.8 * t), _fmt(v + 4.9)],
+        )
     if subject == 'chemistry':
-        comp = [('water', 18.02), ('sodium chloride', 58.44), ('glucose', 180.16), ('calcium carbonate', 100.09),
-                ('sulfuric acid', 98.08)][r(0, 4)]; m = r(5, 500); v = m/comp[1]
-        return (f"How many moles are in {m} g of {comp[0]}? Give the answer to two decimal places.", f"{v:.2f}",
-                1.6 + 0.4*(comp[1] > 60), [f"{v*1.1:.2f}", f"{m*comp[1]/1000:.2f}", f"{v + 0.5:.2f}"])
+        comp = [
+            ('water', 18.02),
+            ('sodium chloride', 58.44),
+            ('glucose', 180.16),
+            ('calcium carbonate', 100.09),
+            ('sulfuric acid', 98.08),
+        ][r(0, 4)]
+        m = r(5, 500)
+        v = m / comp[1]
+        return (
+            f"How many moles are in {m} g of {comp[0]}? Give the answer to two decimal places.",
+            f"{v:.2f}",
+            1.6 + 0.4 * (comp[1] > 60),
+            [f"{v * 1.1:.2f}", f"{m * comp[1] / 1000:.2f}", f"{v + 0.5:.2f}"],
+        )
     if subject == 'probability':
-        R, B = r(2, 9), r(2, 9); p = R*(R - 1)/((R + B)*(R + B - 1))
-        return (f"A bag holds {R} red and {B} blue marbles. Two are drawn without replacement. What is the probability that "
-                f"both are red, to three decimal places?", f"{p:.3f}", 2.6, [f"{(R/(R + B))**2:.3f}", f"{R/(R + B):.3f}", f"{p/2:.3f}"])
+        R, B = r(2, 9), r(2, 9)
+        p = R * (R - 1) / ((R + B) * (R + B - 1))
+        return (
+            f"A bag holds {R} red and {B} blue marbles. Two are drawn without replacement. What is the probability "
+            f"that "
+            f"both are red, to three decimal places?",
+            f"{p:.3f}",
+            2.6,
+            [f"{(R / (R + B)) ** 2:.3f}", f"{R / (R + B):.3f}", f"{p / 2:.3f}"],
+        )
     if subject == 'geometry':
-        rad = r(2, 40); v = math.pi*rad*rad
-        return f"What is the area of a circle of radius {rad} cm, in cm² to one decimal place?", f"{v:.1f}", 0.9 + 0.02*rad, [f"{2*math.pi*rad:.1f}", f"{v*1.05:.1f}", f"{3*rad*rad:.1f}"]
+        rad = r(2, 40)
+        v = math.pi * rad * rad
+        return (
+            f"What is the area of a circle of radius {rad} cm, in cm² to one decimal place?",
+            f"{v:.1f}",
+            0.9 + 0.02 * rad,
+            [f"{2 * math.pi * rad:.1f}", f"{v * 1.05:.1f}", f"{3 * rad * rad:.1f}"],
+        )
     if subject == 'statistics':
-        xs = [r(1, 99) for _ in range(r(5, 10))]; v = float(np.median(xs))
-        return f"What is the median of {', '.join(map(str, xs))}?", _fmt(v), 0.6 + 0.25*(len(xs) % 2 == 0) + 0.1*len(xs), [_fmt(float(np.mean(xs))), str(xs[len(xs)//2]), _fmt(v + 1)]
+        xs = [r(1, 99) for _ in range(r(5, 10))]
+        v = float(np.median(xs))
+        return (
+            f"What is the median of {', '.join(map(str, xs))}?",
+            _fmt(v),
+            0.6 + 0.25 * (len(xs) % 2 == 0) + 0.1 * len(xs),
+            [_fmt(float(np.mean(xs))), str(xs[len(xs) // 2]), _fmt(v + 1)],
+        )
     if subject == 'units':
-        mph = r(10, 150); v = mph*0.44704
-        return f"Convert {mph} miles per hour to metres per second, to two decimal places.", f"{v:.2f}", 1.5, [f"{mph*0.2778:.2f}", f"{mph*1.609:.2f}", f"{v + 0.3:.2f}"]
+        mph = r(10, 150)
+        v = mph * 0.44704
+        return (
+            f"Convert {mph} miles per hour to metres per second, to two decimal places.",
+            f"{v:.2f}",
+            1.5,
+            [f"{mph * 0.2778:.2f}", f"{mph * 1.609:.2f}", f"{v + 0.3:.2f}"],
+        )
     if subject == 'calendar':
         d, n = r(0, 6), r(3, 400)
-        return (f"If today is {_WEEK[d]}, what day of the week will it be in {n} days?", _WEEK[(d + n) % 7], 0.5 + 0.004*n,
-                [_WEEK[(d + n + 1) % 7], _WEEK[(d + n - 1) % 7], _WEEK[(d + n + 2) % 7]])
+        return (
+            f"If today is {_WEEK[d]}, what day of the week will it be in {n} days?",
+            _WEEK[(d + n) % 7],
+            0.5 + 0.004 * n,
+            [_WEEK[(d + n + 1) % 7], _WEEK[(d + n - 1) % 7], _WEEK[(d + n + 2) % 7]],
+        )
     if subject == 'computer science':
         n = r(5, 300)
-        if rng.random() < 0.5: return f"What is {n} written in binary?", bin(n)[2:], 0.4 + 0.25*n.bit_length(), [bin(n + 1)[2:], bin(n - 1)[2:], bin(n ^ 4)[2:]]
-        return f"How many edges does a complete graph on {n} vertices have?", str(n*(n - 1)//2), 1.2 + 0.003*n, [str(n*(n - 1)), str(n*n//2), str(n*(n + 1)//2)]
+        if rng.random() < 0.5:
+            return (
+                f"What is {n} written in binary?",
+                bin(n)[2:],
+                0.4 + 0.25 * n.bit_length(),
+                [bin(n + 1)[2:], bin(n - 1)[2:], bin(n ^ 4)[2:]],
+            )
+        return (
+            f"How many edges does a complete graph on {n} vertices have?",
+            str(n * (n - 1) // 2),
+            1.2 + 0.003 * n,
+            [str(n * (n - 1)), str(n * n // 2), str(n * (n + 1) // 2)],
+        )
     if subject == 'geography':
         c, cap, k = _COUNTRIES[r(0, len(_COUNTRIES) - 1)]
-        lead = ['What is the capital of', 'Name the capital city of', 'Which city is the capital of', 'What city serves as the capital of'][r(0, 3)]
-        return f"{lead} {c}?", cap, 0.2 + 0.8*k, [x for _, x, _ in _COUNTRIES if x != cap][:4]
+        lead = [
+            'What is the capital of',
+            'Name the capital city of',
+            'Which city is the capital of',
+            'What city serves as the capital of',
+        ][r(0, 3)]
+        return f"{lead} {c}?", cap, 0.2 + 0.8 * k, [x for _, x, _ in _COUNTRIES if x != cap][:4]
     raise ValueError(subject)
 
-SUBJECTS = ('arithmetic', 'algebra', 'finance', 'physics', 'chemistry', 'probability', 'geometry', 'statistics',
-            'units', 'calendar', 'computer science', 'geography')
+
+SUBJECTS = (
+    'arithmetic',
+    'algebra',
+    'finance',
+    'physics',
+    'chemistry',
+    'probability',
+    'geometry',
+    'statistics',
+    'units',
+    'calendar',
+    'computer science',
+    'geography',
+)
 
 # %% ../nbs/18_routers.ipynb #fa8e6c86
-_SKILL = {'cheap-model': dict(base=2.4, slope=1.25, skill={'arithmetic': -0.9, 'finance': -0.8, 'probability': -0.6,
-                                                          'chemistry': -0.3, 'geography': 0.4, 'calendar': 0.2}),
-          'strong-model': dict(base=4.2, slope=1.05, skill={'arithmetic': 0.2, 'geography': 0.5})}
+_SKILL = {
+    'cheap-model': dict(
+        base=2.4,
+        slope=1.25,
+        skill={
+            'arithmetic': -0.9,
+            'finance': -0.8,
+            'probability': -0.6,
+            'chemistry': -0.3,
+            'geography': 0.4,
+            'calendar': 0.2,
+        },
+    ),
+    'strong-model': dict(base=4.2, slope=1.05, skill={'arithmetic': 0.2, 'geography': 0.5}),
+}
 _CONFIDENT = ['The answer is {a}.', '{a}.', 'It is {a}.', 'The result is {a}.', 'That comes to {a}.']
 _FAIRLY = ['I believe the answer is {a}.', 'It should be {a}.', 'Most likely {a}.', 'I think it is {a}.']
-_HEDGED = ["I think it might be {a}, but I'm not completely sure.", 'Possibly {a}, though I may have made a mistake.',
-           "I'm not certain. My best guess is {a}.", "It's probably {a}, but please double-check."]
-_VERY_UNSURE = ["I'm really not sure about this one. Maybe {a}?", "I don't know for certain; it could be {a}.",
-                'This is hard to say. Perhaps {a}, but I could easily be wrong.']
+_HEDGED = [
+    "I think it might be {a}, but I'm not completely sure.",
+    'Possibly {a}, though I may have made a mistake.',
+    "I'm not certain. My best guess is {a}.",
+    "It's probably {a}, but please double-check.",
+]
+_VERY_UNSURE = [
+    "I'm really not sure about this one. Maybe {a}?",
+    "I don't know for certain; it could be {a}.",
+    'This is hard to say. Perhaps {a}, but I could easily be wrong.',
+]
 
-def _sigmoid(x): return 1/(1 + np.exp(-np.clip(x, -30, 30)))
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-np.clip(x, -30, 30)))
+
 
 def _wording(conf: float, answer: str, rng) -> str:
     "The answer in words that carry the model's confidence (assertive above 0.8, hedged below 0.55)."
     pool = _CONFIDENT if conf > 0.8 else _FAIRLY if conf > 0.55 else _HEDGED if conf > 0.3 else _VERY_UNSURE
     return pool[int(rng.integers(len(pool)))].format(a=answer)
 
-def make_two_model_log(n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01, hidden: bool = False) -> list[dict]:
+# %% ../nbs/18_routers.ipynb #c0076c2c
+def make_two_model_log(
+    n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01, hidden: bool = False
+) -> list[dict]:
     """A seeded synthetic log of a cheap and a strong model (`cheap-model`, `strong-model`) answering `n_questions`
     distinct questions: rows with task, specialist_id, quality (1 right / 0 wrong), cost_usd, latency_s, status,
     response (the answer text) and category (the subject). `hidden`: each row also carries `p_right`, the generator's
     hidden probability that this model answers this question right (the rows are otherwise the same): for measuring
     what a router that knew it could reach (`bench/router_bar.py`), never a column of a log anyone learns from."""
-    rng = np.random.default_rng(seed); rows, seen = [], set()
+    rng = np.random.default_rng(seed)
+    rows, seen = [], set()
     while len(seen) < n_questions:
         subj = SUBJECTS[int(rng.integers(len(SUBJECTS)))]
         q, right, diff, wrong = _question(subj, rng)
-        if q in seen: continue
+        if q in seen:
+            continue
         seen.add(q)
-        trick = rng.normal(0, 0.8)                                  # shared: both models find the same questions tricky
+        trick = rng.normal(0, 0.8)  # shared: both models find the same questions tricky
         for sid, m in _SKILL.items():
-            p = _sigmoid(m['base'] + m['skill'].get(subj, 0.0) - m['slope']*(diff + trick))
+            p = _sigmoid(m['base'] + m['skill'].get(subj, 0.0) - m['slope'] * (diff + trick))
             ok = rng.random() < p
             ans = right if ok else wrong[int(rng.integers(len(wrong)))]
-            if sid == 'cheap-model':                                # its own estimate: noisy and overconfident
-                conf = float(_sigmoid(np.log(p/(1 - p)) + rng.normal(0, 1.0) + 0.9))
-            else: conf = float(_sigmoid(np.log(p/(1 - p)) + rng.normal(0, 0.5) + 1.5))
+            if sid == 'cheap-model':  # its own estimate: noisy and overconfident
+                conf = float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, 1.0) + 0.9))
+            else:
+                conf = float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, 0.5) + 1.5))
             text = _wording(conf, ans, rng)
             pr = PRICES[sid]
-            t_in = 60 + len(q)//4                                   # system prompt + question
-            t_out = len(text)//4 + int(rng.integers(40, 120) if sid == 'cheap-model' else rng.integers(80, 260))   # + reasoning
-            lat = (pr['ttft'] + t_out/pr['tok_s'])*float(rng.lognormal(0, 0.25))
+            t_in = 60 + len(q) // 4  # system prompt + question
+            t_out = len(text) // 4 + int(
+                rng.integers(40, 120) if sid == 'cheap-model' else rng.integers(80, 260)
+            )  # + reasoning
+            lat = (pr['ttft'] + t_out / pr['tok_s']) * float(rng.lognormal(0, 0.25))
             status = 'timeout' if rng.random() < fail_rate else 'ok'
-            rows.append({'task': q, 'specialist_id': sid, 'quality': float(ok) if status == 'ok' else 0.0,
-                         'cost_usd': round(t_in*pr['usd_in'] + t_out*pr['usd_out'], 7),
-                         'latency_s': round(lat if status == 'ok' else 30.0, 3), 'status': status,
-                         'response': text if status == 'ok' else '', 'category': subj, **({'p_right': float(p)} if hidden else {})})
+            rows.append(
+                {
+                    'task': q,
+                    'specialist_id': sid,
+                    'quality': float(ok) if status == 'ok' else 0.0,
+                    'cost_usd': round(t_in * pr['usd_in'] + t_out * pr['usd_out'], 7),
+                    'latency_s': round(lat if status == 'ok' else 30.0, 3),
+                    'status': status,
+                    'response': text if status == 'ok' else '',
+                    'category': subj,
+                    **({'p_right': float(p)} if hidden else {}),
+                }
+            )
     return rows
 
 # %% ../nbs/18_routers.ipynb #eb4cd927
 TWO_MODEL_CATALOG = [
-    dict(id='cheap-model', role='fast general assistant', domain='general', cost=0.00012, latency=1.6, reliability=0.99,
-         capability='A small, fast general-purpose language model (gpt-4o-mini class): answers factual and arithmetic '
-                    'questions quickly and cheaply, less reliable on multi-step problems.'),
-    dict(id='strong-model', role='strong general assistant', domain='general', cost=0.0022, latency=3.9, reliability=0.99,
-         capability='A large frontier language model (gpt-4o class): careful multi-step reasoning, maths and science '
-                    'questions, rare facts; slower and about twenty times the price per call.')]
+    dict(
+        id='cheap-model',
+        role='fast general assistant',
+        domain='general',
+        cost=0.00012,
+        latency=1.6,
+        reliability=0.99,
+        capability='A small, fast general-purpose language model (gpt-4o-mini class): answers factual and arithmetic '
+        'questions quickly and cheaply, less reliable on multi-step problems.',
+    ),
+    dict(
+        id='strong-model',
+        role='strong general assistant',
+        domain='general',
+        cost=0.0022,
+        latency=3.9,
+        reliability=0.99,
+        capability='A large frontier language model (gpt-4o class): careful multi-step reasoning, maths and science '
+        'questions, rare facts; slower and about twenty times the price per call.',
+    ),
+]
+
 
 def write_csv(rows: list[dict], path, columns=None) -> Path:
     "Write dict rows as CSV (columns: the first row's keys unless given)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     columns = columns or list(rows[0])
     with open(path, 'w', newline='', encoding='utf-8') as f:
-        w = csv.DictWriter(f, fieldnames=columns); w.writeheader(); w.writerows(rows)
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
     return path
 
 # %% ../nbs/18_routers.ipynb #66279360
 @dataclass
 class Answer:
     "What a router learns from one call: everything but the grade."
+
     specialist_id: str
     status: str
     text: str
@@ -165,29 +335,40 @@ class Answer:
     cost_usd: float
     latency_s: float
 
+
 class LoggedTasks:
     "The tasks of a recorded log by split, with a label-free view of each replayed call."
+
     def __init__(self, backend):
         self.backend, self.world = backend, backend.world
         self.ids = sorted({s for by in backend.index.values() for s in by})
         ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
         train = [t for t in self.world.bank.tasks() if t.split == 'train']
-        if not train: raise ConfigError("the log has no training task to fit routers on; add tasks or lower heldout_fraction.")
+        if not train:
+            raise ConfigError("the log has no training task to fit routers on; add tasks or lower heldout_fraction.")
+
         def mean_over(sid, f):
             v = [f(r) for t in train for r in backend.index[t.text].get(sid, [])]
             return float(np.mean(v)) if v else float('nan')
-        self.cost = {s: mean_over(s, lambda r: r['cost_usd']) for s in self.ids}       # fitted on training tasks only
+
+        self.cost = {s: mean_over(s, lambda r: r['cost_usd']) for s in self.ids}  # fitted on training tasks only
         self.quality = {s: mean_over(s, ok) for s in self.ids}
         fit = [s for s in self.ids if np.isfinite(self.cost[s])]
-        if len(fit) < 2: raise ConfigError(f"routers need at least two specialists logged on training tasks, found {fit}.")
+        if len(fit) < 2:
+            raise ConfigError(f"routers need at least two specialists logged on training tasks, found {fit}.")
         self.cheapest = min(fit, key=lambda s: (self.cost[s], s))
         self.strongest = max(fit, key=lambda s: (self.quality[s], self.cost[s], s))
+
     def tasks(self, split: str) -> list:
         "The tasks of `split` ('train' / 'heldout'), in bank order."
         ts = [t for t in self.world.bank.tasks() if t.split == split]
-        if not ts: raise ConfigError(f"no {split!r} task in this log.")
+        if not ts:
+            raise ConfigError(f"no {split!r} task in this log.")
         return ts
-    def rows(self, task, sid) -> list: return self.backend.index.get(task.text, {}).get(sid, [])
+
+    def rows(self, task, sid) -> list:
+        return self.backend.index.get(task.text, {}).get(sid, [])
+
     def answer(self, sid, r) -> Answer:
         "The label-free view of a row (the backend's own rule for the embedding)."
         _, emb, text = self.backend._answer(sid, r, self.world.cat_emb[self.world.index[sid]])
@@ -197,21 +378,30 @@ class LoggedTasks:
 @dataclass
 class Play:
     "One task played by one policy or router: the calls in order, the returned answer's quality, the spend."
+
     task_id: str
-    calls: list = field(default_factory=list)          # [(specialist id, status)]
-    quality: float = 0.0                               # the returned answer's: the last successful call's
+    calls: list = field(default_factory=list)  # [(specialist id, status)]
+    quality: float = 0.0  # the returned answer's: the last successful call's
     cost_usd: float = 0.0
-    def called(self, sid) -> bool: return any(s == sid for s, _ in self.calls)
+
+    def called(self, sid) -> bool:
+        return any(s == sid for s, _ in self.calls)
+
 
 def play(router, lt: LoggedTasks, task, seed: int = 0) -> Play:
     "Play one task: the router calls `ask(sid)` as often as it likes (rows replayed by the task's own generator)."
     rng = np.random.default_rng([seed, int(task.id.split('-')[-1]) if task.id.split('-')[-1].isdigit() else 0])
     out, rows = Play(task.id), []
+
     def ask(sid):
         rs = lt.rows(task, sid)
-        if not rs: raise ConfigError(f"task {task.id!r}: no logged outcome for {sid!r}.")
+        if not rs:
+            raise ConfigError(f"task {task.id!r}: no logged outcome for {sid!r}.")
         r = rs[int(rng.integers(len(rs)))] if len(rs) > 1 else rs[0]
-        out.calls.append((sid, r['status'])); rows.append(r); return lt.answer(sid, r)
+        out.calls.append((sid, r['status']))
+        rows.append(r)
+        return lt.answer(sid, r)
+
     router.route(task, ask)
     ok = [r for r in rows if r['status'] == 'ok']
     out.quality = float(ok[-1]['quality']) if ok else 0.0
@@ -221,151 +411,216 @@ def play(router, lt: LoggedTasks, task, seed: int = 0) -> Play:
 # %% ../nbs/18_routers.ipynb #7cbdaf6b
 class SingleRouter:
     "Always call one specialist."
-    def __init__(self, sid: str, name: str): self.sid, self.name = sid, name
-    def route(self, task, ask): ask(self.sid)
+
+    def __init__(self, sid: str, name: str):
+        self.sid, self.name = sid, name
+
+    def route(self, task, ask):
+        ask(self.sid)
+
 
 class RandomRouter:
     "Call the strong specialist on a share `rate` of tasks (seeded per task), the cheap one otherwise."
+
     def __init__(self, cheap: str, strong: str, rate: float, seed: int = 0):
         self.cheap, self.strong, self.rate, self.seed, self.name = cheap, strong, rate, seed, 'random'
+
     def route(self, task, ask):
         u = np.random.default_rng([self.seed, 7, zlib.crc32(task.text.encode())]).random()
         ask(self.strong if u < self.rate else self.cheap)
 
+
 class OracleRouter:
     "In hindsight: the cheapest specialist with the best mean logged quality on this task (reads the labels)."
+
     name = 'oracle'
-    def __init__(self, lt: LoggedTasks): self.lt = lt
+
+    def __init__(self, lt: LoggedTasks):
+        self.lt = lt
+
     def route(self, task, ask):
         def q(s):
             rs = self.lt.rows(task, s)
             return float(np.mean([r['quality'] if r['status'] == 'ok' else 0.0 for r in rs])) if rs else -1.0
+
         ask(max(self.lt.ids, key=lambda s: (q(s), -self.lt.cost[s] if np.isfinite(self.lt.cost[s]) else -np.inf)))
 
 # %% ../nbs/18_routers.ipynb #1c56208a
 class KNNRouter:
     """kNN on task embeddings, fitted on training tasks. `score(task)`: the best predicted quality gain per extra
     dollar over the cheapest specialist; escalate (call that specialist alone) when it is at least `threshold`."""
+
     name = 'knn'
+
     def __init__(self, lt: LoggedTasks, k: int = 20, threshold: float = 0.0):
         self.lt, self.k, self.threshold = lt, k, threshold
         train = lt.tasks('train')
         E = np.stack([lt.world.task_emb[t.id] for t in train]).astype(np.float32)
-        self.E = E/np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+        self.E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
         ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
-        self.Q = np.array([[np.mean([ok(r) for r in lt.rows(t, s)]) if lt.rows(t, s) else np.nan for s in lt.ids] for t in train])
+        self.Q = np.array(
+            [[np.mean([ok(r) for r in lt.rows(t, s)]) if lt.rows(t, s) else np.nan for s in lt.ids] for t in train]
+        )
+
     def predict(self, task) -> dict:
         "Predicted quality of each specialist on `task` (mean over the k nearest training tasks that logged it)."
-        e = self.lt.world.task_emb[task.id]; e = e/max(float(np.linalg.norm(e)), 1e-12)
-        nn = np.argsort(-(self.E @ e), kind='stable')[:self.k]
-        return {s: float(np.nanmean(self.Q[nn, j])) if np.isfinite(self.Q[nn, j]).any() else float('nan') for j, s in enumerate(self.lt.ids)}
+        e = self.lt.world.task_emb[task.id]
+        e = e / max(float(np.linalg.norm(e)), 1e-12)
+        nn = np.argsort(-(self.E @ e), kind='stable')[: self.k]
+        return {
+            s: float(np.nanmean(self.Q[nn, j])) if np.isfinite(self.Q[nn, j]).any() else float('nan')
+            for j, s in enumerate(self.lt.ids)
+        }
+
     def choice(self, task) -> tuple[float, str]:
         "(score, the specialist to escalate to)."
         p, c0 = self.predict(task), self.lt.cheapest
         best = (-np.inf, c0)
         for s in self.lt.ids:
             dc = self.lt.cost[s] - self.lt.cost[c0]
-            if s == c0 or not np.isfinite(p[s]) or not dc > 0: continue
-            best = max(best, ((p[s] - p[c0])/dc, s))
+            if s == c0 or not np.isfinite(p[s]) or not dc > 0:
+                continue
+            best = max(best, ((p[s] - p[c0]) / dc, s))
         return best
-    def score(self, task, ask=None) -> float: return self.choice(task)[0]
+
+    def score(self, task, ask=None) -> float:
+        return self.choice(task)[0]
+
     def route(self, task, ask):
         s, sid = self.choice(task)
         ask(sid if s >= self.threshold else self.lt.cheapest)
 
 # %% ../nbs/18_routers.ipynb #f430aa47
 def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 25) -> np.ndarray:
-    "Weights (last one the bias) of an L2-regularised logistic regression, by Newton's method (y may be soft, in [0, 1])."
-    X = np.hstack([np.asarray(X, np.float64), np.ones((len(X), 1))]); y = np.asarray(y, np.float64)
-    w = np.zeros(X.shape[1]); R = l2*np.eye(X.shape[1]); R[-1, -1] = 1e-6
+    """Weights (last one the bias) of an L2-regularised logistic
+    regression, by Newton's method (y may be soft, in [0, 1])."""
+    X = np.hstack([np.asarray(X, np.float64), np.ones((len(X), 1))])
+    y = np.asarray(y, np.float64)
+    w = np.zeros(X.shape[1])
+    R = l2 * np.eye(X.shape[1])
+    R[-1, -1] = 1e-6
     for _ in range(iters):
-        p = 1/(1 + np.exp(-np.clip(X @ w, -30, 30)))
+        p = 1 / (1 + np.exp(-np.clip(X @ w, -30, 30)))
         g = X.T @ (p - y) + R @ w
-        H = (X*(p*(1 - p))[:, None]).T @ X + R
-        step = np.linalg.solve(H, g); w -= step
-        if np.abs(step).max() < 1e-8: break
+        H = (X * (p * (1 - p))[:, None]).T @ X + R
+        step = np.linalg.solve(H, g)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
     return w
+
 
 def predict_logistic(w: np.ndarray, X: np.ndarray) -> np.ndarray:
     X = np.atleast_2d(np.asarray(X, np.float64))
-    return 1/(1 + np.exp(-np.clip(X @ w[:-1] + w[-1], -30, 30)))
+    return 1 / (1 + np.exp(-np.clip(X @ w[:-1] + w[-1], -30, 30)))
+
 
 class CascadeRouter:
     """Cheapest first; escalate to the strongest when P(cheap answer right | its embedding) < `threshold`.
     `score(task, ask)`: 1 - that probability (1 for a failed cheap call)."""
+
     name = 'cascade'
+
     def __init__(self, lt: LoggedTasks, threshold: float = 0.5, l2: float = 1.0):
         self.lt, self.threshold = lt, threshold
         X, y = [], []
         for t in lt.tasks('train'):
             for r in lt.rows(t, lt.cheapest):
-                if r['status'] == 'ok': X.append(lt.answer(lt.cheapest, r).embedding); y.append(r['quality'])
-        if len(X) < 2: raise ConfigError("the cascade needs at least two successful cheap answers on training tasks.")
+                if r['status'] == 'ok':
+                    X.append(lt.answer(lt.cheapest, r).embedding)
+                    y.append(r['quality'])
+        if len(X) < 2:
+            raise ConfigError("the cascade needs at least two successful cheap answers on training tasks.")
         self.w = fit_logistic(np.array(X), np.array(y), l2)
+
     def score(self, task, ask) -> float:
         a = ask(self.lt.cheapest)
         return 1.0 if a.status != 'ok' else float(1 - predict_logistic(self.w, a.embedding)[0])
+
     def route(self, task, ask):
-        if self.score(task, ask) > 1 - self.threshold: ask(self.lt.strongest)
+        if self.score(task, ask) > 1 - self.threshold:
+            ask(self.lt.strongest)
 
 # %% ../nbs/18_routers.ipynb #681647a2
 def pgr(q, q_cheap, q_strong) -> float:
     "Performance gap recovered: (q - q_cheapest) / (q_strongest - q_cheapest); NaN when the strong model is no better."
     d = float(q_strong) - float(q_cheap)
-    return (float(q) - float(q_cheap))/d if d > 1e-12 else float('nan')
+    return (float(q) - float(q_cheap)) / d if d > 1e-12 else float('nan')
+
 
 def pgr_ci(q, q_cheap, q_strong, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list:
     "Bootstrap interval of PGR from per-task qualities of three runs on the same tasks (indices resampled jointly)."
     q, a, b = (np.asarray(x, float) for x in (q, q_cheap, q_strong))
     idx = np.random.default_rng(seed).integers(0, len(q), (n_boot, len(q)))
-    den = b[idx].mean(1) - a[idx].mean(1); ok = den > 1e-12
-    if not ok.any(): return [float('nan')]*2
-    v = (q[idx].mean(1) - a[idx].mean(1))[ok]/den[ok]
-    return [float(x) for x in np.quantile(v, [(1 - level)/2, 1 - (1 - level)/2])]
+    den = b[idx].mean(1) - a[idx].mean(1)
+    ok = den > 1e-12
+    if not ok.any():
+        return [float('nan')] * 2
+    v = (q[idx].mean(1) - a[idx].mean(1))[ok] / den[ok]
+    return [float(x) for x in np.quantile(v, [(1 - level) / 2, 1 - (1 - level) / 2])]
+
 
 def summarize(plays: list, lt: LoggedTasks, ref: dict | None = None, seed: int = 0) -> dict:
-    "Mean quality and cost, calls per specialist, strong-call rate, and PGR against `ref` ({'cheapest': q, 'strongest': q} per task)."
+    """Mean quality and cost, calls per specialist, strong-call rate,
+    and PGR against `ref` ({'cheapest': q, 'strongest': q} per task)."""
     q = np.array([p.quality for p in plays])
-    out = {'tasks': len(plays), 'quality': float(q.mean()), 'cost_usd': float(np.mean([p.cost_usd for p in plays])),
-           'calls_per_task': {s: float(np.mean([sum(c == s for c, _ in p.calls) for p in plays])) for s in lt.ids},
-           'strong_call_rate': float(np.mean([p.called(lt.strongest) for p in plays]))}
+    out = {
+        'tasks': len(plays),
+        'quality': float(q.mean()),
+        'cost_usd': float(np.mean([p.cost_usd for p in plays])),
+        'calls_per_task': {s: float(np.mean([sum(c == s for c, _ in p.calls) for p in plays])) for s in lt.ids},
+        'strong_call_rate': float(np.mean([p.called(lt.strongest) for p in plays])),
+    }
     if ref is not None:
         out['pgr'] = pgr(q.mean(), np.mean(ref['cheapest']), np.mean(ref['strongest']))
         out['pgr_ci95'] = pgr_ci(q, ref['cheapest'], ref['strongest'], seed=seed)
     return out
 
+
 def at_rate(scores, rate: float) -> np.ndarray:
     "Escalate the round(rate x n) highest-scored tasks (ties: earlier task first): a threshold at that call rate."
-    s = np.asarray(scores, float); k = int(round(rate*len(s)))
-    esc = np.zeros(len(s), bool); esc[np.argsort(-s, kind='stable')[:k]] = True
+    s = np.asarray(scores, float)
+    k = int(round(rate * len(s)))
+    esc = np.zeros(len(s), bool)
+    esc[np.argsort(-s, kind='stable')[:k]] = True
     return esc
 
 # %% ../nbs/18_routers.ipynb #c3a4ee32
 class _Forced:
     "A router whose escalation decision is fixed per task (used to play a score-based router at a given call rate)."
-    def __init__(self, router, esc: dict): self.router, self.esc, self.name = router, esc, router.name
+
+    def __init__(self, router, esc: dict):
+        self.router, self.esc, self.name = router, esc, router.name
+
     def route(self, task, ask):
         r = self.router
         if isinstance(r, CascadeRouter):
             a = ask(r.lt.cheapest)
-            if self.esc[task.id]: ask(r.lt.strongest)
+            if self.esc[task.id]:
+                ask(r.lt.strongest)
         else:
             s, sid = r.choice(task)
             ask(sid if self.esc[task.id] else r.lt.cheapest)
+
 
 def router_scores(router, lt: LoggedTasks, tasks, seed: int = 0) -> np.ndarray:
     "Each task's escalation score, computed on the same replayed rows as `play`."
     out = []
     for t in tasks:
+
         class _Score:
-            def route(self_, task, ask): out.append(router.score(task, ask))
+            def route(self_, task, ask):
+                out.append(router.score(task, ask))
+
         play(_Score(), lt, t, seed)
     return np.array(out)
+
 
 def router_curve(router, lt: LoggedTasks, tasks, rates=None, seed: int = 0, ref=None) -> list:
     "The router played at each strong-call rate: [{rate, quality, cost_usd, pgr, ...}] (its threshold swept)."
     rates = np.linspace(0, 1, 21) if rates is None else rates
-    sc = router_scores(router, lt, tasks, seed); out = []
+    sc = router_scores(router, lt, tasks, seed)
+    out = []
     for r in rates:
         esc = dict(zip([t.id for t in tasks], at_rate(sc, r)))
         plays = [play(_Forced(router, esc), lt, t, seed) for t in tasks]
@@ -375,56 +630,97 @@ def router_curve(router, lt: LoggedTasks, tasks, rates=None, seed: int = 0, ref=
 # %% ../nbs/18_routers.ipynb #f0ac7565
 def reference(lt: LoggedTasks, tasks, seed: int = 0) -> dict:
     "Per-task qualities of the cheapest-only and strongest-only runs (PGR's two ends), on the same replayed rows."
-    return {k: np.array([play(SingleRouter(s, k), lt, t, seed).quality for t in tasks])
-            for k, s in (('cheapest', lt.cheapest), ('strongest', lt.strongest))}
+    return {
+        k: np.array([play(SingleRouter(s, k), lt, t, seed).quality for t in tasks])
+        for k, s in (('cheapest', lt.cheapest), ('strongest', lt.strongest))
+    }
 
-def router_table(lt: LoggedTasks, split: str = 'heldout', rate: float | None = None, seed: int = 0, k: int = 20) -> dict:
+
+def router_table(
+    lt: LoggedTasks, split: str = 'heldout', rate: float | None = None, seed: int = 0, k: int = 20
+) -> dict:
     """Every router on every task of `split` once. `random`, `knn` and `cascade` play at the strong-call rate `rate`
     (e.g. the policy's; default 0.5), each escalating the tasks it scores highest."""
-    tasks = lt.tasks(split); ref = reference(lt, tasks, seed)
-    best = max(lt.ids, key=lambda s: (lt.quality[s] if np.isfinite(lt.quality[s]) else -1, -lt.cost[s] if np.isfinite(lt.cost[s]) else -np.inf))
-    knn, cas = KNNRouter(lt, k), CascadeRouter(lt); rate = 0.5 if rate is None else rate
-    routers = {'cheapest': SingleRouter(lt.cheapest, 'cheapest'), 'strongest': SingleRouter(lt.strongest, 'strongest'),
-               'best-single': SingleRouter(best, 'best-single'),
-               'random': RandomRouter(lt.cheapest, lt.strongest, rate, seed)}
+    tasks = lt.tasks(split)
+    ref = reference(lt, tasks, seed)
+    best = max(
+        lt.ids,
+        key=lambda s: (
+            lt.quality[s] if np.isfinite(lt.quality[s]) else -1,
+            -lt.cost[s] if np.isfinite(lt.cost[s]) else -np.inf,
+        ),
+    )
+    knn, cas = KNNRouter(lt, k), CascadeRouter(lt)
+    rate = 0.5 if rate is None else rate
+    routers = {
+        'cheapest': SingleRouter(lt.cheapest, 'cheapest'),
+        'strongest': SingleRouter(lt.strongest, 'strongest'),
+        'best-single': SingleRouter(best, 'best-single'),
+        'random': RandomRouter(lt.cheapest, lt.strongest, rate, seed),
+    }
     for name, r in (('knn', knn), ('cascade', cas)):
         routers[name] = _Forced(r, dict(zip([t.id for t in tasks], at_rate(router_scores(r, lt, tasks, seed), rate))))
     routers['oracle'] = OracleRouter(lt)
     tab = {}
     for name, r in routers.items():
         tab[name] = summarize([play(r, lt, t, seed) for t in tasks], lt, ref, seed)
-        if name == 'best-single': tab[name]['specialist_id'] = best
+        if name == 'best-single':
+            tab[name]['specialist_id'] = best
     return tab
 
 # %% ../nbs/18_routers.ipynb #a67c5408
 class HindsightOraclePolicy:
-    "Environment policy for recorded runs: call the roster's best logged specialist for the task (labels read), then stop."
+    """Environment policy for recorded runs: call the roster's best
+    logged specialist for the task (labels read), then stop."""
+
     name = 'oracle'
-    def reset(self, env): self.done = False
+
+    def reset(self, env):
+        self.done = False
+
     def act(self, env, obs, info):
-        e = env.unwrapped; M = e.cfg.max_specialists
-        if self.done: return encode_action(M, stop=True)
+        e = env.unwrapped
+        M = e.cfg.max_specialists
+        if self.done:
+            return encode_action(M, stop=True)
         self.done = True
-        logged = e.backend.index.get(e.task.text, {}); cat = e.world.catalog
+        logged = e.backend.index.get(e.task.text, {})
+        cat = e.world.catalog
+
         def key(m):
             rs = logged.get(e.roster[m], [])
             q = float(np.mean([r['quality'] if r['status'] == 'ok' else 0.0 for r in rs])) if rs else -1.0
             return (q, -cat[e.roster[m]].cost_per_call)
+
         slots = [m for m in np.flatnonzero(info['action_mask']) if e.roster[m] is not None]
         return encode_action(M, slots=[int(max(slots, key=key))]) if slots else encode_action(M, stop=True)
 
+
 def logged_markdown(logged: dict) -> str:
-    "The recorded run's routing table per split: quality, cost, strong-call rate, PGR and the policy's paired difference."
+    """The recorded run's routing table per split: quality, cost,
+    strong-call rate, PGR and the policy's paired difference."""
     out = []
     for split, tab in logged.items():
-        if 'error' in tab: out += [f"### {split}: routers not evaluated ({tab['error']})", '']; continue
+        if 'error' in tab:
+            out += [f"### {split}: routers not evaluated ({tab['error']})", '']
+            continue
         n = next(iter(tab.values()))['tasks']
-        out += [f"### {split}: policy and routers, each of the {n} tasks once", '',
-                '| policy | quality | cost $ | strong-call rate | PGR (95% CI) | policy − it, PGR (95% CI) |', '|---|---|---|---|---|---|']
+        out += [
+            f"### {split}: policy and routers, each of the {n} tasks once",
+            '',
+            '| policy | quality | cost $ | strong-call rate | PGR (95% CI) | policy − it, PGR (95% CI) |',
+            '|---|---|---|---|---|---|',
+        ]
         for name, v in tab.items():
-            d = f"{v['pgr_diff']:+.2f} [{v['pgr_diff_ci95'][0]:+.2f}, {v['pgr_diff_ci95'][1]:+.2f}]" if 'pgr_diff' in v else ''
-            out.append(f"| {name} | {v['quality']:.3f} | {v['cost_usd']:.6f} | {v['strong_call_rate']:.2f} | "
-                       f"{v['pgr']:+.2f} [{v['pgr_ci95'][0]:+.2f}, {v['pgr_ci95'][1]:+.2f}] | {d} |")
+            d = (
+                f"{v['pgr_diff']:+.2f} [{v['pgr_diff_ci95'][0]:+.2f}, {v['pgr_diff_ci95'][1]:+.2f}]"
+                if 'pgr_diff' in v
+                else ''
+            )
+            out.append(
+                f"| {name} | {v['quality']:.3f} | {v['cost_usd']:.6f} | {v['strong_call_rate']:.2f} | "
+                f"{v['pgr']:+.2f} [{v['pgr_ci95'][0]:+.2f}, {v['pgr_ci95'][1]:+.2f}] | {d} |"
+            )
         out.append('')
     return '\n'.join(out)
 
@@ -433,40 +729,58 @@ def play_policy(env, policy, tasks, seed: int = 0) -> list:
     "Play every task once (reset with the task's id): calls from the trace, quality of the returned answer, spend."
     out = []
     for i, t in enumerate(tasks):
-        s = run_episode(env, policy, seed=10_000*(seed + 1) + i, options={'task': t.id}, record=True)
+        s = run_episode(env, policy, seed=10_000 * (seed + 1) + i, options={'task': t.id}, record=True)
         calls = [(c['specialist_id'], c['status']) for ev in s['trace'] for c in ev.get('calls', [])]
         out.append(Play(t.id, calls, float(env.unwrapped.backend.coverage()[0]), float(s['cost_usd'])))
     return out
 
+
 def paired_pgr_diff(qa, qb, q_cheap, q_strong, n_boot: int = 2000, seed: int = 0) -> dict:
     "PGR of run a minus PGR of run b on the same tasks, with a paired bootstrap 95% interval."
     qa, qb, a, b = (np.asarray(x, float) for x in (qa, qb, q_cheap, q_strong))
-    den = b.mean() - a.mean(); d = float((qa.mean() - qb.mean())/den) if den > 1e-12 else float('nan')
+    den = b.mean() - a.mean()
+    d = float((qa.mean() - qb.mean()) / den) if den > 1e-12 else float('nan')
     idx = np.random.default_rng(seed).integers(0, len(qa), (n_boot, len(qa)))
-    bd = b[idx].mean(1) - a[idx].mean(1); ok = bd > 1e-12
-    v = (qa[idx].mean(1) - qb[idx].mean(1))[ok]/bd[ok]
-    return {'pgr_diff': d, 'pgr_diff_ci95': [float(x) for x in np.quantile(v, [0.025, 0.975])] if ok.any() else [float('nan')]*2}
+    bd = b[idx].mean(1) - a[idx].mean(1)
+    ok = bd > 1e-12
+    v = (qa[idx].mean(1) - qb[idx].mean(1))[ok] / bd[ok]
+    return {
+        'pgr_diff': d,
+        'pgr_diff_ci95': [float(x) for x in np.quantile(v, [0.025, 0.975])] if ok.any() else [float('nan')] * 2,
+    }
+
 
 def matched(lt: LoggedTasks, tasks, plays: list, ref: dict, seed: int = 0, k: int = 20) -> dict:
-    "knn, cascade and random at the strong-call rate of `plays`, each with the paired PGR difference (plays minus router)."
+    """knn, cascade and random at the strong-call rate of `plays`,
+    each with the paired PGR difference (plays minus router)."""
     rate = float(np.mean([p.called(lt.strongest) for p in plays]))
-    q = [p.quality for p in plays]; out = {}
+    q = [p.quality for p in plays]
+    out = {}
     for name, r in (('knn', KNNRouter(lt, k)), ('cascade', CascadeRouter(lt))):
         esc = dict(zip([t.id for t in tasks], at_rate(router_scores(r, lt, tasks, seed), rate)))
         rp = [play(_Forced(r, esc), lt, t, seed) for t in tasks]
-        out[name] = {**summarize(rp, lt, ref, seed), **paired_pgr_diff(q, [p.quality for p in rp], ref['cheapest'], ref['strongest'], seed=seed)}
+        out[name] = {
+            **summarize(rp, lt, ref, seed),
+            **paired_pgr_diff(q, [p.quality for p in rp], ref['cheapest'], ref['strongest'], seed=seed),
+        }
     rp = [play(RandomRouter(lt.cheapest, lt.strongest, rate, seed), lt, t, seed) for t in tasks]
-    out['random'] = {**summarize(rp, lt, ref, seed), **paired_pgr_diff(q, [p.quality for p in rp], ref['cheapest'], ref['strongest'], seed=seed)}
+    out['random'] = {
+        **summarize(rp, lt, ref, seed),
+        **paired_pgr_diff(q, [p.quality for p in rp], ref['cheapest'], ref['strongest'], seed=seed),
+    }
     return out
+
 
 def logged_report(lt: LoggedTasks, env_fn, policy, split: str = 'heldout', seed: int = 0) -> dict:
     """Policy and routers on every task of `split` once: {name: quality, cost_usd, calls_per_task, strong_call_rate,
     pgr, pgr_ci95}; the threshold routers at the policy's strong-call rate, with `pgr_diff` (policy minus router)."""
-    tasks = lt.tasks(split); ref = reference(lt, tasks, seed)
+    tasks = lt.tasks(split)
+    ref = reference(lt, tasks, seed)
     plays = play_policy(env_fn(), policy, tasks, seed)
     pol = summarize(plays, lt, ref, seed)
     tab = {'policy': pol, **router_table(lt, split, pol['strong_call_rate'], seed)}
-    for name, v in matched(lt, tasks, plays, ref, seed).items(): tab[name] = v
+    for name, v in matched(lt, tasks, plays, ref, seed).items():
+        tab[name] = v
     return tab
 
 # %% ../nbs/18_routers.ipynb #3f92f445
@@ -474,41 +788,62 @@ class BayesCascadeTeacher:
     """Cheapest first; escalate to the strongest iff P(strong right | cheap answer) - P(cheap right | cheap answer)
     > cost_coef x the strong model's mean cost + the efficiency penalty of one more call; then stop. Both
     probabilities: logistic regressions on the cheap answer's embedding, fitted on the training tasks of `lt`."""
+
     name = 'bayes-cascade'
+
     def __init__(self, lt: LoggedTasks, l2: float = 1.0):
         self.lt, self.cheap, self.strong = lt, lt.cheapest, lt.strongest
         ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
         if not any(r.get('response') for t in lt.tasks('train') for r in lt.rows(t, self.cheap)):
-            raise ConfigError(f"the bayes-cascade teacher reads the cheapest specialist's answer, and this log has no answer text "
-                              f"(column 'response') for {self.cheap!r}: it would read a constant stand-in. Log the answers, or "
-                              "use the full-information learner (the default: drop --imitation-teacher and --log-learner ppo).")
+            raise ConfigError(
+                f"the bayes-cascade teacher reads the cheapest specialist's answer, and this log has no answer text "
+                f"(column 'response') for {self.cheap!r}: it would read a constant stand-in. Log the answers, or "
+                "use the full-information learner (the default: drop --imitation-teacher and --log-learner ppo)."
+            )
         X, yc, ys = [], [], []
         for t in lt.tasks('train'):
             srs = lt.rows(t, self.strong)
-            for r in (lt.rows(t, self.cheap) if srs else []):
-                if r['status'] != 'ok': continue
-                X.append(lt.answer(self.cheap, r).embedding); yc.append(r['quality']); ys.append(np.mean([ok(s) for s in srs]))
-        if len(X) < 2: raise ConfigError("the cascade teacher needs at least two training tasks with a successful cheap answer "
-                                         "and a logged strong one.")
-        X = np.array(X); self.wc, self.ws = fit_logistic(X, np.array(yc), l2), fit_logistic(X, np.array(ys), l2)
+            for r in lt.rows(t, self.cheap) if srs else []:
+                if r['status'] != 'ok':
+                    continue
+                X.append(lt.answer(self.cheap, r).embedding)
+                yc.append(r['quality'])
+                ys.append(np.mean([ok(s) for s in srs]))
+        if len(X) < 2:
+            raise ConfigError(
+                "the cascade teacher needs at least two training tasks with a successful cheap answer "
+                "and a logged strong one."
+            )
+        X = np.array(X)
+        self.wc, self.ws = fit_logistic(X, np.array(yc), l2), fit_logistic(X, np.array(ys), l2)
         self.q_strong = float(np.mean(ys))
+
     def gain(self, emb, ok: bool = True) -> float:
         "Expected quality gain of escalating after this cheap answer (a failed cheap call returns nothing: quality 0)."
-        if not ok: return self.q_strong
+        if not ok:
+            return self.q_strong
         return float(predict_logistic(self.ws, emb)[0] - predict_logistic(self.wc, emb)[0])
+
     def price(self, cost_coef: float, efficiency_coef: float = 0.0, n_called: int = 1, expected: int = 1) -> float:
         "What one strong call costs in reward: its mean logged dollars at `cost_coef`, plus the efficiency penalty."
         beyond = max(0, n_called + 1 - expected) - max(0, n_called - expected)
-        return cost_coef*self.lt.cost[self.strong] + efficiency_coef*beyond
-    def reset(self, env): pass
+        return cost_coef * self.lt.cost[self.strong] + efficiency_coef * beyond
+
+    def reset(self, env):
+        pass
+
     def act(self, env, obs, info):
-        e = env.unwrapped; M = e.cfg.max_specialists; mask = info['action_mask']
+        e = env.unwrapped
+        M = e.cfg.max_specialists
+        mask = info['action_mask']
         slot = {sid: i for i, sid in enumerate(e.roster) if sid is not None}
         c, s = slot.get(self.cheap), slot.get(self.strong)
         called = {int(x) for x in e.dag.called}
-        if c is not None and c not in called and mask[c]: return encode_action(M, slots=[c])
-        if c is None or s is None or s in called or not mask[s]: return encode_action(M, stop=True)
-        g = self.gain(e.called_emb[c], bool(e.slot_call[c, 0] == 0.0))      # slot feature 0: the call failed
+        if c is not None and c not in called and mask[c]:
+            return encode_action(M, slots=[c])
+        if c is None or s is None or s in called or not mask[s]:
+            return encode_action(M, stop=True)
+        g = self.gain(e.called_emb[c], bool(e.slot_call[c, 0] == 0.0))  # slot feature 0: the call failed
         p = self.price(e.cost_coef, e.reward_cfg.efficiency_coef, len(called), e.task.expected_specialists)
         return encode_action(M, slots=[s]) if g > p else encode_action(M, stop=True)
 
@@ -518,22 +853,39 @@ def parse_sweep(spec: str) -> tuple[str, list]:
     name, _, vals = (spec or '').partition('=')
     if name.strip() != 'cost_coef' or not vals.strip():
         raise ConfigError(f"--sweep expects cost_coef=V1,V2,... (e.g. cost_coef=0,50,100,200), got {spec!r}.")
-    try: xs = [float(v) for v in vals.split(',') if v.strip()]
-    except ValueError: raise ConfigError(f"--sweep values must be numbers, got {vals!r}.") from None
-    if not xs or any(not math.isfinite(x) or x < 0 for x in xs): raise ConfigError(f"--sweep values must be finite and >= 0, got {vals!r}.")
+    try:
+        xs = [float(v) for v in vals.split(',') if v.strip()]
+    except ValueError:
+        raise ConfigError(f"--sweep values must be numbers, got {vals!r}.") from None
+    if not xs or any(not math.isfinite(x) or x < 0 for x in xs):
+        raise ConfigError(f"--sweep values must be finite and >= 0, got {vals!r}.")
     return 'cost_coef', xs
 
+
 def _sweep_setup(checkpoint):
-    from spindleflow_rl.runs import SECTIONS, TrainConfig, load_model, make_backend, build_world   # lazy: SB3 (1.2 s); only the sweep
+    from spindleflow_rl.runs import (  # lazy: SB3 (1.2 s); only the sweep
+        SECTIONS,
+        TrainConfig,
+        load_model,
+        make_backend,
+        build_world,
+    )
+
     model, cfg, z = load_model(checkpoint)
     run_dir = Path(cfg.pop('_run_dir'))
     sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
-    tc = TrainConfig.from_dict({k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__})
+    tc = TrainConfig.from_dict(
+        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
+    )
     if tc.backend != 'recorded':
-        raise ConfigError("the cost-quality sweep replays logged outcomes: train with --backend recorded --recorded LOG.csv.")
+        raise ConfigError(
+            "the cost-quality sweep replays logged outcomes: train with --backend recorded --recorded LOG.csv."
+        )
     if not tuple(sec['env'].cost_coef_range or ()):
-        raise ConfigError(f"{z}: this policy was trained at one fixed cost_coef, so it cannot be swept. Train one policy for "
-                          "every trade-off with --cost-coef-range LO,HI (e.g. 0,400) and sweep inside that range.")
+        raise ConfigError(
+            f"{z}: this policy was trained at one fixed cost_coef, so it cannot be swept. Train one policy for "
+            "every trade-off with --cost-coef-range LO,HI (e.g. 0,400) and sweep inside that range."
+        )
     be, _ = make_backend(tc, build_world(cfg), sec['sim'])
     return model, sec, be, run_dir, z
 
@@ -541,84 +893,188 @@ def _sweep_setup(checkpoint):
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
     """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
     `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
-    from spindleflow_rl.runs import split_env_fn   # lazy: runs loads SB3 (1.2 s); only the sweep needs it
+    from spindleflow_rl.runs import split_env_fn  # lazy: runs loads SB3 (1.2 s); only the sweep needs it
+
     model, sec, be, run_dir, z = _sweep_setup(checkpoint)
     lo, hi = sec['env'].cost_coef_range
     out_of = [c for c in coefs if not lo <= c <= hi]
-    if out_of and not quiet: print(f"note: cost_coef {out_of} outside the training range [{lo}, {hi}]: extrapolation")
-    lt = LoggedTasks(be); tasks = lt.tasks(split); ref = reference(lt, tasks, seed)
-    res = {'checkpoint': str(z), 'split': split, 'tasks': len(tasks), 'seed': seed, 'cheapest': lt.cheapest,
-           'strongest': lt.strongest, 'train_range': [lo, hi], 'points': [],
-           'ends': {n: summarize([play(r, lt, t, seed) for t in tasks], lt, ref, seed) for n, r in
-                    (('cheapest', SingleRouter(lt.cheapest, 'cheapest')), ('strongest', SingleRouter(lt.strongest, 'strongest')),
-                     ('oracle', OracleRouter(lt)))},
-           'curves': {n: router_curve(r, lt, tasks, seed=seed, ref=ref) for n, r in (('knn', KNNRouter(lt)), ('cascade', CascadeRouter(lt)))}}
-    try: teacher, res['teacher'] = BayesCascadeTeacher(lt), []
-    except ConfigError as e: teacher, res['teacher'], res['teacher_skipped'] = None, [], str(e)   # no answer text to read
+    if out_of and not quiet:
+        print(f"note: cost_coef {out_of} outside the training range [{lo}, {hi}]: extrapolation")
+    lt = LoggedTasks(be)
+    tasks = lt.tasks(split)
+    ref = reference(lt, tasks, seed)
+    res = {
+        'checkpoint': str(z),
+        'split': split,
+        'tasks': len(tasks),
+        'seed': seed,
+        'cheapest': lt.cheapest,
+        'strongest': lt.strongest,
+        'train_range': [lo, hi],
+        'points': [],
+        'ends': {
+            n: summarize([play(r, lt, t, seed) for t in tasks], lt, ref, seed)
+            for n, r in (
+                ('cheapest', SingleRouter(lt.cheapest, 'cheapest')),
+                ('strongest', SingleRouter(lt.strongest, 'strongest')),
+                ('oracle', OracleRouter(lt)),
+            )
+        },
+        'curves': {
+            n: router_curve(r, lt, tasks, seed=seed, ref=ref)
+            for n, r in (('knn', KNNRouter(lt)), ('cascade', CascadeRouter(lt)))
+        },
+    }
+    try:
+        teacher, res['teacher'] = BayesCascadeTeacher(lt), []
+    except ConfigError as e:
+        teacher, res['teacher'], res['teacher_skipped'] = None, [], str(e)  # no answer text to read
     for c in coefs:
-        fn = split_env_fn(split, sec['env'].replace(cost_coef_range=(c, c)), sec['reward'], sec['sim'], None, lambda: (be, None))
+        fn = split_env_fn(
+            split, sec['env'].replace(cost_coef_range=(c, c)), sec['reward'], sec['sim'], None, lambda: (be, None)
+        )
         plays = play_policy(fn(), ModelPolicy(model), tasks, seed)
         pt = {'cost_coef': c, **summarize(plays, lt, ref, seed), 'matched': matched(lt, tasks, plays, ref, seed)}
         res['points'].append(pt)
-        if not quiet: print(fmt_point(pt), flush=True)
-        if teacher is None: continue
-        tp = play_policy(fn(), teacher, tasks, seed)            # the Bayes cascade at the same price, as a router
-        res['teacher'].append({'cost_coef': c, **summarize(tp, lt, ref, seed), 'matched': matched(lt, tasks, tp, ref, seed)})
+        if not quiet:
+            print(fmt_point(pt), flush=True)
+        if teacher is None:
+            continue
+        tp = play_policy(fn(), teacher, tasks, seed)  # the Bayes cascade at the same price, as a router
+        res['teacher'].append(
+            {'cost_coef': c, **summarize(tp, lt, ref, seed), 'matched': matched(lt, tasks, tp, ref, seed)}
+        )
     return res
+
 
 def fmt_point(p: dict) -> str:
     "One sweep point as a line: the policy, then kNN and the cascade at the same strong-call rate."
-    s = (f"cost_coef {p['cost_coef']:>7g}: strong {p['strong_call_rate']:.2f}  quality {p['quality']:.3f}  "
-         f"cost ${p['cost_usd']:.6f}  PGR {p['pgr']:+.2f} [{p['pgr_ci95'][0]:+.2f}, {p['pgr_ci95'][1]:+.2f}]")
+    s = (
+        f"cost_coef {p['cost_coef']:>7g}: strong {p['strong_call_rate']:.2f}  quality {p['quality']:.3f}  "
+        f"cost ${p['cost_usd']:.6f}  PGR {p['pgr']:+.2f} [{p['pgr_ci95'][0]:+.2f}, {p['pgr_ci95'][1]:+.2f}]"
+    )
     for n in ('knn', 'cascade'):
-        m = p['matched'][n]; lo, hi = m['pgr_diff_ci95']
+        m = p['matched'][n]
+        lo, hi = m['pgr_diff_ci95']
         s += f" | {n} {m['pgr']:+.2f} (policy - {n} {m['pgr_diff']:+.2f} [{lo:+.2f}, {hi:+.2f}])"
     return s
 
 # %% ../nbs/18_routers.ipynb #ec54f4d6
 def plot_sweep(res: dict, path=None, dpi: int = 100):
-    "Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."
+    """Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by
+    cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."""
     import matplotlib.pyplot as plt
+
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=dpi)
     e = res['ends']
     for n, c in res['curves'].items():
-        a.plot([1e3*p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
+        a.plot([1e3 * p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
         b.plot([p['strong_call_rate'] for p in c], [p['pgr'] for p in c], marker='.', ms=4, lw=1, label=n)
-    a.plot([1e3*e['cheapest']['cost_usd'], 1e3*e['strongest']['cost_usd']], [e['cheapest']['quality'], e['strongest']['quality']],
-           color='grey', ls='--', lw=1, label='random')
+    a.plot(
+        [1e3 * e['cheapest']['cost_usd'], 1e3 * e['strongest']['cost_usd']],
+        [e['cheapest']['quality'], e['strongest']['quality']],
+        color='grey',
+        ls='--',
+        lw=1,
+        label='random',
+    )
     b.plot([0, 1], [0, 1], color='grey', ls='--', lw=1, label='random')
-    a.scatter([1e3*e['oracle']['cost_usd']], [e['oracle']['quality']], color='black', marker='x', label='oracle (hindsight)', zorder=3)
+    a.scatter(
+        [1e3 * e['oracle']['cost_usd']],
+        [e['oracle']['quality']],
+        color='black',
+        marker='x',
+        label='oracle (hindsight)',
+        zorder=3,
+    )
     P = res['points']
-    a.plot([1e3*p['cost_usd'] for p in P], [p['quality'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
-    b.plot([p['strong_call_rate'] for p in P], [p['pgr'] for p in P], color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
+    a.plot(
+        [1e3 * p['cost_usd'] for p in P],
+        [p['quality'] for p in P],
+        color='tab:red',
+        marker='*',
+        ms=9,
+        lw=1,
+        label='policy',
+        zorder=4,
+    )
+    b.plot(
+        [p['strong_call_rate'] for p in P],
+        [p['pgr'] for p in P],
+        color='tab:red',
+        marker='*',
+        ms=9,
+        lw=1,
+        label='policy',
+        zorder=4,
+    )
     T = res.get('teacher') or []
     if T:
-        a.plot([1e3*p['cost_usd'] for p in T], [p['quality'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
-        b.plot([p['strong_call_rate'] for p in T], [p['pgr'] for p in T], color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3)
+        a.plot(
+            [1e3 * p['cost_usd'] for p in T],
+            [p['quality'] for p in T],
+            color='tab:green',
+            marker='^',
+            ms=5,
+            lw=1,
+            label='bayes-cascade',
+            zorder=3,
+        )
+        b.plot(
+            [p['strong_call_rate'] for p in T],
+            [p['pgr'] for p in T],
+            color='tab:green',
+            marker='^',
+            ms=5,
+            lw=1,
+            label='bayes-cascade',
+            zorder=3,
+        )
     for p in P:
-        a.annotate(f"{p['cost_coef']:g}", (1e3*p['cost_usd'], p['quality']), fontsize=7, xytext=(3, -9), textcoords='offset points')
-    a.set_xlabel('cost per 1000 tasks (USD)'); a.set_ylabel('quality of the returned answer')
-    b.set_xlabel('strong-model call rate'); b.set_ylabel('PGR')
-    a.set_title(f"{res['split']}: {res['tasks']} tasks, each once", fontsize=9); b.set_title('at matched call rates', fontsize=9)
-    b.legend(fontsize=7, loc='upper left'); a.legend(fontsize=7, loc='lower right')
+        a.annotate(
+            f"{p['cost_coef']:g}",
+            (1e3 * p['cost_usd'], p['quality']),
+            fontsize=7,
+            xytext=(3, -9),
+            textcoords='offset points',
+        )
+    a.set_xlabel('cost per 1000 tasks (USD)')
+    a.set_ylabel('quality of the returned answer')
+    b.set_xlabel('strong-model call rate')
+    b.set_ylabel('PGR')
+    a.set_title(f"{res['split']}: {res['tasks']} tasks, each once", fontsize=9)
+    b.set_title('at matched call rates', fontsize=9)
+    b.legend(fontsize=7, loc='upper left')
+    a.legend(fontsize=7, loc='lower right')
     fig.tight_layout()
-    if path is not None: fig.savefig(path, dpi=dpi); plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
     return fig
+
 
 def write_sweep(res: dict, json_path, quiet: bool = True) -> tuple:
     "Write the sweep's JSON and its PNG next to it; return both paths."
     json_path = Path(json_path)
-    if json_path.suffix != '.json': raise ConfigError(f"the sweep report must end in .json, got {json_path}.")
+    if json_path.suffix != '.json':
+        raise ConfigError(f"the sweep report must end in .json, got {json_path}.")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(res, indent=1))
-    png = json_path.with_suffix('.png'); plot_sweep(res, png, dpi=100)
-    if not quiet: print(f"sweep: {json_path} (+ {png.name})")
+    png = json_path.with_suffix('.png')
+    plot_sweep(res, png, dpi=100)
+    if not quiet:
+        print(f"sweep: {json_path} (+ {png.name})")
     return json_path, png
 
-def sweep_main(checkpoint, spec: str, json_out=None, split: str = 'heldout', seed: int = 0, quiet: bool = False) -> dict:
-    "Run `cost_sweep` and write `sweep.json` / `sweep.png` (the command line's `--sweep` is chapter 18c's `sweep_log_run`)."
+
+def sweep_main(
+    checkpoint, spec: str, json_out=None, split: str = 'heldout', seed: int = 0, quiet: bool = False
+) -> dict:
+    """Run `cost_sweep` and write `sweep.json` / `sweep.png` (the
+    command line's `--sweep` is chapter 18c's `sweep_log_run`)."""
     _, coefs = parse_sweep(spec)
     res = cost_sweep(checkpoint, coefs, split, seed, quiet)
-    p = Path(checkpoint); run_dir = p if p.is_dir() else p.parent
-    write_sweep(res, json_out or run_dir/'sweep.json', quiet)
+    p = Path(checkpoint)
+    run_dir = p if p.is_dir() else p.parent
+    write_sweep(res, json_out or run_dir / 'sweep.json', quiet)
     return res

@@ -8,8 +8,18 @@ import copy, hashlib, io, json, pickle, platform, random, time, traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
-from .config import (ConfigBase, ConfigError, EnvConfig, RewardConfig, SimConfig, PACKAGE_DIR, config_path,
-                                   load_yaml, param, check_value)
+from spindleflow_rl.config import (
+    ConfigBase,
+    ConfigError,
+    EnvConfig,
+    RewardConfig,
+    SimConfig,
+    PACKAGE_DIR,
+    config_path,
+    load_yaml,
+    param,
+    check_value,
+)
 from .files import atomic_write_bytes, atomic_write_json
 from .concurrency import VEC_ENVS, resolve_vec_env, ThreadedVecEnv, AsyncVecEnv
 from .catalog import Catalog
@@ -18,12 +28,20 @@ from .world import World, default_world
 from .backends import SimulatedBackend, RecordedOutcomesBackend
 from .llm import OpenAIConfig, OPENAI_API_URL, LLMClient
 from .openai_backend import make_judge_scorers
-from .security import SandboxedOpenAIBackend   # specialists read only their DAG ancestors (chapter 16)
+from .security import SandboxedOpenAIBackend  # specialists read only their DAG ancestors (chapter 16)
 from .env import SpindleFlowEnv
 from .policy import PolicyConfig
 from .policies import check_teacher
-from .checkpoints import (CheckpointError, resolve_checkpoint, load_model, init_source, DEMO_POLICY,
-                                        sign_resume_state, read_resume_state, load_policy)
+from spindleflow_rl.checkpoints import (
+    CheckpointError,
+    resolve_checkpoint,
+    load_model,
+    init_source,
+    DEMO_POLICY,
+    sign_resume_state,
+    read_resume_state,
+    load_policy,
+)
 
 # %% auto #0
 __all__ = ['SECTIONS', 'PPO_CHECKS', 'RUN_SECTIONS', 'SPEND_KIND', 'MIN_CALLS', 'SPLITS', 'TrainConfig', 'check_device',
@@ -35,170 +53,332 @@ __all__ = ['SECTIONS', 'PPO_CHECKS', 'RUN_SECTIONS', 'SPEND_KIND', 'MIN_CALLS', 
 # %% ../nbs/94_runs.ipynb #8abeeeff
 _ok_eval = lambda v: v == 0 or v >= 2
 _EVAL_RULE = '0 (skip) or at least 2 (a confidence interval needs two episodes)'
-_ok_budget = lambda b: isinstance(b, (list, tuple)) and len(b) == 2 and all(isinstance(x, (int, float)) and x > 0 for x in b) and sum(b) < 1
+_ok_budget = lambda b: (
+    isinstance(b, (list, tuple))
+    and len(b) == 2
+    and all(isinstance(x, (int, float)) and x > 0 for x in b)
+    and sum(b) < 1
+)
+
 
 @dataclass
 class TrainConfig(ConfigBase):
     "Arguments of a training run (`spindleflow-train --help` shows them all)."
-    timesteps: int = param(250_000, 'total PPO environment steps, all phases together (after the imitation warm start)', lo=1)
+
+    timesteps: int = param(
+        250_000, 'total PPO environment steps, all phases together (after the imitation warm start)', lo=1
+    )
     curriculum: bool = param(True, 'train phases 1 -> 2 -> 3 (else only --phase)')
     phase: int = param(1, 'the single phase to train when the curriculum is off', choices=(1, 2, 3))
-    phase_budget: list = param([0.25, 0.3], 'most share of the timesteps spent in phases 1 and 2 before moving on',
-                               ok=_ok_budget, rule='two positive shares summing to less than 1')
-    success_threshold: float = param(0.6, 'advance early once this share of the recent episodes succeeded (above 1: never early)', lo=0)
+    phase_budget: list = param(
+        [0.25, 0.3],
+        'most share of the timesteps spent in phases 1 and 2 before moving on',
+        ok=_ok_budget,
+        rule='two positive shares summing to less than 1',
+    )
+    success_threshold: float = param(
+        0.6, 'advance early once this share of the recent episodes succeeded (above 1: never early)', lo=0
+    )
     success_window: int = param(500, 'number of recent episodes the success rate is measured over', lo=1)
-    min_phase_fraction: float = param(0.1, 'least share of the timesteps spent in a phase before an early advance', lo=0, hi=1, hi_open=True)
+    min_phase_fraction: float = param(
+        0.1, 'least share of the timesteps spent in a phase before an early advance', lo=0, hi=1, hi_open=True
+    )
     n_envs: int = param(16, 'parallel environments', lo=1, hi=1024)
-    vec_env: str = param('auto', 'dummy (one process, one env after another) | threads (all envs at once, in lockstep) | async (each env '
-                         'steps as soon as the policy acted for it: for --backend openai) | subproc (one process per env) | '
-                         'auto (async for openai; else subproc with > 2 cores, else dummy)',
-                         choices=VEC_ENVS)
+    vec_env: str = param(
+        'auto',
+        'dummy (one process, one env after another) | threads (all envs at once, in lockstep) | async (each env '
+        'steps as soon as the policy acted for it: for --backend openai) | subproc (one process per env) | '
+        'auto (async for openai; else subproc with > 2 cores, else dummy)',
+        choices=VEC_ENVS,
+    )
     seed: int = param(0, 'seed of everything: envs, policy, sampling', lo=0, hi=2**32 - 1)
     out: str = param('runs', 'output folder; the run folder is created inside it')
     run_name: str = param('', 'run folder name', show='SpindleFlow-v0__<exp>__<seed>__<time>', empty_ok=True)
-    checkpoint_every: int = param(50_000, 'timesteps between checkpoints, written atomically (0: only at the end)', lo=0)
-    keep_checkpoints: int = param(3, 'how many periodic checkpoints to keep (0: all; the final one is always kept)', lo=0)
-    eval_episodes: int = param(500, 'episodes per policy and split for the evaluation after training (0: skip)', ok=_ok_eval, rule=_EVAL_RULE)
-    paid_eval_episodes: int = param(50, 'the same with a paid backend (openai), unless --eval-episodes is given; at most '
-                                    'as many as training played', ok=_ok_eval, rule=_EVAL_RULE)
-    paid_eval_budget_usd: float = param(1.0, 'USD the evaluation after training on a paid backend may spend, unless '
-                                        '--max-cost-usd leaves less', lo=0, lo_open=True)
+    checkpoint_every: int = param(
+        50_000, 'timesteps between checkpoints, written atomically (0: only at the end)', lo=0
+    )
+    keep_checkpoints: int = param(
+        3, 'how many periodic checkpoints to keep (0: all; the final one is always kept)', lo=0
+    )
+    eval_episodes: int = param(
+        500, 'episodes per policy and split for the evaluation after training (0: skip)', ok=_ok_eval, rule=_EVAL_RULE
+    )
+    paid_eval_episodes: int = param(
+        50,
+        'the same with a paid backend (openai), unless --eval-episodes is given; at most as many as training played',
+        ok=_ok_eval,
+        rule=_EVAL_RULE,
+    )
+    paid_eval_budget_usd: float = param(
+        1.0,
+        'USD the evaluation after training on a paid backend may spend, unless --max-cost-usd leaves less',
+        lo=0,
+        lo_open=True,
+    )
     device: str = param('auto', 'auto (CUDA when present) | cpu | cuda | cuda:N')
-    backend: str = param('sim', 'execution backend: sim (demo mode, offline) | recorded | openai', choices=('sim', 'recorded', 'openai'))
-    tier: int = param(0, 'reward tier locked each episode: 0 heuristic, 1 embedding, 2 LLM judge, 3 strong judge', choices=(0, 1, 2, 3))
+    backend: str = param(
+        'sim', 'execution backend: sim (demo mode, offline) | recorded | openai', choices=('sim', 'recorded', 'openai')
+    )
+    tier: int = param(
+        0,
+        'reward tier locked each episode: 0 heuristic, 1 embedding, 2 LLM judge, 3 strong judge',
+        choices=(0, 1, 2, 3),
+    )
     recorded: str = param('', 'CSV/JSONL table of logged outcomes for --backend recorded', empty_ok=True)
-    max_cost_usd: float = param(0.0, 'stop cleanly (checkpoint written) before LLM spend passes this, training and evaluation together (0: no limit)', lo=0)
-    max_failed_calls: float = param(0.2, 'share of LLM calls that may fail (after retries) before training or evaluation '
-                                    'stops and reports failure; checked from 10 calls on', lo=0, hi=1)
-    progress: bool = param(True, 'show progress (a live line on a terminal, a plain line every progress_every_s otherwise)')
-    progress_every_s: float = param(30.0, 'seconds between plain-text progress lines when stdout is not a terminal', lo=0, lo_open=True)
-    torch_threads: int = param(0, 'torch CPU threads (0: leave the default); pin it to reproduce a run bit for bit', lo=0, hi=4096)
-    imitation_teacher: str = param('adaptive-planner', "warm start: behaviour-clone this planner before PPO (chapter 08a); '' for none",
-                                   empty_ok=True, flag_empty_ok=True)
-    imitation_episodes: int = param(2000, 'teacher episodes on training tasks for the warm start (at most timesteps/100)', lo=0)
+    max_cost_usd: float = param(
+        0.0,
+        'stop cleanly (checkpoint written) before LLM spend passes this, training and evaluation together (0: no '
+        'limit)',
+        lo=0,
+    )
+    max_failed_calls: float = param(
+        0.2,
+        'share of LLM calls that may fail (after retries) before training or evaluation '
+        'stops and reports failure; checked from 10 calls on',
+        lo=0,
+        hi=1,
+    )
+    progress: bool = param(
+        True, 'show progress (a live line on a terminal, a plain line every progress_every_s otherwise)'
+    )
+    progress_every_s: float = param(
+        30.0, 'seconds between plain-text progress lines when stdout is not a terminal', lo=0, lo_open=True
+    )
+    torch_threads: int = param(
+        0, 'torch CPU threads (0: leave the default); pin it to reproduce a run bit for bit', lo=0, hi=4096
+    )
+    imitation_teacher: str = param(
+        'adaptive-planner',
+        "warm start: behaviour-clone this planner before PPO (chapter 08a); '' for none",
+        empty_ok=True,
+        flag_empty_ok=True,
+    )
+    imitation_episodes: int = param(
+        2000, 'teacher episodes on training tasks for the warm start (at most timesteps/100)', lo=0
+    )
     imitation_epochs: int = param(20, 'passes over the teacher episodes', lo=0)
-    imitation_dagger_rounds: int = param(1, 'DAgger rounds after the cloning (policy-driven episodes labelled by the teacher)', lo=0)
-    catalog: str = param('', "your own specialists (.csv/.yaml, chapter 02's Catalog.from_file); '' = the shipped catalog", empty_ok=True)
-    tasks: str = param('', "your own task bank (.yaml, chapter 04's TaskBank.from_yaml); '' = the shipped task bank", empty_ok=True)
-    catalog_sha256: str = param('', 'sha256 of the catalog file, filled in at the start; a resume or evaluation refuses a changed file',
-                                empty_ok=True, cli=False)
+    imitation_dagger_rounds: int = param(
+        1, 'DAgger rounds after the cloning (policy-driven episodes labelled by the teacher)', lo=0
+    )
+    catalog: str = param(
+        '', "your own specialists (.csv/.yaml, chapter 02's Catalog.from_file); '' = the shipped catalog", empty_ok=True
+    )
+    tasks: str = param(
+        '', "your own task bank (.yaml, chapter 04's TaskBank.from_yaml); '' = the shipped task bank", empty_ok=True
+    )
+    catalog_sha256: str = param(
+        '',
+        'sha256 of the catalog file, filled in at the start; a resume or evaluation refuses a changed file',
+        empty_ok=True,
+        cli=False,
+    )
     tasks_sha256: str = param('', 'the same for the task bank file', empty_ok=True, cli=False)
-    init_from: str = param('', "start from a trained policy's weights (checkpoint zip, run folder, or 'demo' for the shipped demo "
-                           "policy) instead of random ones and the imitation warm start", empty_ok=True)
-    log_learner: str = param('full-info', 'recorded logs: full-info (the exact return of every action on every logged question, '
-                             'a fitted Q distilled into the policy network; chapter 18c) | ppo (on-policy PPO from sampled episodes, '
-                             'with --timesteps and --imitation-teacher)', choices=('full-info', 'ppo'))
-    heldout_fraction: float = param(0.2, 'recorded logs: share of the questions held out of training (evaluation only); '
-                                    'the split is a property of the log (a seeded draw per question, in log order), not of --seed',
-                                    lo=0, hi=1, lo_open=True, hi_open=True)
-    log_price: float = param(-1.0, 'recorded logs: the cost_coef the evaluation and its headline are reported at (--cost-coef '
-                             'sets it); -1: the price calibrated on the training questions to half the questions escalated '
-                             '(two specialists) or half the spend from cheapest to strongest (more)', lo=-1, cli=False)
-    distil_episodes: int = param(6000, 'full-info: teacher (fitted Q) episodes on training questions the network is distilled from', lo=1)
+    init_from: str = param(
+        '',
+        "start from a trained policy's weights (checkpoint zip, run folder, or 'demo' for the shipped demo "
+        "policy) instead of random ones and the imitation warm start",
+        empty_ok=True,
+    )
+    log_learner: str = param(
+        'full-info',
+        'recorded logs: full-info (the exact return of every action on every logged question, '
+        'a fitted Q distilled into the policy network; chapter 18c) | ppo (on-policy PPO from sampled episodes, '
+        'with --timesteps and --imitation-teacher)',
+        choices=('full-info', 'ppo'),
+    )
+    heldout_fraction: float = param(
+        0.2,
+        'recorded logs: share of the questions held out of training (evaluation only); '
+        'the split is a property of the log (a seeded draw per question, in log order), not of --seed',
+        lo=0,
+        hi=1,
+        lo_open=True,
+        hi_open=True,
+    )
+    log_price: float = param(
+        -1.0,
+        'recorded logs: the cost_coef the evaluation and its headline are reported at (--cost-coef '
+        'sets it); -1: the price calibrated on the training questions to half the questions escalated '
+        '(two specialists) or half the spend from cheapest to strongest (more)',
+        lo=-1,
+        cli=False,
+    )
+    distil_episodes: int = param(
+        6000, 'full-info: teacher (fitted Q) episodes on training questions the network is distilled from', lo=1
+    )
     distil_epochs: int = param(40, 'full-info: passes over those episodes', lo=1)
-    distil_dagger_rounds: int = param(2, 'full-info: DAgger rounds after the distillation (the network drives, the Q labels)', lo=0)
-    finetune_timesteps: int = param(0, 'full-info: optional PPO after the distilled warm start, guarded: kept only if it does not '
-                                    'lower the area under the PGR curve on a validation split of the training questions (0: none)', lo=0)
-    validation_fraction: float = param(0.2, 'full-info: share of the training questions the fine-tune guard validates on',
-                                       lo=0, hi=1, lo_open=True, hi_open=True)
+    distil_dagger_rounds: int = param(
+        2, 'full-info: DAgger rounds after the distillation (the network drives, the Q labels)', lo=0
+    )
+    finetune_timesteps: int = param(
+        0,
+        'full-info: optional PPO after the distilled warm start, guarded: kept only if it does not '
+        'lower the area under the PGR curve on a validation split of the training questions (0: none)',
+        lo=0,
+    )
+    validation_fraction: float = param(
+        0.2,
+        'full-info: share of the training questions the fine-tune guard validates on',
+        lo=0,
+        hi=1,
+        lo_open=True,
+        hi_open=True,
+    )
+
 
 SECTIONS = {'train': TrainConfig, 'env': EnvConfig, 'reward': RewardConfig, 'sim': SimConfig}
 
 # %% ../nbs/94_runs.ipynb #741fdca9
-PPO_CHECKS = {   # the allowed values of the `ppo:` keys we know (any other public RecurrentPPO argument is passed as it is)
-    'learning_rate': dict(lo=0, lo_open=True, kind=float), 'n_steps': dict(lo=1, kind=int), 'batch_size': dict(lo=2, kind=int),
-    'n_epochs': dict(lo=1, kind=int), 'gamma': dict(lo=0, hi=1, kind=float), 'gae_lambda': dict(lo=0, hi=1, kind=float),
-    'clip_range': dict(lo=0, lo_open=True, kind=float), 'ent_coef': dict(lo=0, kind=float), 'vf_coef': dict(lo=0, kind=float),
-    'max_grad_norm': dict(lo=0, lo_open=True, kind=float), 'normalize_advantage': dict(kind=bool)}
+# the allowed values of the `ppo:` keys we know (any other public RecurrentPPO argument is passed as it is)
+PPO_CHECKS = {
+    'learning_rate': dict(lo=0, lo_open=True, kind=float),
+    'n_steps': dict(lo=1, kind=int),
+    'batch_size': dict(lo=2, kind=int),
+    'n_epochs': dict(lo=1, kind=int),
+    'gamma': dict(lo=0, hi=1, kind=float),
+    'gae_lambda': dict(lo=0, hi=1, kind=float),
+    'clip_range': dict(lo=0, lo_open=True, kind=float),
+    'ent_coef': dict(lo=0, kind=float),
+    'vf_coef': dict(lo=0, kind=float),
+    'max_grad_norm': dict(lo=0, lo_open=True, kind=float),
+    'normalize_advantage': dict(kind=bool),
+}
+
 
 def _check_ppo(ppo: dict, where: str) -> dict:
     "The `ppo:` section: public `RecurrentPPO` arguments the run does not set itself, each known one in its range."
     import inspect
     from sb3_contrib import RecurrentPPO
-    valid = sorted(k for k in inspect.signature(RecurrentPPO.__init__).parameters
-                   if not k.startswith('_') and k not in ('self', 'policy', 'env', 'seed', 'device', 'tensorboard_log', 'policy_kwargs'))
+
+    valid = sorted(
+        k
+        for k in inspect.signature(RecurrentPPO.__init__).parameters
+        if not k.startswith('_')
+        and k not in ('self', 'policy', 'env', 'seed', 'device', 'tensorboard_log', 'policy_kwargs')
+    )
     unknown = sorted(set(ppo) - set(valid))
-    if unknown: raise ConfigError(f"{where}: unknown key(s) {unknown} in section 'ppo'. Valid: {', '.join(valid)} "
-                                  "(seed, device: section 'train'; the architecture: section 'policy').")
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown} in section 'ppo'. Valid: {', '.join(valid)} "
+            "(seed, device: section 'train'; the architecture: section 'policy')."
+        )
     return {k: check_value(PPO_CHECKS[k], v, f"{where}: ppo.{k}") if k in PPO_CHECKS else v for k, v in ppo.items()}
 
+
 def check_device(device: str, label: str = 'train.device') -> str:
-    "`auto`, `cpu`, or a CUDA device this machine has (`cuda`, `cuda:N`); `ConfigError` otherwise (a GPU run never falls back to CPU silently)."
+    """`auto`, `cpu`, or a CUDA device this machine has (`cuda`, `cuda:N`);
+    `ConfigError` otherwise (a GPU run never falls back to CPU silently)."""
     import torch
+
     d = str(device).strip().lower()
-    if d in ('auto', 'cpu'): return d
+    if d in ('auto', 'cpu'):
+        return d
     if d == 'cuda' or (d.startswith('cuda:') and d[5:].isdigit()):
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         idx = int(d[5:]) if ':' in d else 0
-        if idx >= n: raise ConfigError(f"{label} {device!r}: this machine has {n or 'no'} CUDA GPU{'s' if n != 1 else ''}. Use auto or cpu.")
+        if idx >= n:
+            raise ConfigError(
+                f"{label} {device!r}: this machine has {n or 'no'} CUDA GPU{'s' if n != 1 else ''}. Use auto or cpu."
+            )
         return d
     raise ConfigError(f"{label} must be auto, cpu, cuda or cuda:N, got {device!r}.")
+
 
 def _check_train(t: TrainConfig, where: str = 'train'):
     "What the `train` fields' ranges do not say: the device exists, tiers 2-3 need a judge, the teacher is known."
     check_device(t.device, f"--device ({where}.device)")
     if t.tier >= 2 and t.backend != 'openai':
-        raise ConfigError(f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend).")
+        raise ConfigError(
+            f"tier {t.tier} uses an LLM judge on real answers: use --backend openai (tiers 0-1 work with any backend)."
+        )
     if t.imitation_teacher:
-        check_teacher(t.imitation_teacher)                 # a clear error for an unknown name, before the run folder
+        check_teacher(t.imitation_teacher)  # a clear error for an unknown name, before the run folder
         if t.imitation_teacher == 'bayes-cascade' and t.backend != 'recorded':
-            raise ConfigError("train.imitation_teacher 'bayes-cascade' is fitted on a log: use it with --backend recorded --recorded LOG.")
+            raise ConfigError(
+                "train.imitation_teacher 'bayes-cascade' is fitted on a log: use it with --backend recorded "
+                "--recorded LOG."
+            )
 
 # %% ../nbs/94_runs.ipynb #7cb6558b
 def file_sha256(path) -> str:
     "sha256 of a file; `ConfigError` naming it when it cannot be read."
-    try: return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as e: raise ConfigError(f"{path}: cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
+
 
 def pin_file(path, sha: str, what: str) -> tuple[str, str]:
     """`(absolute path, sha256)` of a run's input file (`what`: catalog or tasks). `sha` (from the run's saved config,
     '' for a new run) must match the file as it is now: a resume or an evaluation never silently changes the roster."""
     p = Path(path).expanduser().resolve()
-    if not p.is_file(): raise ConfigError(f"--{what} {path}: file not found. Pass the path of your {what} file.")
-    try: now = hashlib.sha256(p.read_bytes()).hexdigest()
-    except OSError as e: raise ConfigError(f"--{what} {path}: cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
+    if not p.is_file():
+        raise ConfigError(f"--{what} {path}: file not found. Pass the path of your {what} file.")
+    try:
+        now = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError as e:
+        raise ConfigError(
+            f"--{what} {path}: cannot be read ({e.strerror or e}). Check that it is a readable file."
+        ) from None
     if sha and sha != now:
-        raise ConfigError(f"{p}: this run was trained on a different version of this {what} file (sha256 {sha[:12]}..., the "
-                          f"file now has {now[:12]}...). Put the file back as it was, or start a new run for the new {what}.")
+        raise ConfigError(
+            f"{p}: this run was trained on a different version of this {what} file (sha256 {sha[:12]}..., the "
+            f"file now has {now[:12]}...). Put the file back as it was, or start a new run for the new {what}."
+        )
     return str(p), now
+
 
 def _pin_inputs(t: TrainConfig) -> TrainConfig:
     "Pin `--catalog`/`--tasks` (absolute path + sha256) and check that they load, before any run folder exists."
     if t.catalog:
-        path, sha = pin_file(t.catalog, t.catalog_sha256, 'catalog'); Catalog.from_file(path)
+        path, sha = pin_file(t.catalog, t.catalog_sha256, 'catalog')
+        Catalog.from_file(path)
         t = t.replace(catalog=path, catalog_sha256=sha)
     if t.tasks:
-        path, sha = pin_file(t.tasks, t.tasks_sha256, 'tasks'); TaskBank.from_yaml(path)
+        path, sha = pin_file(t.tasks, t.tasks_sha256, 'tasks')
+        TaskBank.from_yaml(path)
         t = t.replace(tasks=path, tasks_sha256=sha)
     if t.init_from and t.init_from != 'demo':
         if not Path(t.init_from).exists():
-            raise ConfigError(f"--init-from {t.init_from}: not found. Pass a checkpoint zip, a run folder, or 'demo' (the shipped policy).")
-        init_source(t.init_from)                         # a zip that is not a SpindleFlow checkpoint: refused here, named
+            raise ConfigError(
+                f"--init-from {t.init_from}: not found. Pass a checkpoint zip, a run folder, or 'demo' (the shipped "
+                f"policy)."
+            )
+        init_source(t.init_from)  # a zip that is not a SpindleFlow checkpoint: refused here, named
     return t
 
 # %% ../nbs/94_runs.ipynb #ff22a280
 RUN_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
 
+
 def _check_section(sec: str, values: dict, where: str) -> dict:
     "One layer's values of one section, each checked (unknown keys, types, ranges); errors name `where` and the key."
-    if sec == 'ppo': return _check_ppo(values, where)
+    if sec == 'ppo':
+        return _check_ppo(values, where)
     cls = {**SECTIONS, 'policy': PolicyConfig, 'openai': OpenAIConfig}[sec]
     cls.from_dict(values, where=f"{where}: {sec}")
     return {k: check_value(cls.field_meta(k), v, f"{where}: {sec}.{k}") for k, v in values.items()}
 
+
 def _layers(path, overrides: dict | None, overrides_where: str, base: dict | None = None) -> tuple[dict, dict]:
     """The shipped train.yaml, a resumed run's saved config (`base`), the file at `path` and `overrides`, checked layer
     by layer and merged; `(merged, key -> layer name)`."""
-    layers = [(load_yaml(config_path('train.yaml')), 'train.yaml')] + ([(base, "the run's saved config")] if base else [])
-    if path is not None: layers.append((load_yaml(path, what='config'), str(path)))
+    layers = [(load_yaml(config_path('train.yaml')), 'train.yaml')] + (
+        [(base, "the run's saved config")] if base else []
+    )
+    if path is not None:
+        layers.append((load_yaml(path, what='config'), str(path)))
     layers.append((overrides or {}, overrides_where))
     merged, origin = {}, {}
     for layer, where in layers:
         unknown = sorted(set(layer) - set(RUN_SECTIONS))
-        if unknown: raise ConfigError(f"{where}: unknown section(s) {unknown}. Sections: {', '.join(RUN_SECTIONS)}.")
+        if unknown:
+            raise ConfigError(f"{where}: unknown section(s) {unknown}. Sections: {', '.join(RUN_SECTIONS)}.")
         for sec, v in layer.items():
-            if v is None: continue
-            if not isinstance(v, dict): raise ConfigError(f"{where}: section {sec!r} must be a mapping, got {type(v).__name__}.")
+            if v is None:
+                continue
+            if not isinstance(v, dict):
+                raise ConfigError(f"{where}: section {sec!r} must be a mapping, got {type(v).__name__}.")
             merged[sec] = {**merged.get(sec, {}), **_check_section(sec, v, where)}
             origin.update({f"{sec}.{k}": where for k in v})
     return merged, origin
@@ -210,15 +390,27 @@ def _check_run(out: dict, origin: dict, flags: str):
     if t.backend == 'recorded' and not t.recorded:
         raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
     if t.recorded and t.backend != 'recorded' and by_flag('train.recorded'):
-        raise ConfigError(f"--recorded (train.recorded) has no effect with the {t.backend} backend: add --backend recorded, or drop it.")
+        raise ConfigError(
+            f"--recorded (train.recorded) has no effect with the {t.backend} backend: add --backend recorded, or drop "
+            f"it."
+        )
     if out['openai'].get('base_url') and t.backend != 'openai' and by_flag('openai.base_url'):
-        raise ConfigError(f"--base-url (openai.base_url) has no effect with the {t.backend} backend: add --backend openai, or drop it.")
-    D = EnvConfig().emb_dim                       # all-MiniLM-L6-v2's 384 dimensions: what every observation embeds
+        raise ConfigError(
+            f"--base-url (openai.base_url) has no effect with the {t.backend} backend: add --backend openai, or drop "
+            f"it."
+        )
+    D = EnvConfig().emb_dim  # all-MiniLM-L6-v2's 384 dimensions: what every observation embeds
     for k, v in (('env.emb_dim', out['env'].emb_dim), ('policy.emb_dim', out['policy'].get('emb_dim', D))):
-        if v != D: raise ConfigError(f"{origin.get(k, 'config')}: {k} is {v}, but the embeddings (all-MiniLM-L6-v2) have {D} "
-                                     "dimensions. Drop the key (it follows the embedding model).")
+        if v != D:
+            raise ConfigError(
+                f"{origin.get(k, 'config')}: {k} is {v}, but the embeddings (all-MiniLM-L6-v2) have {D} "
+                "dimensions. Drop the key (it follows the embedding model)."
+            )
 
-def load_run_config(path=None, overrides: dict | None = None, overrides_where: str = 'overrides', base: dict | None = None) -> dict:
+
+def load_run_config(
+    path=None, overrides: dict | None = None, overrides_where: str = 'overrides', base: dict | None = None
+) -> dict:
     """The shipped `train.yaml`, updated section by section with the file at `path` and then with `overrides`
     (`{'train': {...}, 'ppo': {...}, ...}`, from `overrides_where`, e.g. the command line); a resume puts the run's saved
     config (`base`) right above the shipped file. Every value is checked in
@@ -227,10 +419,11 @@ def load_run_config(path=None, overrides: dict | None = None, overrides_where: s
     merged, origin = _layers(path, overrides, overrides_where, base)
     where = str(path) if path is not None else overrides_where
     out = {k: cls.from_dict(merged.get(k) or {}, where=f"{where}: {k}") for k, cls in SECTIONS.items()}
-    out['ppo'] = dict(merged.get('ppo') or {}); out['policy'] = dict(merged.get('policy') or {})
+    out['ppo'] = dict(merged.get('ppo') or {})
+    out['policy'] = dict(merged.get('policy') or {})
     out['openai'] = dict(merged.get('openai') or {})
     t = out['train']
-    if t.backend == 'openai':        # every backend setting, the server included (never the key): evaluation reuses them
+    if t.backend == 'openai':  # every backend setting, the server included (never the key): evaluation reuses them
         o = OpenAIConfig.from_dict(out['openai'], where=f"{where}: openai")
         out['openai'] = o.replace(base_url=o.resolved_base_url() or OPENAI_API_URL).to_dict()
     _check_run(out, origin, overrides_where)
@@ -241,40 +434,53 @@ def load_run_config(path=None, overrides: dict | None = None, overrides_where: s
 # %% ../nbs/94_runs.ipynb #a0114747
 _WORLDS: dict = {}
 
+
 def build_world(cfg):
     """The `World` a run trains and is evaluated in: `default_world()` for the shipped catalog and tasks, else one
     built from `train.catalog` / `train.tasks` (checked against their pinned sha256; built once per process).
     `cfg`: `load_run_config`'s sections, a run's saved `config.json` dict (no `train` section: the shipped world), or a
     `TrainConfig`."""
     t = (cfg.get('train') or {}) if isinstance(cfg, dict) else cfg
-    if isinstance(t, dict): t = TrainConfig.from_dict({k: v for k, v in t.items() if k in TrainConfig.__dataclass_fields__})
-    if not t.catalog and not t.tasks: return default_world()
+    if isinstance(t, dict):
+        t = TrainConfig.from_dict({k: v for k, v in t.items() if k in TrainConfig.__dataclass_fields__})
+    if not t.catalog and not t.tasks:
+        return default_world()
     cat_path, cat_sha = pin_file(t.catalog, t.catalog_sha256, 'catalog') if t.catalog else ('', '')
     task_path, task_sha = pin_file(t.tasks, t.tasks_sha256, 'tasks') if t.tasks else ('', '')
     key = (cat_path, cat_sha, task_path, task_sha)
     if key not in _WORLDS:
-        _WORLDS[key] = World.build(Catalog.from_file(cat_path) if cat_path else None, TaskBank.from_yaml(task_path) if task_path else None)
+        _WORLDS[key] = World.build(
+            Catalog.from_file(cat_path) if cat_path else None, TaskBank.from_yaml(task_path) if task_path else None
+        )
     return _WORLDS[key]
 
 # %% ../nbs/94_runs.ipynb #c8340a15
 def with_roster(train, catalog=None, tasks=None) -> TrainConfig:
     """A run's `train` section (`TrainConfig` or its saved dict) with `catalog`/`tasks` put in when given (pinned
     afresh: another roster on purpose); pass the result to `build_world`."""
-    t = train if isinstance(train, TrainConfig) else TrainConfig.from_dict(
-        {k: v for k, v in (train or {}).items() if k in TrainConfig.__dataclass_fields__})
-    if catalog: t = t.replace(catalog=str(catalog), catalog_sha256='')
-    if tasks: t = t.replace(tasks=str(tasks), tasks_sha256='')
+    t = (
+        train
+        if isinstance(train, TrainConfig)
+        else TrainConfig.from_dict({k: v for k, v in (train or {}).items() if k in TrainConfig.__dataclass_fields__})
+    )
+    if catalog:
+        t = t.replace(catalog=str(catalog), catalog_sha256='')
+    if tasks:
+        t = t.replace(tasks=str(tasks), tasks_sha256='')
     return _pin_inputs(t)
 
 # %% ../nbs/94_runs.ipynb #770b1f3f
 SPEND_KIND = {'sim': 'simulated', 'recorded': 'recorded', 'openai': 'real'}
 
+
 def spend_fields(kind: str, usd: float) -> dict:
     """How a run reports what its backend charged: `cost_usd` is money really spent (the OpenAI backend); the
     simulator's invented prices and logged costs of recorded outcomes go to `simulated_cost_usd` /
     `recorded_cost_usd` and `cost_usd` is 0."""
-    if kind == 'real': return {'cost_kind': 'real', 'cost_usd': float(usd)}
+    if kind == 'real':
+        return {'cost_kind': 'real', 'cost_usd': float(usd)}
     return {'cost_kind': kind, 'cost_usd': 0.0, f'{kind}_cost_usd': float(usd)}
+
 
 def spend_from(st: dict) -> float:
     "The backend spend recorded by `spend_fields` (0 when absent)."
@@ -284,82 +490,139 @@ def spend_from(st: dict) -> float:
 # %% ../nbs/94_runs.ipynb #c4df0e5b
 class RunState:
     "What a checkpoint carries besides the weights: timesteps, curriculum, spend (labelled by kind), config."
+
     def __init__(self, run_dir: Path, config: dict, curriculum: 'Curriculum', spend_kind: str = 'real'):
         self.run_dir, self.config, self.curriculum, self.spend_kind = Path(run_dir), config, curriculum, spend_kind
-        self.cost_usd = 0.0; self.episodes = 0
-        self.cost_base = 0.0        # spend of earlier sessions of a resumed run
+        self.cost_usd = 0.0
+        self.episodes = 0
+        self.cost_base = 0.0  # spend of earlier sessions of a resumed run
+
     def to_dict(self, model, checkpoint: str, at: dict | None = None) -> dict:
         "The `latest.json` record; `at`: the run state captured at a rollout boundary (else now)."
         if at is None:
-            try: consistency = model.get_env().env_method('consistency_state')
-            except Exception: consistency = []          # no env attached (e.g. a model loaded for evaluation)
-            at = {'num_timesteps': int(model.num_timesteps), 'curriculum': copy.deepcopy(self.curriculum.state),
-                  'phase': self.curriculum.phase, 'episodes': self.episodes, 'consistency': consistency}
-        return {'format': 'spindleflow-rl-checkpoint/2', 'num_timesteps': at['num_timesteps'], 'checkpoint': checkpoint,
-                'consistency': at['consistency'], 'phase': at['phase'], 'curriculum': at['curriculum'],
-                **spend_fields(self.spend_kind, self.cost_usd), 'episodes': at['episodes'], 'config': self.config,
-                'time': time.strftime('%Y-%m-%dT%H:%M:%S')}
+            try:
+                consistency = model.get_env().env_method('consistency_state')
+            except Exception:
+                consistency = []  # no env attached (e.g. a model loaded for evaluation)
+            at = {
+                'num_timesteps': int(model.num_timesteps),
+                'curriculum': copy.deepcopy(self.curriculum.state),
+                'phase': self.curriculum.phase,
+                'episodes': self.episodes,
+                'consistency': consistency,
+            }
+        return {
+            'format': 'spindleflow-rl-checkpoint/2',
+            'num_timesteps': at['num_timesteps'],
+            'checkpoint': checkpoint,
+            'consistency': at['consistency'],
+            'phase': at['phase'],
+            'curriculum': at['curriculum'],
+            **spend_fields(self.spend_kind, self.cost_usd),
+            'episodes': at['episodes'],
+            'config': self.config,
+            'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+        }
 
 # %% ../nbs/94_runs.ipynb #c51df298
 import gymnasium as gym
 
+
 def rng_state() -> dict:
     "Every global generator training draws from: Python's, NumPy's (minibatch order) and torch's (action sampling)."
     import torch
+
     st = {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state()}
-    if torch.cuda.is_available(): st['cuda'] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_available():
+        st['cuda'] = torch.cuda.get_rng_state_all()
     return st
+
 
 def set_rng_state(st: dict):
     import torch
-    random.setstate(st['python']); np.random.set_state(st['numpy']); torch.set_rng_state(st['torch'])
-    if 'cuda' in st and torch.cuda.is_available(): torch.cuda.set_rng_state_all(st['cuda'])
+
+    random.setstate(st['python'])
+    np.random.set_state(st['numpy'])
+    torch.set_rng_state(st['torch'])
+    if 'cuda' in st and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st['cuda'])
+
 
 class _WorldPickler(pickle.Pickler):
     "Pickles an environment with the shared `World` (and its tasks and specialists) as references, not copies."
-    def __init__(self, f, refs: dict): super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL); self.refs = refs
-    def persistent_id(self, obj): return self.refs.get(id(obj))
+
+    def __init__(self, f, refs: dict):
+        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.refs = refs
+
+    def persistent_id(self, obj):
+        return self.refs.get(id(obj))
+
 
 class _WorldUnpickler(pickle.Unpickler):
-    def __init__(self, f, world): super().__init__(f); self.world = world
+    def __init__(self, f, world):
+        super().__init__(f)
+        self.world = world
+
     def persistent_load(self, pid):
         kind, path = pid
-        if kind == 'task': return self.world.bank[path]
-        if kind == 'spec': return self.world.catalog[path]
+        if kind == 'task':
+            return self.world.bank[path]
+        if kind == 'spec':
+            return self.world.catalog[path]
         obj = self.world
-        for i, k in enumerate(path): obj = getattr(obj, k) if i == 0 else obj[k]
+        for i, k in enumerate(path):
+            obj = getattr(obj, k) if i == 0 else obj[k]
         return obj
 
+
 _PLAIN = (int, float, str, bool, bytes, type(None))
+
 
 def _world_refs(world) -> dict:
     "id -> reference of the world, its public attributes, their items (two levels), its tasks and specialists."
     refs = {id(world): ('path', ())}
+
     def walk(obj, path, depth):
-        if isinstance(obj, _PLAIN) or id(obj) in refs: return
+        if isinstance(obj, _PLAIN) or id(obj) in refs:
+            return
         refs[id(obj)] = ('path', path)
-        if depth == 0: return
+        if depth == 0:
+            return
         items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
         for k, v in items:
-            if isinstance(k, _PLAIN) or isinstance(k, tuple): walk(v, path + (k,), depth - 1)
+            if isinstance(k, _PLAIN) or isinstance(k, tuple):
+                walk(v, path + (k,), depth - 1)
+
     for k, v in vars(world).items():
-        if not k.startswith('_'): walk(v, (k,), 2)         # private attributes are lazy caches: not in every process
-    for t in world.bank.tasks(): refs[id(t)] = ('task', t.id)
-    for s in world.catalog.specialists: refs[id(s)] = ('spec', s.id)
+        if not k.startswith('_'):
+            walk(v, (k,), 2)  # private attributes are lazy caches: not in every process
+    for t in world.bank.tasks():
+        refs[id(t)] = ('task', t.id)
+    for s in world.catalog.specialists:
+        refs[id(s)] = ('spec', s.id)
     return refs
+
 
 class ResumableEnv(gym.Wrapper):
     """The outermost wrapper of every training env: `snapshot()` pickles the whole env stack (episode in progress,
     its generator, the backend's state and meters, Monitor's counters) with the shared world as a reference;
     `restore(blob)` puts it back. Reached through `VecEnv.env_method`, so it works in subprocesses too."""
+
     def snapshot(self) -> bytes:
         w = self.env.unwrapped.world
-        if getattr(self, '_refs_of', None) is not w: self._refs, self._refs_of = _world_refs(w), w   # the world is fixed: once
-        f = io.BytesIO(); _WorldPickler(f, self._refs).dump(self.env); return f.getvalue()
+        if getattr(self, '_refs_of', None) is not w:
+            self._refs, self._refs_of = _world_refs(w), w  # the world is fixed: once
+        f = io.BytesIO()
+        _WorldPickler(f, self._refs).dump(self.env)
+        return f.getvalue()
+
     def restore(self, blob: bytes) -> None:
         self.env = _WorldUnpickler(io.BytesIO(blob), self.env.unwrapped.world).load()
+
     def llm_call_stats(self) -> dict | None:
-        "The backend's real calls and failures (chapter 05's `call_stats` hook), read by `calls_failed` during training."
+        """The backend's real calls and failures (chapter 05's
+        `call_stats` hook), read by `calls_failed` during training."""
         return self.env.unwrapped.backend.call_stats()
 
 # %% ../nbs/94_runs.ipynb #c01ac199
@@ -367,9 +630,15 @@ def _model_bytes(model, num_timesteps: int | None = None) -> bytes:
     """The model as a zip, with its timestep counter set to `num_timesteps`. The weights do not change while a
     rollout is collected, so the model saved mid-rollout with its boundary's counter is the boundary's model."""
     n0 = model.num_timesteps
-    if num_timesteps is not None: model.num_timesteps = num_timesteps
-    try: buf = io.BytesIO(); model.save(buf); return buf.getvalue()
-    finally: model.num_timesteps = n0
+    if num_timesteps is not None:
+        model.num_timesteps = num_timesteps
+    try:
+        buf = io.BytesIO()
+        model.save(buf)
+        return buf.getvalue()
+    finally:
+        model.num_timesteps = n0
+
 
 def capture(model, state: RunState, with_model: bool = True) -> dict:
     """Everything a run needs to continue bit for bit from this rollout boundary: the model (weights, optimiser,
@@ -378,24 +647,48 @@ def capture(model, state: RunState, with_model: bool = True) -> dict:
     the resume state too: both cost more than the rest together, and are needed only when something is saved."""
     venv = model.get_env()
     lstm = getattr(model, '_last_lstm_states', None)
-    resume = {'format': 'spindleflow-rl-resume/1', 'num_timesteps': int(model.num_timesteps), 'envs': venv.env_method('snapshot'),
-              'last_obs': np.copy(model._last_obs), 'last_episode_starts': np.copy(model._last_episode_starts),
-              'last_lstm_states': None if lstm is None else _map_tensors(lstm, lambda x: x.detach().cpu().clone()),
-              'rng': rng_state(), 'env_spent': float(sum(venv.env_method('spent_usd')))}
-    at = {'num_timesteps': int(model.num_timesteps), 'curriculum': copy.deepcopy(state.curriculum.state),
-          'phase': state.curriculum.phase, 'episodes': state.episodes, 'consistency': venv.env_method('consistency_state')}
-    return {'model': _model_bytes(model) if with_model else None, 'num_timesteps': int(model.num_timesteps),
-            'resume': resume, 'at': at}
+    resume = {
+        'format': 'spindleflow-rl-resume/1',
+        'num_timesteps': int(model.num_timesteps),
+        'envs': venv.env_method('snapshot'),
+        'last_obs': np.copy(model._last_obs),
+        'last_episode_starts': np.copy(model._last_episode_starts),
+        'last_lstm_states': None if lstm is None else _map_tensors(lstm, lambda x: x.detach().cpu().clone()),
+        'rng': rng_state(),
+        'env_spent': float(sum(venv.env_method('spent_usd'))),
+    }
+    at = {
+        'num_timesteps': int(model.num_timesteps),
+        'curriculum': copy.deepcopy(state.curriculum.state),
+        'phase': state.curriculum.phase,
+        'episodes': state.episodes,
+        'consistency': venv.env_method('consistency_state'),
+    }
+    return {
+        'model': _model_bytes(model) if with_model else None,
+        'num_timesteps': int(model.num_timesteps),
+        'resume': resume,
+        'at': at,
+    }
+
 
 def _map_tensors(x, fn):
-    if hasattr(x, 'detach'): return fn(x)
-    if isinstance(x, tuple): return type(x)(*(_map_tensors(y, fn) for y in x)) if hasattr(x, '_fields') else tuple(_map_tensors(y, fn) for y in x)
+    if hasattr(x, 'detach'):
+        return fn(x)
+    if isinstance(x, tuple):
+        return (
+            type(x)(*(_map_tensors(y, fn) for y in x))
+            if hasattr(x, '_fields')
+            else tuple(_map_tensors(y, fn) for y in x)
+        )
     return x
+
 
 def restore(model, resume: dict):
     "Put a captured boundary back: env states, last observation and LSTM state, RNGs (call right before `learn`)."
     venv = model.get_env()
-    for i, blob in enumerate(resume['envs']): venv.env_method('restore', blob, indices=[i])
+    for i, blob in enumerate(resume['envs']):
+        venv.env_method('restore', blob, indices=[i])
     model._last_obs, model._last_episode_starts = resume['last_obs'], resume['last_episode_starts']
     if resume['last_lstm_states'] is not None:
         model._last_lstm_states = _map_tensors(resume['last_lstm_states'], lambda x: x.to(model.device))
@@ -406,72 +699,111 @@ def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict 
     """Write `checkpoints/<name>.zip` (+ its signed `<name>.resume.pkl`) and then `latest.json`, each atomically; return the zip
     path. `snap` (from `capture`): save that rollout boundary rather than the model as it is now."""
     snap = snap or capture(model, state)
-    ck = state.run_dir/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
+    ck = state.run_dir / 'checkpoints'
+    ck.mkdir(parents=True, exist_ok=True)
     name = name or f"step_{snap['at']['num_timesteps']:010d}"
-    zp = ck/f"{name}.zip"; blob = snap['model'] if snap['model'] is not None else _model_bytes(model, snap['num_timesteps'])
+    zp = ck / f"{name}.zip"
+    blob = snap['model'] if snap['model'] is not None else _model_bytes(model, snap['num_timesteps'])
     atomic_write_bytes(zp, blob)
-    rp = ck/f"{name}.resume.pkl"          # signed with this user's key, for this zip (appendix 94a): a resume checks it
-    payload = snap['resume'] if isinstance(snap['resume'], bytes) else pickle.dumps(snap['resume'], protocol=pickle.HIGHEST_PROTOCOL)
+    rp = ck / f"{name}.resume.pkl"  # signed with this user's key, for this zip (appendix 94a): a resume checks it
+    payload = (
+        snap['resume']
+        if isinstance(snap['resume'], bytes)
+        else pickle.dumps(snap['resume'], protocol=pickle.HIGHEST_PROTOCOL)
+    )
     atomic_write_bytes(rp, sign_resume_state(payload, blob))
     rec = state.to_dict(model, str(zp.relative_to(state.run_dir)), snap['at'])
-    atomic_write_json(state.run_dir/'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))})
+    atomic_write_json(state.run_dir / 'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))})
     return zp
 
+
 def save_crash(model, state: RunState, error: BaseException) -> Path:
-    "`checkpoints/crash_<step>.zip` (the model as it is, for a post-mortem) and `crash_<step>.json` (the error); `latest.json` untouched."
-    ck = state.run_dir/'checkpoints'; ck.mkdir(parents=True, exist_ok=True)
-    zp = ck/f"crash_{int(model.num_timesteps):010d}.zip"
-    try: buf = io.BytesIO(); model.save(buf); atomic_write_bytes(zp, buf.getvalue())
-    except Exception as e: zp = None; note = f"the model could not be saved: {e}"
-    else: note = ''
-    latest = state.run_dir/'latest.json'
-    atomic_write_json(ck/f"crash_{int(model.num_timesteps):010d}.json",
-                      {'num_timesteps': int(model.num_timesteps), 'error': f"{type(error).__name__}: {error}",
-                       'traceback': ''.join(traceback.format_exception(error))[-8000:], 'note': note,
-                       'latest_good': json.loads(latest.read_text())['checkpoint'] if latest.exists() else None})
-    return zp or ck/f"crash_{int(model.num_timesteps):010d}.json"
+    """`checkpoints/crash_<step>.zip` (the model as it is, for a post-mortem)
+    and `crash_<step>.json` (the error); `latest.json` untouched."""
+    ck = state.run_dir / 'checkpoints'
+    ck.mkdir(parents=True, exist_ok=True)
+    zp = ck / f"crash_{int(model.num_timesteps):010d}.zip"
+    try:
+        buf = io.BytesIO()
+        model.save(buf)
+        atomic_write_bytes(zp, buf.getvalue())
+    except Exception as e:
+        zp = None
+        note = f"the model could not be saved: {e}"
+    else:
+        note = ''
+    latest = state.run_dir / 'latest.json'
+    atomic_write_json(
+        ck / f"crash_{int(model.num_timesteps):010d}.json",
+        {
+            'num_timesteps': int(model.num_timesteps),
+            'error': f"{type(error).__name__}: {error}",
+            'traceback': ''.join(traceback.format_exception(error))[-8000:],
+            'note': note,
+            'latest_good': json.loads(latest.read_text())['checkpoint'] if latest.exists() else None,
+        },
+    )
+    return zp or ck / f"crash_{int(model.num_timesteps):010d}.json"
 
 # %% ../nbs/94_runs.ipynb #cf494978
 def prune_checkpoints(folder: Path, keep: int):
-    "Keep the `keep` most recently written periodic checkpoints (with their resume states), and always the one `latest.json` points at."
-    folder = Path(folder); latest = folder.parent/'latest.json'
-    target = (folder.parent/json.loads(latest.read_text())['checkpoint']).resolve() if latest.exists() else None
+    """Keep the `keep` most recently written periodic checkpoints (with
+    their resume states), and always the one `latest.json` points at."""
+    folder = Path(folder)
+    latest = folder.parent / 'latest.json'
+    target = (folder.parent / json.loads(latest.read_text())['checkpoint']).resolve() if latest.exists() else None
     zs = sorted(folder.glob('step_*.zip'), key=lambda z: z.stat().st_mtime)
     for z in zs[:-keep] if keep > 0 else []:
-        if z.resolve() != target: z.unlink(missing_ok=True); z.with_suffix('.resume.pkl').unlink(missing_ok=True)
+        if z.resolve() != target:
+            z.unlink(missing_ok=True)
+            z.with_suffix('.resume.pkl').unlink(missing_ok=True)
 
 # %% ../nbs/94_runs.ipynb #7ca4bde3
-MIN_CALLS = 10                  # calls made before the failure share is judged (at the end: any number)
+MIN_CALLS = 10  # calls made before the failure share is judged (at the end: any number)
+
 
 class CallsFailedError(RuntimeError):
-    "Too many real LLM calls failed after their retries: the run or evaluation is reported as failed, never as a result."
+    """Too many real LLM calls failed after their retries: the run
+    or evaluation is reported as failed, never as a result."""
+
 
 def calls_failed(stats, threshold: float, final: bool = False) -> str | None:
     """Why the calls counted in `stats` (`call_stats()` dicts of backends and clients; `None`s ignored) make the run a
     failure: more than `threshold` of them failed, judged from `MIN_CALLS` calls on (`final`: any number); else None."""
     stats = [s for s in stats if s]
     calls, failed = sum(s['calls'] for s in stats), sum(s['failed'] for s in stats)
-    if not calls or failed <= threshold*calls or (calls < MIN_CALLS and not final): return None
+    if not calls or failed <= threshold * calls or (calls < MIN_CALLS and not final):
+        return None
     servers = ', '.join(sorted({s['server'] for s in stats if s.get('server')})) or 'the LLM server'
     last = next((s['last_error'] for s in reversed(stats) if s.get('last_error')), '')
-    return (f"{failed:,} of {calls:,} LLM calls failed after their retries ({failed/calls:.0%}; more than {threshold:.0%} "
-            f"fail the run: train.max_failed_calls) on {servers}. Last error: {last}. Check that the server answers "
-            "(--base-url / OPENAI_BASE_URL), the key and the model names.")
+    return (
+        f"{failed:,} of {calls:,} LLM calls failed after their retries ({failed / calls:.0%}; more than "
+        f"{threshold:.0%} "
+        f"fail the run: train.max_failed_calls) on {servers}. Last error: {last}. Check that the server answers "
+        "(--base-url / OPENAI_BASE_URL), the key and the model names."
+    )
+
 
 class Interrupted(KeyboardInterrupt):
     "Ctrl-C or SIGTERM ended a command after what could be kept was kept; `.message` says what, and how to go on."
-    def __init__(self, message: str = ''): super().__init__(message); self.message = message
+
+    def __init__(self, message: str = ''):
+        super().__init__(message)
+        self.message = message
 
 # %% ../nbs/94_runs.ipynb #61c436be
 def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None = None):
     """The execution backend named by the config (`sim`, `recorded` or `openai`) and the extra tier scorers
     (LLM judges for tiers 2 and 3 with the OpenAI backend). Returns `(backend, scorers)`."""
-    if train.backend == 'sim': return SimulatedBackend(world, sim), None
+    if train.backend == 'sim':
+        return SimulatedBackend(world, sim), None
     if train.backend == 'recorded':
-        if not train.recorded: raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
-        cat = world.catalog if world is not None and train.catalog else None     # no --catalog: chapter 05's log_catalog
-        return RecordedOutcomesBackend.from_file(train.recorded, cat, sim=sim,
-                                                 quiet=not train.progress, heldout_fraction=train.heldout_fraction), None
+        if not train.recorded:
+            raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
+        cat = world.catalog if world is not None and train.catalog else None  # no --catalog: chapter 05's log_catalog
+        return RecordedOutcomesBackend.from_file(
+            train.recorded, cat, sim=sim, quiet=not train.progress, heldout_fraction=train.heldout_fraction
+        ), None
     ocfg = OpenAIConfig.from_dict(openai or {}, where='openai')
     client = LLMClient(ocfg)
     return SandboxedOpenAIBackend(world, ocfg, client=client), make_judge_scorers(ocfg, client)
@@ -479,10 +811,12 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
 # %% ../nbs/94_runs.ipynb #ad306cc2
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+
 class FastDummyVecEnv(DummyVecEnv):
     """`DummyVecEnv` without the deep copy of every step's infos. SB3 copies them because an env may reuse its
     info dicts; `SpindleFlowEnv` builds fresh ones each step, and the copy of the per-step traces was about a
     quarter of the training time."""
+
     def step_wait(self):
         for i in range(self.num_envs):
             obs, self.buf_rews[i], terminated, truncated, info = self.envs[i].step(self.actions[i])
@@ -495,6 +829,7 @@ class FastDummyVecEnv(DummyVecEnv):
             self._save_obs(i, obs)
         return self._obs_from_buf(), np.copy(self.buf_rews), np.copy(self.buf_dones), list(self.buf_infos)
 
+
 def safe_start_method(system: str | None = None) -> str:
     """The multiprocessing start method for `vec_env: subproc`: `forkserver` on Linux (fork is unsafe once torch has
     started threads), `spawn` on macOS (fork is unsafe there) and Windows (no fork)."""
@@ -502,43 +837,79 @@ def safe_start_method(system: str | None = None) -> str:
     return 'forkserver' if system == 'Linux' else 'spawn'
 
 # %% ../nbs/94_runs.ipynb #91961394
-def make_vec_env(cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'):
+def make_vec_env(
+    cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'
+):
     """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
     `vec_env`: dummy | threads | async | subproc | auto (`resolve_vec_env`, chapter 09a)."""
     from stable_baselines3.common.vec_env import SubprocVecEnv
     from stable_baselines3.common.monitor import Monitor
+
     train = cfg['train']
     world = world or build_world(cfg)
     env_cfg = cfg['env'].replace(phase=phase, tier=train.tier, **(env_overrides or {}))
+
     def make(i):
         def _init():
             backend, scorers = make_backend(train, world, cfg['sim'], cfg.get('openai'))
-            e = SpindleFlowEnv(env_cfg, reward_config=cfg['reward'], sim_config=cfg['sim'], world=backend.world,
-                               backend=backend, scorers=scorers)
+            e = SpindleFlowEnv(
+                env_cfg,
+                reward_config=cfg['reward'],
+                sim_config=cfg['sim'],
+                world=backend.world,
+                backend=backend,
+                scorers=scorers,
+            )
             e.reset(seed=seed + i)
             return ResumableEnv(Monitor(e))
+
         return _init
-    kind = resolve_vec_env(vec_env, train.backend, n_envs)        # auto: async for the OpenAI backend (chapter 09a)
+
+    kind = resolve_vec_env(vec_env, train.backend, n_envs)  # auto: async for the OpenAI backend (chapter 09a)
     fns = [make(i) for i in range(n_envs)]
-    if kind == 'subproc': venv = SubprocVecEnv(fns, start_method=safe_start_method())
-    elif kind == 'threads': venv = ThreadedVecEnv(fns)
-    elif kind == 'async': venv = AsyncVecEnv(fns)
-    else: venv = FastDummyVecEnv(fns)
+    if kind == 'subproc':
+        venv = SubprocVecEnv(fns, start_method=safe_start_method())
+    elif kind == 'threads':
+        venv = ThreadedVecEnv(fns)
+    elif kind == 'async':
+        venv = AsyncVecEnv(fns)
+    else:
+        venv = FastDummyVecEnv(fns)
     venv.seed(seed)
     return venv
 
 # %% ../nbs/94_runs.ipynb #cc586ae5
-SPLITS = {'train': dict(split='train', roster_split='train'), 'heldout': dict(split='heldout', roster_split='train'),
-          'unseen-roster': dict(split='heldout', roster_split='unseen')}
+SPLITS = {
+    'train': dict(split='train', roster_split='train'),
+    'heldout': dict(split='heldout', roster_split='train'),
+    'unseen-roster': dict(split='heldout', roster_split='unseen'),
+}
 
-def split_env_fn(split: str, env_cfg: EnvConfig | None = None, reward: RewardConfig | None = None, sim: SimConfig | None = None,
-                 world=None, backend_fn=None, phase: int = 0):
+
+def split_env_fn(
+    split: str,
+    env_cfg: EnvConfig | None = None,
+    reward: RewardConfig | None = None,
+    sim: SimConfig | None = None,
+    world=None,
+    backend_fn=None,
+    phase: int = 0,
+):
     """A factory of fresh environments for an evaluation split (all phases by default). `backend_fn()` returns
     `(backend, scorers)` for a non-default backend (see `make_backend`)."""
-    if split not in SPLITS: raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}.")
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; use one of {list(SPLITS)}.")
     ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
+
     def fn():
         be, scorers = backend_fn() if backend_fn else (None, None)
-        return SpindleFlowEnv(ec, reward_config=reward, sim_config=sim, world=world or getattr(be, 'world', None), backend=be,
-                              scorers=scorers)
+        return SpindleFlowEnv(
+            ec,
+            reward_config=reward,
+            sim_config=sim,
+            world=world or getattr(be, 'world', None),
+            backend=be,
+            scorers=scorers,
+        )
+
     return fn

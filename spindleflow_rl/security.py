@@ -15,55 +15,89 @@ __all__ = ['DELIMITER_TAGS', 'INJECTION_PATTERNS', 'QUOTE_PREFIX', 'sanitise', '
            'SandboxedOpenAIBackend', 'attach_scratchpad', 'SandboxWrapper']
 
 # %% ../nbs/16_security.ipynb #cab70852
-DELIMITER_TAGS = ('work', 'your_answer', 'answer', 'answer_1', 'answer_2', 'system', 'user', 'assistant', 'instructions', 'context', 'tool')
+DELIMITER_TAGS = (
+    'work',
+    'your_answer',
+    'answer',
+    'answer_1',
+    'answer_2',
+    'system',
+    'user',
+    'assistant',
+    'instructions',
+    'context',
+    'tool',
+)
 INJECTION_PATTERNS = (
     r"\b(ignore|disregard|forget|override)\b[^\n]{0,40}\b(instructions?|prompts?|rules|directions|guidelines)\b",
-    r"\b(print|reveal|show|output|repeat|leak|send|tell)\b[^\n]{0,40}\b(api[ _-]?keys?|secrets?|passwords?|tokens?|system prompt|other specialists)",
-    r"\byou are now\b", r"\bnew instructions\b", r"^\s*(system|assistant|developer)\s*:", r"\[/?INST\]", r"<<\s*/?SYS\s*>>")
+    r"\b(print|reveal|show|output|repeat|leak|send|tell)\b[^\n]{0,40}\b(api[ "
+    r"_-]?keys?|secrets?|passwords?|tokens?|system prompt|other specialists)",
+    r"\byou are now\b",
+    r"\bnew instructions\b",
+    r"^\s*(system|assistant|developer)\s*:",
+    r"\[/?INST\]",
+    r"<<\s*/?SYS\s*>>",
+)
 QUOTE_PREFIX = '(quoted data) '
 _TAG = re.compile(r'<(\s*/?\s*(?:' + '|'.join(DELIMITER_TAGS) + r')\b)', re.I)
 _CHAT = re.compile(r'<\|([^|<>\n]{0,40})\|>')
 _INJ = [re.compile(p, re.I | re.M) for p in INJECTION_PATTERNS]
 _KEY = re.compile(r'\bsk-[A-Za-z0-9_\-]{16,}')
 
+
 def _drop_char(ch: str) -> bool:
-    if ch in '\n\t': return False
+    if ch in '\n\t':
+        return False
     cat = unicodedata.category(ch)
     return cat in ('Cc', 'Cf', 'Cs', 'Co') or ch in '\u2028\u2029'
 
+
 def sanitise(text: str, max_chars: int = 4000, secrets=()) -> tuple[str, list[str]]:
     "`(clean text, flags)`: what a specialist wrote, made safe to store and to show to others (see above)."
-    if not isinstance(text, str): raise TypeError(f"sanitise expects the specialist's output as str, got {type(text).__name__}; decode it first.")
-    if max_chars < 100: raise ConfigError(f"max_chars must be at least 100, got {max_chars}.")
+    if not isinstance(text, str):
+        raise TypeError(f"sanitise expects the specialist's output as str, got {type(text).__name__}; decode it first.")
+    if max_chars < 100:
+        raise ConfigError(f"max_chars must be at least 100, got {max_chars}.")
     flags = []
-    raw = text[:8*max_chars].replace('\r\n', '\n').replace('\r', '\n')
+    raw = text[: 8 * max_chars].replace('\r\n', '\n').replace('\r', '\n')
     s = ''.join(ch for ch in raw if not _drop_char(ch))
-    if len(s) != len(raw): flags.append(f'removed {len(raw) - len(s)} control/invisible character(s)')
+    if len(s) != len(raw):
+        flags.append(f'removed {len(raw) - len(s)} control/invisible character(s)')
     for sec in sorted({x for x in secrets if x and len(x) >= 6}, key=len, reverse=True):
-        if sec in s: s = s.replace(sec, '[REDACTED]'); flags.append('redacted a secret')
+        if sec in s:
+            s = s.replace(sec, '[REDACTED]')
+            flags.append('redacted a secret')
     s, n = _KEY.subn('[REDACTED]', s)
-    if n: flags.append('redacted a key-shaped string')
-    s, n = _TAG.subn(lambda m: '\u2039' + m.group(1), s)          # '<work' -> '‹work': no longer a tag
+    if n:
+        flags.append('redacted a key-shaped string')
+    s, n = _TAG.subn(lambda m: '\u2039' + m.group(1), s)  # '<work' -> '‹work': no longer a tag
     s, n2 = _CHAT.subn(lambda m: '\u2039|' + m.group(1) + '|\u203a', s)
-    if n + n2: flags.append(f'neutralised {n + n2} prompt delimiter(s)')
+    if n + n2:
+        flags.append(f'neutralised {n + n2} prompt delimiter(s)')
     lines, q = [], 0
     for line in s.split('\n'):
-        if not line.startswith(QUOTE_PREFIX) and any(p.search(line) for p in _INJ): line = QUOTE_PREFIX + line; q += 1
+        if not line.startswith(QUOTE_PREFIX) and any(p.search(line) for p in _INJ):
+            line = QUOTE_PREFIX + line
+            q += 1
         lines.append(line)
-    if q: flags.append(f'quoted {q} instruction-like line(s) as data')
+    if q:
+        flags.append(f'quoted {q} instruction-like line(s) as data')
     s = '\n'.join(lines)
     if len(s) > max_chars:
         cut = f' [... {len(s) - max_chars} characters cut]'
-        s = s[:max_chars - len(cut)].rstrip() + cut; flags.append('cut to the size limit')
+        s = s[: max_chars - len(cut)].rstrip() + cut
+        flags.append('cut to the size limit')
     return s, flags
 
 # %% ../nbs/16_security.ipynb #7ab43a09
 class SandboxViolation(PermissionError):
     "A specialist tried to write a slot that is not its own, or to read one the DAG does not let it see."
 
+
 @dataclass
 class Entry:
     "What one slot holds: the author, the role, the sanitised text and what sanitising found."
+
     slot: int
     author: str
     role: str
@@ -71,126 +105,194 @@ class Entry:
     flags: list = field(default_factory=list)
     revisions: int = 0
 
+
 class Scratchpad:
     "Per-slot sandboxed outputs; reads follow the delegation DAG (ancestors only), writes only to one's own slot."
+
     def __init__(self, dag, roster, catalog=None, max_chars: int = 4000, secrets=()):
         if len(roster) != dag.max_specialists:
-            raise ConfigError(f"Scratchpad: the roster has {len(roster)} slots but the DAG {dag.max_specialists}; pass the episode's roster.")
+            raise ConfigError(
+                f"Scratchpad: the roster has {len(roster)} slots but the DAG {dag.max_specialists}; pass the "
+                f"episode's roster."
+            )
         self.dag, self.roster, self.catalog = dag, list(roster), catalog
         self.max_chars, self.secrets = int(max_chars), tuple(s for s in secrets if s)
         self.entries: dict[int, Entry] = {}
         self._lock = threading.Lock()
+
     def __getstate__(self):
-        "Pickled (exact-resume snapshots) without its lock and without the secrets it redacts: no key ever lands in a file."
-        d = dict(self.__dict__); d.pop('_lock', None); d['secrets'] = (); d['_secrets_from_env'] = bool(self.secrets)
+        """Pickled (exact-resume snapshots) without its lock and
+        without the secrets it redacts: no key ever lands in a file."""
+        d = dict(self.__dict__)
+        d.pop('_lock', None)
+        d['secrets'] = ()
+        d['_secrets_from_env'] = bool(self.secrets)
         return d
+
     def __setstate__(self, d):
         "Unpickled with a fresh lock; the secrets come back from `OPENAI_API_KEY` when there were any."
         import os
-        self.__dict__.update(d); self._lock = threading.Lock()
-        if self.__dict__.pop('_secrets_from_env', False): self.secrets = tuple(k for k in (os.environ.get('OPENAI_API_KEY'),) if k)
+
+        self.__dict__.update(d)
+        self._lock = threading.Lock()
+        if self.__dict__.pop('_secrets_from_env', False):
+            self.secrets = tuple(k for k in (os.environ.get('OPENAI_API_KEY'),) if k)
+
     def _role(self, sid: str) -> str:
-        try: return self.catalog[sid].role if self.catalog is not None else sid
-        except Exception: return sid
+        try:
+            return self.catalog[sid].role if self.catalog is not None else sid
+        except Exception:
+            return sid
+
     def may_write(self, slot: int, author: str) -> bool:
         "The specialist on `slot`, or one of its fallbacks, once the DAG has called the slot."
         sid = self.roster[slot] if 0 <= slot < len(self.roster) else None
-        if sid is None or slot not in self.dag.called: return False
+        if sid is None or slot not in self.dag.called:
+            return False
         fbs = list(self.catalog[sid].fallbacks) if self.catalog is not None else []
         return author == sid or author in fbs
-    def sanitise(self, text: str) -> tuple[str, list]: return sanitise(text, self.max_chars, self.secrets)
+
+    def sanitise(self, text: str) -> tuple[str, list]:
+        return sanitise(text, self.max_chars, self.secrets)
 
 # %% ../nbs/16_security.ipynb #c92853b6
 def _write(self: Scratchpad, slot: int, text: str, author: str | None = None, revise: bool = False, flags=()) -> Entry:
-    "Store `author`'s output in `slot` (sanitised); `revise=True` replaces it (a debate round). Raises `SandboxViolation`."
+    """Store `author`'s output in `slot` (sanitised); `revise=True`
+    replaces it (a debate round). Raises `SandboxViolation`."""
     author = author or (self.roster[slot] if 0 <= slot < len(self.roster) else None)
     if not self.may_write(slot, author):
-        raise SandboxViolation(f"{author!r} may not write slot {slot} (holder {self.roster[slot] if 0 <= slot < len(self.roster) else None!r}, "
-                               f"called: {slot in self.dag.called}); a specialist writes only its own slot, after the DAG called it.")
-    clean, fl = self.sanitise(text); flags = list(flags) + fl
+        raise SandboxViolation(
+            f"{author!r} may not write slot {slot} (holder "
+            f"{self.roster[slot] if 0 <= slot < len(self.roster) else None!r}, "
+            f"called: {slot in self.dag.called}); a specialist writes only its own slot, after the DAG called it."
+        )
+    clean, fl = self.sanitise(text)
+    flags = list(flags) + fl
     with self._lock:
         old = self.entries.get(slot)
-        if old is not None and not revise: raise SandboxViolation(f"slot {slot} is already written; only a debate revision replaces it.")
+        if old is not None and not revise:
+            raise SandboxViolation(f"slot {slot} is already written; only a debate revision replaces it.")
         self.entries[slot] = Entry(slot, author, self._role(author), clean, flags, (old.revisions + 1) if old else 0)
         return self.entries[slot]
+
+
 Scratchpad.write = _write
+
 
 def _visible_slots(self: Scratchpad, slot: int) -> list[int]:
     "Slots whose outputs `slot` may read: its ancestors in the DAG (in call order)."
     node = self.dag.slot_node(slot)
-    if slot in self.dag.called: reach = self.dag.reachability()[:, node]
-    else:                                          # not called yet: what its parent-to-be sees, plus the parent itself
-        p = self.dag.last_node; reach = self.dag.reachability()[:, p].copy(); reach[p] = True
+    if slot in self.dag.called:
+        reach = self.dag.reachability()[:, node]
+    else:  # not called yet: what its parent-to-be sees, plus the parent itself
+        p = self.dag.last_node
+        reach = self.dag.reachability()[:, p].copy()
+        reach[p] = True
     return [s for s in self.dag.called if reach[s + 1]]
+
+
 Scratchpad.visible_slots = _visible_slots
+
 
 def _visible_to(self: Scratchpad, slot: int) -> list[Entry]:
     "The entries `slot` may read (ancestors that produced a usable output), in call order."
-    with self._lock: return [self.entries[s] for s in self.visible_slots(slot) if s in self.entries]
+    with self._lock:
+        return [self.entries[s] for s in self.visible_slots(slot) if s in self.entries]
+
+
 Scratchpad.visible_to = _visible_to
+
 
 def _read(self: Scratchpad, slot: int, reader: int) -> Entry:
     "`reader` reads `slot`: allowed for its own slot and its ancestors; otherwise `SandboxViolation`."
     if slot != reader and slot not in self.visible_slots(reader):
         raise SandboxViolation(f"slot {reader} may not read slot {slot}: it is not an ancestor in the delegation DAG.")
     return self.entries[slot]
+
+
 Scratchpad.read = _read
+
 
 def _context_items(self: Scratchpad, slot: int) -> list[tuple]:
     "`(author, role, text)` of what `slot` may see: the list `OpenAIBackend._context` formats into the prompt."
     return [(e.author, e.role, e.text) for e in self.visible_to(slot)]
+
+
 Scratchpad.context_items = _context_items
 
 # %% ../nbs/16_security.ipynb #6f7505ff
 class SandboxedOpenAIBackend(OpenAIBackend):
     "`OpenAIBackend` whose specialists read only their DAG ancestors' sanitised outputs and write only their own slot."
+
     scratchpad: Scratchpad | None = None
+
     def _pad(self) -> Scratchpad:
         if self.scratchpad is None:
-            raise ConfigError("SandboxedOpenAIBackend has no scratchpad for this episode; call attach_scratchpad(env) after "
-                              "env.reset() (or wrap the env in SandboxWrapper).")
+            raise ConfigError(
+                "SandboxedOpenAIBackend has no scratchpad for this episode; call attach_scratchpad(env) after "
+                "env.reset() (or wrap the env in SandboxWrapper)."
+            )
         return self.scratchpad
+
     def on_reset(self, env) -> None:
         "A fresh scratchpad for every episode, on the environment's new DAG and roster."
         attach_scratchpad(env)
+
     def _attempt(self, run, sid, user, timeout):
         status, text = super()._attempt(run, sid, user, timeout)
-        if status != 'ok': return status, text
+        if status != 'ok':
+            return status, text
         clean, flags = self._pad().sanitise(text)
-        self.__dict__.setdefault('_flags', {})[clean] = flags      # kept for the slot's entry
+        self.__dict__.setdefault('_flags', {})[clean] = flags  # kept for the slot's entry
         return status, clean
+
     def _run_call(self, slot, context, timeout):
         pad = self._pad()
         run = super()._run_call(slot, pad.context_items(slot), timeout)
-        if run.usable: run.text = pad.write(slot, run.text, author=run.author, flags=self.__dict__.get('_flags', {}).pop(run.text, ())).text
+        if run.usable:
+            run.text = pad.write(
+                slot, run.text, author=run.author, flags=self.__dict__.get('_flags', {}).pop(run.text, ())
+            ).text
         return run
+
     def _debate(self, runs, embs, earlier, params, timeout):
         pad = self._pad()
         extra, embs = super()._debate(runs, embs, pad.context_items(runs[0].slot) if runs else [], params, timeout)
         for r in runs:
-            if r.usable: r.text = pad.write(r.slot, r.text, author=r.author, revise=True, flags=self.__dict__.get('_flags', {}).pop(r.text, ())).text
+            if r.usable:
+                r.text = pad.write(
+                    r.slot, r.text, author=r.author, revise=True, flags=self.__dict__.get('_flags', {}).pop(r.text, ())
+                ).text
         return extra, embs
+
 
 def attach_scratchpad(env, max_chars: int = 4000, secrets=None) -> Scratchpad:
     """A `Scratchpad` on the current episode's DAG and roster, set as `env.scratchpad` and on the backend. `secrets` default:
     the backend client's API key."""
-    if env.task is None: raise ConfigError("attach_scratchpad: call env.reset() first.")
+    if env.task is None:
+        raise ConfigError("attach_scratchpad: call env.reset() first.")
     if secrets is None:
         key = getattr(getattr(getattr(env.backend, 'client', None), 'cfg', None), 'api_key', None)
         import os
+
         secrets = [k for k in (key, os.environ.get('OPENAI_API_KEY')) if k]
     pad = Scratchpad(env.dag, env.roster, env.world.catalog, max_chars, secrets)
     env.scratchpad = pad
-    if isinstance(env.backend, SandboxedOpenAIBackend): env.backend.scratchpad = pad
+    if isinstance(env.backend, SandboxedOpenAIBackend):
+        env.backend.scratchpad = pad
     return pad
 
 # %% ../nbs/16_security.ipynb #42159709
 import gymnasium as gym
 
+
 class SandboxWrapper(gym.Wrapper):
     "Attaches a fresh `Scratchpad` to the environment after every reset."
+
     def __init__(self, env, max_chars: int = 4000, secrets=None):
-        super().__init__(env); self.max_chars, self.secrets = max_chars, secrets
+        super().__init__(env)
+        self.max_chars, self.secrets = max_chars, secrets
+
     def reset(self, **kw):
         out = self.env.reset(**kw)
         attach_scratchpad(self.env.unwrapped, self.max_chars, self.secrets)

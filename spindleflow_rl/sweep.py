@@ -23,25 +23,34 @@ __all__ = ['SWEEP_SECTIONS', 'FORWARD_ENV', 'parse_value', 'parse_assignments', 
 # %% ../nbs/17_sweep.ipynb #c86ab595
 SWEEP_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
 
+
 def parse_value(text: str):
     "A scalar from the command line, read as YAML: `0.05` -> float, `3` -> int, `true` -> bool, else the string."
     v = yaml.safe_load(text) if text.strip() else ''
-    if isinstance(v, (dict, list)): raise ConfigError(f"{text!r}: sweep values are scalars (numbers, booleans, strings).")
+    if isinstance(v, (dict, list)):
+        raise ConfigError(f"{text!r}: sweep values are scalars (numbers, booleans, strings).")
     return v
+
 
 def parse_assignments(items, many: bool = True) -> dict:
     """`['train.seed=0,1', 'reward.efficiency_coef=0.05,0.1']` -> `{'train.seed': [0, 1], ...}` (`many=False`: one
     value each, for `--set`; there an empty value is the empty string). Keys must be `section.key` with a known section; `load_run_config` checks the key."""
     out = {}
     for it in items:
-        if '=' not in it: raise ConfigError(f"{it!r}: write section.key=value{',value...' if many else ''}, e.g. train.seed=0,1.")
+        if '=' not in it:
+            raise ConfigError(f"{it!r}: write section.key=value{',value...' if many else ''}, e.g. train.seed=0,1.")
         k, v = (s.strip() for s in it.split('=', 1))
         sec, _, name = k.partition('.')
         if sec not in SWEEP_SECTIONS or not name or '.' in name:
-            raise ConfigError(f"{k!r}: keys are section.key with a section among {', '.join(SWEEP_SECTIONS)} (e.g. reward.efficiency_coef).")
-        if k in out: raise ConfigError(f"{k!r} is given twice; list all its values once: {k}=a,b.")
+            raise ConfigError(
+                f"{k!r}: keys are section.key with a section among {', '.join(SWEEP_SECTIONS)} (e.g. "
+                f"reward.efficiency_coef)."
+            )
+        if k in out:
+            raise ConfigError(f"{k!r} is given twice; list all its values once: {k}=a,b.")
         vals = [parse_value(x) for x in v.split(',')] if many else [parse_value(v)]
-        if many and any(not x.strip() for x in v.split(',')): raise ConfigError(f"{it!r}: an empty value; write {k}=a,b (an empty string: '').")
+        if many and any(not x.strip() for x in v.split(',')):
+            raise ConfigError(f"{it!r}: an empty value; write {k}=a,b (an empty string: '').")
         out[k] = vals if many else vals[0]
     return out
 
@@ -51,12 +60,15 @@ def grid(axes: dict) -> list[dict]:
     keys = list(axes)
     return [dict(zip(keys, vals)) for vals in itertools.product(*(axes[k] for k in keys))]
 
+
 def nest(flat: dict) -> dict:
     "`{'train.seed': 0}` -> `{'train': {'seed': 0}}` (the overrides of `load_run_config`)."
     out = {}
     for k, v in flat.items():
-        sec, name = k.split('.', 1); out.setdefault(sec, {})[name] = v
+        sec, name = k.split('.', 1)
+        out.setdefault(sec, {})[name] = v
     return out
+
 
 def trial_name(i: int, point: dict) -> str:
     "`t03__seed=1__efficiency_coef=0.1`: the index, then each value by its key's last part (safe for a folder name)."
@@ -64,37 +76,81 @@ def trial_name(i: int, point: dict) -> str:
     return re.sub(r'[^A-Za-z0-9_.=+-]', '_', '__'.join([f"t{i:02d}"] + parts))[:120]
 
 # %% ../nbs/17_sweep.ipynb #bc39d5cf
-def trial_specs(axes: dict, fixed: dict | None = None, config: str | None = None, out='runs/sweep',
-                eval_episodes: int = 20) -> list[dict]:
+def trial_specs(
+    axes: dict, fixed: dict | None = None, config: str | None = None, out='runs/sweep', eval_episodes: int = 20
+) -> list[dict]:
     """One spec per grid point: its name, the config file, the overrides (fixed ones, then the point's, then its run
     folder), `eval_episodes`. Every trial's config is validated here, before anything runs."""
-    out = Path(out).resolve(); specs = []
+    out = Path(out).resolve()
+    specs = []
     for i, point in enumerate(grid(axes)):
         name = trial_name(i, point)
-        flat = {**(fixed or {}), **point, 'train.out': str(out/'trials'), 'train.run_name': name}
+        flat = {**(fixed or {}), **point, 'train.out': str(out / 'trials'), 'train.run_name': name}
         overrides = nest(flat)
-        try: load_run_config(config, overrides, '--sweep/--set')
-        except ConfigError as e: raise ConfigError(f"trial {name}: {e}") from None
-        specs.append({'index': i, 'name': name, 'point': point, 'config': str(Path(config).resolve()) if config else None,
-                      'overrides': overrides, 'eval_episodes': int(eval_episodes)})
+        try:
+            load_run_config(config, overrides, '--sweep/--set')
+        except ConfigError as e:
+            raise ConfigError(f"trial {name}: {e}") from None
+        specs.append(
+            {
+                'index': i,
+                'name': name,
+                'point': point,
+                'config': str(Path(config).resolve()) if config else None,
+                'overrides': overrides,
+                'eval_episodes': int(eval_episodes),
+            }
+        )
     return specs
+
 
 def run_trial(spec: dict) -> dict:
     "Train one trial (one `spindleflow-train` config) and evaluate it on the held-out tasks; return its numbers."
     cfg = load_run_config(spec['config'], spec['overrides'])
     t0 = time.time()
-    if cfg['train'].backend == 'recorded' and cfg['train'].log_learner == 'full-info':   # a log: the full-information learner
+    if (
+        cfg['train'].backend == 'recorded' and cfg['train'].log_learner == 'full-info'
+    ):  # a log: the full-information learner
         run = train_log_run(cfg, quiet=True)
-    else: run = train(cfg, quiet=True)
-    s = json.loads((run/'train_summary.json').read_text())
-    res = {'index': spec['index'], 'name': spec['name'], 'point': spec['point'], 'run_dir': str(run),
-           'num_timesteps': s['num_timesteps'], 'train_seconds': s['seconds'], 'cost_kind': s.get('cost_kind', 'real'),
-           'train_cost_usd': spend_from(s), 'heldout': None, 'random': None, 'host': os.uname().nodename if hasattr(os, 'uname') else ''}
+    else:
+        run = train(cfg, quiet=True)
+    s = json.loads((run / 'train_summary.json').read_text())
+    res = {
+        'index': spec['index'],
+        'name': spec['name'],
+        'point': spec['point'],
+        'run_dir': str(run),
+        'num_timesteps': s['num_timesteps'],
+        'train_seconds': s['seconds'],
+        'cost_kind': s.get('cost_kind', 'real'),
+        'train_cost_usd': spend_from(s),
+        'heldout': None,
+        'random': None,
+        'host': os.uname().nodename if hasattr(os, 'uname') else '',
+    }
     if spec['eval_episodes'] >= 2 and not s.get('stopped_for_cost'):
-        rep = evaluate_run(run, episodes=spec['eval_episodes'], splits=('heldout',), seed=cfg['train'].seed,
-                           baselines=('random',), record=0, quiet=True, overwrite=True, json_out=run/'sweep_eval.json')
+        rep = evaluate_run(
+            run,
+            episodes=spec['eval_episodes'],
+            splits=('heldout',),
+            seed=cfg['train'].seed,
+            baselines=('random',),
+            record=0,
+            quiet=True,
+            overwrite=True,
+            json_out=run / 'sweep_eval.json',
+        )
         tab = rep['splits'].get('heldout') or {}
-        keep = ('episodes', 'return', 'return_ci95', 'quality', 'quality_delta', 'cost_usd', 'success_rate', 'specialists_per_task')
+        keep = (
+            'episodes',
+            'return',
+            'return_ci95',
+            'quality',
+            'quality_delta',
+            'cost_usd',
+            'success_rate',
+            'specialists_per_task',
+        )
         res['heldout'] = {k: tab['policy'][k] for k in keep if k in tab.get('policy', {})} or None
         res['random'] = {k: tab['random'][k] for k in keep if k in tab.get('random', {})} or None
     res['seconds'] = time.time() - t0
@@ -103,84 +159,142 @@ def run_trial(spec: dict) -> dict:
 # %% ../nbs/17_sweep.ipynb #a3b32df8
 FORWARD_ENV = ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'TOKENIZERS_PARALLELISM', 'MPLBACKEND', 'OPENAI_BASE_URL')
 
+
 def ray_available() -> bool:
     "Whether Ray Tune is installed (`pip install \"spindleflow-rl[ray]\"`)."
     try:
         import ray, ray.tune  # noqa: F401
+
         return True
-    except Exception: return False
+    except Exception:
+        return False
+
 
 def _trainable():
     """One trial as a Ray Tune *class* trainable: its `step` runs on the actor's main thread (a function trainable runs
     in a side thread, where training and evaluation cannot install their Ctrl-C/SIGTERM handlers). The result travels
     as one JSON string (Tune flattens nested metrics)."""
     from ray import tune
+
     class SpindleFlowTrial(tune.Trainable):
-        def setup(self, config): self.spec, self.result = config['spec'], None
+        def setup(self, config):
+            self.spec, self.result = config['spec'], None
+
         def step(self):
-            self.result = json.dumps(run_trial(self.spec)); return {'result_json': self.result, 'done': True}
-        def save_checkpoint(self, checkpoint_dir):      # Tune saves at the end: the trial's result (its run folder has the rest)
+            self.result = json.dumps(run_trial(self.spec))
+            return {'result_json': self.result, 'done': True}
+
+        def save_checkpoint(
+            self, checkpoint_dir
+        ):  # Tune saves at the end: the trial's result (its run folder has the rest)
             Path(checkpoint_dir, 'result.json').write_text(self.result or '{}')
-        def load_checkpoint(self, checkpoint): pass
+
+        def load_checkpoint(self, checkpoint):
+            pass
+
     return SpindleFlowTrial
 
-def run_with_ray(specs: list, storage: Path, address: str | None = None, cpus_per_trial: float = 1,
-                 max_concurrent: int = 0) -> list[dict]:
+
+def run_with_ray(
+    specs: list, storage: Path, address: str | None = None, cpus_per_trial: float = 1, max_concurrent: int = 0
+) -> list[dict]:
     "Run the trials through Ray Tune; return their results in grid order. A failed trial raises with its error."
     import ray
     from ray import tune
+
     started = not ray.is_initialized()
     if started:
         env = {k: os.environ[k] for k in FORWARD_ENV if k in os.environ}
-        if address is None and 'SPINDLEFLOW_CACHE' in os.environ: env['SPINDLEFLOW_CACHE'] = os.environ['SPINDLEFLOW_CACHE']
+        if address is None and 'SPINDLEFLOW_CACHE' in os.environ:
+            env['SPINDLEFLOW_CACHE'] = os.environ['SPINDLEFLOW_CACHE']
         ray.init(address=address, runtime_env={'env_vars': env}, include_dashboard=False, log_to_driver=False)
     try:
-        tuner = tune.Tuner(tune.with_resources(_trainable(), {'cpu': cpus_per_trial}),
-                           param_space={'spec': tune.grid_search(specs)},
-                           tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent or None),
-                           run_config=tune.RunConfig(storage_path=str(Path(storage).resolve()), name='ray', verbose=0))
+        tuner = tune.Tuner(
+            tune.with_resources(_trainable(), {'cpu': cpus_per_trial}),
+            param_space={'spec': tune.grid_search(specs)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent or None),
+            run_config=tune.RunConfig(storage_path=str(Path(storage).resolve()), name='ray', verbose=0),
+        )
         results = tuner.fit()
         rows = []
         for r in results:
-            if r.error is not None: raise RuntimeError(f"trial {r.config['spec']['name']} failed on Ray: {r.error}")
+            if r.error is not None:
+                raise RuntimeError(f"trial {r.config['spec']['name']} failed on Ray: {r.error}")
             rows.append(json.loads(r.metrics['result_json']))
     finally:
-        if started: ray.shutdown()
+        if started:
+            ray.shutdown()
     return sorted(rows, key=lambda r: r['index'])
 
 # %% ../nbs/17_sweep.ipynb #186a182e
-def run_sweep(axes: dict, fixed: dict | None = None, config: str | None = None, out='runs/sweep', eval_episodes: int = 20,
-              engine: str = 'auto', address: str | None = None, cpus_per_trial: float = 1, max_concurrent: int = 0,
-              quiet: bool = False) -> dict:
+def run_sweep(
+    axes: dict,
+    fixed: dict | None = None,
+    config: str | None = None,
+    out='runs/sweep',
+    eval_episodes: int = 20,
+    engine: str = 'auto',
+    address: str | None = None,
+    cpus_per_trial: float = 1,
+    max_concurrent: int = 0,
+    quiet: bool = False,
+) -> dict:
     """Run every trial of the grid (`engine`: auto = Ray Tune when installed, else local; ray; local), then write
     `sweep.json` and `sweep.png` in `out`. Returns the sweep record."""
-    if engine not in ('auto', 'ray', 'local'): raise ConfigError(f"engine must be auto, ray or local, got {engine!r}.")
+    if engine not in ('auto', 'ray', 'local'):
+        raise ConfigError(f"engine must be auto, ray or local, got {engine!r}.")
     if engine == 'ray' and not ray_available():
-        raise ConfigError('engine ray: Ray Tune is not installed. pip install "spindleflow-rl[ray]", or use --engine local.')
+        raise ConfigError(
+            'engine ray: Ray Tune is not installed. pip install "spindleflow-rl[ray]", or use --engine local.'
+        )
     use_ray = engine == 'ray' or (engine == 'auto' and ray_available())
     both = sorted(set(axes) & set(fixed or {}))
-    if both: raise ConfigError(f"{', '.join(both)}: given in both --sweep and --set; the grid's value would replace --set's. Keep one.")
+    if both:
+        raise ConfigError(
+            f"{', '.join(both)}: given in both --sweep and --set; the grid's value would replace --set's. Keep one."
+        )
     if eval_episodes == 1 or eval_episodes < 0:
-        raise ConfigError(f"--eval-episodes must be 0 (none) or at least 2 (a confidence interval needs two), got {eval_episodes}.")
-    out = check_output(out, '--out', 'dir').resolve()                 # a folder holding files is refused: nothing overwritten
-    specs = trial_specs(axes, fixed, config, out, eval_episodes)       # every config checked before anything runs
+        raise ConfigError(
+            f"--eval-episodes must be 0 (none) or at least 2 (a confidence interval needs two), got {eval_episodes}."
+        )
+    out = check_output(out, '--out', 'dir').resolve()  # a folder holding files is refused: nothing overwritten
+    specs = trial_specs(axes, fixed, config, out, eval_episodes)  # every config checked before anything runs
     out.mkdir(parents=True, exist_ok=True)
-    if not quiet: print(f"sweep: {len(specs)} trial(s) on {'Ray Tune' if use_ray else 'this process, one after another'} -> {out}", flush=True)
+    if not quiet:
+        print(
+            f"sweep: {len(specs)} trial(s) on {'Ray Tune' if use_ray else 'this process, one after another'} -> {out}",
+            flush=True,
+        )
     t0 = time.time()
-    if use_ray: rows = run_with_ray(specs, out, address, cpus_per_trial, max_concurrent)
+    if use_ray:
+        rows = run_with_ray(specs, out, address, cpus_per_trial, max_concurrent)
     else:
         rows = []
         for s in specs:
             rows.append(run_trial(s))
-            if not quiet: print(f"  {s['name']}: {_brief(rows[-1])}", flush=True)
-    rec = {'format': 'spindleflow-rl-sweep/1', 'engine': 'ray' if use_ray else 'local', 'address': address,
-           'axes': axes, 'fixed': fixed or {}, 'config': specs[0]['config'] if specs else None,
-           'eval_episodes': eval_episodes, 'seconds': time.time() - t0, 'trials': rows}
-    atomic_write_text(out/'sweep.json', json.dumps(rec, indent=2, default=str))
-    fig = plot_sweep(rec); fig.savefig(out/'sweep.png', dpi=110, bbox_inches='tight')
-    import matplotlib.pyplot as plt; plt.close(fig)
-    if not quiet: print(summary_table(rec) + f"\nwrote {out/'sweep.json'} and {out/'sweep.png'}", flush=True)
+            if not quiet:
+                print(f"  {s['name']}: {_brief(rows[-1])}", flush=True)
+    rec = {
+        'format': 'spindleflow-rl-sweep/1',
+        'engine': 'ray' if use_ray else 'local',
+        'address': address,
+        'axes': axes,
+        'fixed': fixed or {},
+        'config': specs[0]['config'] if specs else None,
+        'eval_episodes': eval_episodes,
+        'seconds': time.time() - t0,
+        'trials': rows,
+    }
+    atomic_write_text(out / 'sweep.json', json.dumps(rec, indent=2, default=str))
+    fig = plot_sweep(rec)
+    fig.savefig(out / 'sweep.png', dpi=110, bbox_inches='tight')
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    if not quiet:
+        print(summary_table(rec) + f"\nwrote {out / 'sweep.json'} and {out / 'sweep.png'}", flush=True)
     return rec
+
 
 def _brief(r: dict) -> str:
     h = r.get('heldout') or {}
@@ -192,6 +306,7 @@ def _group_key(point: dict) -> str:
     rest = {k: v for k, v in point.items() if k != 'train.seed'}
     return ', '.join(f"{k.split('.')[-1]}={v}" for k, v in rest.items()) or 'all'
 
+
 def summary_table(rec: dict) -> str:
     "A markdown table of the trials."
     lines = ['| trial | timesteps | held-out return | quality | cost/episode | spend |', '|---|---|---|---|---|---|']
@@ -200,28 +315,45 @@ def summary_table(rec: dict) -> str:
         ret = f"{h['return']:+.3f} ± {h['return_ci95']:.3f}" if 'return' in h else '-'
         q = f"{h['quality']:.3f}" if 'quality' in h else '-'
         c = f"${h['cost_usd']:.4f}" if 'cost_usd' in h else '-'
-        lines.append(f"| {r['name']} | {r['num_timesteps']:,} | {ret} | {q} | {c} | ${r['train_cost_usd']:.4f} ({r['cost_kind']}) |")
+        lines.append(
+            f"| {r['name']} | {r['num_timesteps']:,} | {ret} | {q} | {c} | ${r['train_cost_usd']:.4f} "
+            f"({r['cost_kind']}) |"
+        )
     return '\n'.join(lines)
+
 
 def plot_sweep(rec: dict):
     "Held-out return per setting (mean over seeds, each seed a dot) and quality against cost per episode."
     import matplotlib.pyplot as plt
+
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     rows = [r for r in rec['trials'] if r.get('heldout')]
     groups = {}
-    for r in rows: groups.setdefault(_group_key(r['point']), []).append(r)
+    for r in rows:
+        groups.setdefault(_group_key(r['point']), []).append(r)
     for x, (g, rs) in enumerate(groups.items()):
         ys = [r['heldout']['return'] for r in rs]
-        a1.bar(x, np.mean(ys), color='#9ecae1'); a1.scatter([x]*len(ys), ys, color='#08519c', zorder=3, s=18)
-        a2.scatter([np.mean([r['heldout']['cost_usd'] for r in rs])], [np.mean([r['heldout']['quality'] for r in rs])], s=40)
-        a2.annotate(g, (np.mean([r['heldout']['cost_usd'] for r in rs]), np.mean([r['heldout']['quality'] for r in rs])),
-                    fontsize=8, xytext=(4, 4), textcoords='offset points')
+        a1.bar(x, np.mean(ys), color='#9ecae1')
+        a1.scatter([x] * len(ys), ys, color='#08519c', zorder=3, s=18)
+        a2.scatter(
+            [np.mean([r['heldout']['cost_usd'] for r in rs])], [np.mean([r['heldout']['quality'] for r in rs])], s=40
+        )
+        a2.annotate(
+            g,
+            (np.mean([r['heldout']['cost_usd'] for r in rs]), np.mean([r['heldout']['quality'] for r in rs])),
+            fontsize=8,
+            xytext=(4, 4),
+            textcoords='offset points',
+        )
     a1.set_xticks(range(len(groups)), list(groups), rotation=20, ha='right', fontsize=8)
-    a1.set_ylabel('held-out return'); a1.set_title(f"{len(rows)} trial(s), {len(groups)} setting(s) (dots: seeds)")
-    a2.set_xlabel('cost per episode (USD, as the backend prices it)'); a2.set_ylabel('held-out quality')
+    a1.set_ylabel('held-out return')
+    a1.set_title(f"{len(rows)} trial(s), {len(groups)} setting(s) (dots: seeds)")
+    a2.set_xlabel('cost per episode (USD, as the backend prices it)')
+    a2.set_ylabel('held-out quality')
     a2.set_title('cost vs quality')
     if not rows:
-        for a in (a1, a2): a.text(0.5, 0.5, 'no evaluated trials', ha='center', transform=a.transAxes)
+        for a in (a1, a2):
+            a.text(0.5, 0.5, 'no evaluated trials', ha='center', transform=a.transAxes)
     fig.tight_layout()
     return fig
 
@@ -229,14 +361,23 @@ def plot_sweep(rec: dict):
 @dataclass
 class SweepOptions:
     "The options of `spindleflow-sweep`; its command line is generated from these fields (appendix 97)."
+
     sweep: list = param([], 'the axes of the grid', required=True, nargs='+', metavar='SECTION.KEY=V1,V2')
     set: list = param([], 'overrides shared by every trial', nargs='+', metavar='SECTION.KEY=V')
     config: str = param('', 'base YAML config (as spindleflow-train --config)')
     out: str = param('runs/sweep', 'sweep folder: sweep.json, sweep.png, trials/<name>/ (refused when it holds files)')
-    eval_episodes: int = param(20, 'held-out episodes per trial after training', ok=lambda v: v == 0 or v >= 2,
-                               rule='0 (none) or at least 2 (a confidence interval needs two episodes)')
+    eval_episodes: int = param(
+        20,
+        'held-out episodes per trial after training',
+        ok=lambda v: v == 0 or v >= 2,
+        rule='0 (none) or at least 2 (a confidence interval needs two episodes)',
+    )
     engine: str = param('auto', 'auto: Ray Tune when installed', choices=('auto', 'ray', 'local'))
-    address: str = param('', "Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray")
+    address: str = param(
+        '', "Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray"
+    )
     cpus_per_trial: float = param(1.0, 'CPUs Ray reserves for each trial', lo=0, lo_open=True)
     max_concurrent: int = param(0, 'most trials at once on Ray (0: as resources allow)', lo=0)
-    env_file: str = param('.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent')
+    env_file: str = param(
+        '.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent'
+    )

@@ -22,79 +22,111 @@ __all__ = ['PHASES', 'SPLITS', 'PHASE_BUDGET_RANGE', 'NOMINAL_CALL_S', 'Subtask'
 PHASES = (1, 2, 3)
 SPLITS = ('train', 'heldout')
 PHASE_BUDGET_RANGE = {1: (60.0, 90.0), 2: (45.0, 70.0), 3: (25.0, 45.0)}  # seconds, per curriculum phase
-NOMINAL_CALL_S = 10.0                                  # typical specialist latency used to size budgets
-_BUDGET_BASE = {1: 65.0, 2: 25.0, 3: 10.0}             # slack on top of the critical path, per phase
+NOMINAL_CALL_S = 10.0  # typical specialist latency used to size budgets
+_BUDGET_BASE = {1: 65.0, 2: 25.0, 3: 10.0}  # slack on top of the critical path, per phase
+
 
 @dataclass
 class Subtask:
-    "One step of a task: an instruction for one domain, run after the subtasks it depends on (indices of earlier subtasks)."
+    """One step of a task: an instruction for one domain, run after
+    the subtasks it depends on (indices of earlier subtasks)."""
+
     text: str
     domain: str
     depends_on: list[int] = field(default_factory=list)
 
+
 def dependency_levels(subtasks: Sequence[Subtask]) -> list[int]:
-    "Level of each subtask: 1 without dependencies, else 1 + the level of its deepest dependency (deps must be earlier)."
+    """Level of each subtask: 1 without dependencies, else 1 + the
+    level of its deepest dependency (deps must be earlier)."""
     levels = []
-    for s in subtasks: levels.append(1 + max((levels[d] for d in s.depends_on), default=0))
+    for s in subtasks:
+        levels.append(1 + max((levels[d] for d in s.depends_on), default=0))
     return levels
 
+
 def default_latency_budget(phase: int, subtasks: Sequence[Subtask]) -> float:
-    "Budget (s) with room for the critical path of `NOMINAL_CALL_S` calls plus the phase's slack, clipped to the phase's range."
+    """Budget (s) with room for the critical path of `NOMINAL_CALL_S`
+    calls plus the phase's slack, clipped to the phase's range."""
     if phase not in PHASE_BUDGET_RANGE:
         raise ConfigError(f"phase must be one of {PHASES}, got {phase!r}.")
     lo, hi = PHASE_BUDGET_RANGE[phase]
     critical = max(dependency_levels(subtasks), default=1)
-    return float(min(hi, max(lo, _BUDGET_BASE[phase] + NOMINAL_CALL_S*critical)))
+    return float(min(hi, max(lo, _BUDGET_BASE[phase] + NOMINAL_CALL_S * critical)))
 
 # %% ../nbs/04_tasks.ipynb #25ffb923
 @dataclass
 class Task:
-    "A request for the orchestrator: text, domain `category` of its main subtask, curriculum phase, subtasks, and targets."
+    """A request for the orchestrator: text, domain `category` of
+    its main subtask, curriculum phase, subtasks, and targets."""
+
     id: str
     text: str
     category: str
     phase: int
     subtasks: list[Subtask]
-    expected_specialists: int        # distinct domains among the subtasks: the efficiency target
+    expected_specialists: int  # distinct domains among the subtasks: the efficiency target
     latency_budget_s: float
-    split: str = 'train'             # train / heldout (bank tasks) or adhoc (decomposed free text)
+    split: str = 'train'  # train / heldout (bank tasks) or adhoc (decomposed free text)
+
     @property
     def domains(self) -> list[str]:
         "Distinct subtask domains, in order of first appearance."
         return list(dict.fromkeys(s.domain for s in self.subtasks))
+
     @property
-    def levels(self) -> list[int]: return dependency_levels(self.subtasks)
+    def levels(self) -> list[int]:
+        return dependency_levels(self.subtasks)
+
     @property
     def critical_path(self) -> int:
         "Number of calls that must run one after another (the deepest dependency chain)."
         return max(self.levels, default=0)
+
     @property
-    def has_dependencies(self) -> bool: return any(s.depends_on for s in self.subtasks)
-    def to_dict(self) -> dict: return asdict(self)
+    def has_dependencies(self) -> bool:
+        return any(s.depends_on for s in self.subtasks)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
     def describe(self) -> str:
         "Readable multi-line summary: header, then one line per subtask with its dependencies."
-        head = (f"{self.id} [phase {self.phase}, {self.category}, {self.split}, {self.latency_budget_s:g} s budget, "
-                f"{self.expected_specialists} specialist(s)]\n  {self.text}")
-        rows = [f"  {j}. {s.domain:<9} {s.text}" + (f"  <- {s.depends_on}" if s.depends_on else '')
-                for j, s in enumerate(self.subtasks)]
+        head = (
+            f"{self.id} [phase {self.phase}, {self.category}, {self.split}, {self.latency_budget_s:g} s budget, "
+            f"{self.expected_specialists} specialist(s)]\n  {self.text}"
+        )
+        rows = [
+            f"  {j}. {s.domain:<9} {s.text}" + (f"  <- {s.depends_on}" if s.depends_on else '')
+            for j, s in enumerate(self.subtasks)
+        ]
         return '\n'.join([head, *rows])
 
 # %% ../nbs/04_tasks.ipynb #9ae24863
 _TASK_KEYS = ('id', 'text', 'category', 'phase', 'split', 'latency_budget_s', 'expected_specialists', 'subtasks')
 _SUBTASK_KEYS = ('text', 'domain', 'depends_on')
 
-def _is_int(x) -> bool: return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-def _is_number(x) -> bool: return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
 
 def _check_keys(d, valid, where):
     unknown = sorted(set(d) - set(valid))
-    if unknown: raise ConfigError(f"{where}: unknown key(s) {unknown}. Valid keys: {list(valid)}.")
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}. Valid keys: {list(valid)}.")
+
 
 def _text(d, where, what='text') -> str:
     v = d.get(what)
     if not isinstance(v, str) or not v.strip():
         raise ConfigError(f"{where}: empty or missing {what!r}. Write it as a non-empty string.")
     return ' '.join(v.split())
+
 
 def subtask_from_dict(d, j: int, where: str = 'task') -> Subtask:
     "Check and build subtask number `j` (0-based) of a task; `where` names the task in error messages."
@@ -103,16 +135,21 @@ def subtask_from_dict(d, j: int, where: str = 'task') -> Subtask:
         raise ConfigError(f"{w}: expected a mapping with keys {list(_SUBTASK_KEYS)}, got {type(d).__name__}.")
     _check_keys(d, _SUBTASK_KEYS, w)
     text = _text(d, w)
-    domain = _text(d, w, 'domain')        # free text: the shipped bank uses DOMAINS, yours may use its own names
+    domain = _text(d, w, 'domain')  # free text: the shipped bank uses DOMAINS, yours may use its own names
     deps = d.get('depends_on') or []
     if not isinstance(deps, list) or not all(_is_int(x) for x in deps):
         raise ConfigError(f"{w}: depends_on must be a list of subtask indices (integers), got {deps!r}.")
     for x in deps:
         if not 0 <= x < j:
-            hint = ("the first subtask cannot depend on anything" if j == 0 else
-                    f"it may only point to earlier subtasks 0..{j-1}")
-            raise ConfigError(f"{w}: depends_on index {x} is out of range or not earlier than this subtask ({hint}). "
-                              "List subtasks in dependency order and refer to them by 0-based position.")
+            hint = (
+                "the first subtask cannot depend on anything"
+                if j == 0
+                else f"it may only point to earlier subtasks 0..{j - 1}"
+            )
+            raise ConfigError(
+                f"{w}: depends_on index {x} is out of range or not earlier than this subtask ({hint}). "
+                "List subtasks in dependency order and refer to them by 0-based position."
+            )
     return Subtask(text, domain, sorted({int(x) for x in deps}))
 
 # %% ../nbs/04_tasks.ipynb #2ba27942
@@ -123,7 +160,8 @@ def task_from_dict(d, where: str = 'task') -> Task:
     tid = d.get('id')
     if not isinstance(tid, (str, int)) or isinstance(tid, bool) or not str(tid).strip():
         raise ConfigError(f"{where}: missing or empty 'id'. Give every task a unique id such as 'p1-backend-01'.")
-    tid = str(tid).strip(); where = f"{where} (id {tid!r})"
+    tid = str(tid).strip()
+    where = f"{where} (id {tid!r})"
     _check_keys(d, _TASK_KEYS, where)
     text = _text(d, where)
     phase = d.get('phase')
@@ -136,16 +174,21 @@ def task_from_dict(d, where: str = 'task') -> Task:
     domains = list(dict.fromkeys(s.domain for s in subtasks))
     category = d.get('category', subtasks[0].domain)
     if not isinstance(category, str) or not category.strip():
-        raise ConfigError(f"{where}: category must be the domain of the main subtask (a non-empty name), got {category!r}.")
+        raise ConfigError(
+            f"{where}: category must be the domain of the main subtask (a non-empty name), got {category!r}."
+        )
     category = ' '.join(category.split())
     if category not in domains:
-        raise ConfigError(f"{where}: category {category!r} is not the domain of any subtask ({domains}). "
-                          "Set it to the domain of the main subtask.")
+        raise ConfigError(
+            f"{where}: category {category!r} is not the domain of any subtask ({domains}). "
+            "Set it to the domain of the main subtask."
+        )
     expected = d.get('expected_specialists', len(domains))
     if not _is_int(expected) or expected < 1:
         raise ConfigError(f"{where}: expected_specialists must be a positive integer, got {expected!r}.")
     budget = d.get('latency_budget_s', None)
-    if budget is None: budget = default_latency_budget(int(phase), subtasks)
+    if budget is None:
+        budget = default_latency_budget(int(phase), subtasks)
     if not _is_number(budget) or not np.isfinite(budget) or budget <= 0:
         raise ConfigError(f"{where}: latency_budget_s must be a positive number of seconds, got {budget!r}.")
     split = d.get('split', 'train')
@@ -156,6 +199,7 @@ def task_from_dict(d, where: str = 'task') -> Task:
 # %% ../nbs/04_tasks.ipynb #1a68b057
 class TaskBank:
     "Validated collection of tasks: filter by phase / split, look up by id, sample with a given `np.random.Generator`."
+
     def __init__(self, tasks: Sequence[Task], source: str = '<memory>'):
         self.source = str(source)
         if not tasks:
@@ -163,15 +207,19 @@ class TaskBank:
         self._tasks, self._by_id, first = list(tasks), {}, {}
         for i, t in enumerate(self._tasks):
             if t.id in self._by_id:
-                raise ConfigError(f"{self.source}: task #{i}: duplicate id {t.id!r} (first used by task #{first[t.id]}). "
-                                  "Give every task a unique id.")
+                raise ConfigError(
+                    f"{self.source}: task #{i}: duplicate id {t.id!r} (first used by task #{first[t.id]}). "
+                    "Give every task a unique id."
+                )
             self._by_id[t.id], first[t.id] = t, i
 
     @classmethod
     def from_dict(cls, data: dict, source: str = '<memory>') -> TaskBank:
         "Build from the parsed YAML mapping `{version: 1, tasks: [...]}`."
         if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a mapping with a 'tasks' list at the top level, got {type(data).__name__}.")
+            raise ConfigError(
+                f"{source}: expected a mapping with a 'tasks' list at the top level, got {type(data).__name__}."
+            )
         _check_keys(data, ('version', 'tasks'), source)
         if data.get('version', 1) != 1:
             raise ConfigError(f"{source}: unsupported version {data.get('version')!r}; this package reads version 1.")
@@ -192,18 +240,30 @@ class TaskBank:
         return _cached_bank(str(p), p.stat().st_mtime_ns)
 
     def __getitem__(self, task_id: str) -> Task:
-        try: return self._by_id[task_id]
+        try:
+            return self._by_id[task_id]
         except KeyError:
-            raise KeyError(f"No task with id {task_id!r} in {self.source}; ids look like {self._tasks[0].id!r} "
-                           "(see TaskBank.ids).") from None
-    def __len__(self) -> int: return len(self._tasks)
-    def __iter__(self) -> Iterator[Task]: return iter(self._tasks)
-    def __contains__(self, task_id) -> bool: return task_id in self._by_id
+            raise KeyError(
+                f"No task with id {task_id!r} in {self.source}; ids look like {self._tasks[0].id!r} (see TaskBank.ids)."
+            ) from None
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks)
+
+    def __contains__(self, task_id) -> bool:
+        return task_id in self._by_id
+
     @property
-    def ids(self) -> list[str]: return [t.id for t in self._tasks]
+    def ids(self) -> list[str]:
+        return [t.id for t in self._tasks]
+
 
 @lru_cache(maxsize=4)
-def _cached_bank(path: str, mtime_ns: int) -> TaskBank: return TaskBank.from_yaml(path)
+def _cached_bank(path: str, mtime_ns: int) -> TaskBank:
+    return TaskBank.from_yaml(path)
 
 # %% ../nbs/04_tasks.ipynb #1a264c33
 @patch_into(TaskBank)
@@ -215,15 +275,20 @@ def tasks(self, phase: int | None = None, split: str | None = None) -> list[Task
         raise ConfigError(f"split must be one of {list(SPLITS)} (or None for both), got {split!r}.")
     return [t for t in self._tasks if (phase in (None, 0) or t.phase == phase) and (split is None or t.split == split)]
 
+
 @patch_into(TaskBank)
 def sample(self, rng: np.random.Generator, phase: int | None = None, split: str | None = 'train') -> Task:
     "One task drawn uniformly by `rng` from `tasks(phase, split)`."
     pool = self.tasks(phase, split)
-    if not pool: raise ConfigError(f"{self.source}: no tasks with phase={phase!r} and split={split!r}.")
+    if not pool:
+        raise ConfigError(f"{self.source}: no tasks with phase={phase!r} and split={split!r}.")
     return pool[int(rng.integers(len(pool)))]
 
+
 @patch_into(TaskBank)
-def phases(self) -> list[int]: return sorted({t.phase for t in self._tasks})
+def phases(self) -> list[int]:
+    return sorted({t.phase for t in self._tasks})
+
 
 @patch_into(TaskBank)
 def categories(self) -> list[str]:
@@ -231,16 +296,22 @@ def categories(self) -> list[str]:
     own = list(dict.fromkeys(t.category for t in self._tasks))
     return [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
 
+
 @patch_into(TaskBank)
 def table_domains(self) -> list[str]:
-    "Columns of the count table: all shipped `DOMAINS` (zeros included) for a bank within them, else its own categories."
+    """Columns of the count table: all shipped `DOMAINS` (zeros
+    included) for a bank within them, else its own categories."""
     cats = self.categories()
     return list(DOMAINS) if set(cats) <= set(DOMAINS) else cats
+
 
 @patch_into(TaskBank)
 def counts(self, split: str | None = None) -> dict:
     "`{phase: {category: n}}` over `table_domains()` (zeros included)."
-    return {p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in self.table_domains()} for p in self.phases()}
+    return {
+        p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in self.table_domains()} for p in self.phases()
+    }
+
 
 @patch_into(TaskBank)
 def count_table(self, split: str | None = None) -> str:
@@ -248,56 +319,85 @@ def count_table(self, split: str | None = None) -> str:
     c = self.counts(split)
     D = self.table_domains()
     rows = ['| phase | ' + ' | '.join(D) + ' | total |', '|---' * (len(D) + 2) + '|']
-    for p, row in c.items(): rows.append(f"| {p} | " + ' | '.join(str(row[d]) for d in D) + f" | {sum(row.values())} |")
+    for p, row in c.items():
+        rows.append(f"| {p} | " + ' | '.join(str(row[d]) for d in D) + f" | {sum(row.values())} |")
     tot = {d: sum(c[p][d] for p in c) for d in D}
     rows.append('| **all** | ' + ' | '.join(str(tot[d]) for d in D) + f" | {sum(tot.values())} |")
     return '\n'.join(rows)
 
+
 @patch_into(TaskBank)
 def __repr__(self):
     n = {s: len(self.tasks(split=s)) for s in SPLITS}
-    return (f"TaskBank({len(self)} tasks, phases {self.phases()}, {n['train']} train / {n['heldout']} heldout, "
-            f"from {Path(self.source).name})")
+    return (
+        f"TaskBank({len(self)} tasks, phases {self.phases()}, {n['train']} train / {n['heldout']} heldout, "
+        f"from {Path(self.source).name})"
+    )
 
 # %% ../nbs/04_tasks.ipynb #2e3b9c81
 @patch_into(Task)
 def dependency_graph(self):
     "`networkx.DiGraph`: node `j` per subtask (attributes text, domain, level), an edge `d -> j` for each dependency."
     import networkx as nx
+
     G = nx.DiGraph()
-    for j, (s, l) in enumerate(zip(self.subtasks, self.levels)): G.add_node(j, text=s.text, domain=s.domain, level=l)
+    for j, (s, l) in enumerate(zip(self.subtasks, self.levels)):
+        G.add_node(j, text=s.text, domain=s.domain, level=l)
     G.add_edges_from((d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on)
     return G
+
 
 @patch_into(Task)
 def critical_edges(self) -> list[tuple[int, int]]:
     "Dependency edges on a longest chain of subtasks (the critical path; every tied chain)."
     L, n = self.levels, len(self.subtasks)
-    H = [1] * n                                        # H[j]: longest chain starting at j, in subtasks
+    H = [1] * n  # H[j]: longest chain starting at j, in subtasks
     for j in reversed(range(n)):
         for k in range(j + 1, n):
-            if j in self.subtasks[k].depends_on: H[j] = max(H[j], 1 + H[k])
+            if j in self.subtasks[k].depends_on:
+                H[j] = max(H[j], 1 + H[k])
     return [(d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on if L[d] + H[j] == self.critical_path]
+
 
 @patch_into(Task)
 def draw(self, ax=None, width: int = 26):
     "Draw the dependency graph left to right by level; critical-path edges red, edges labelled with the earliest start."
     import textwrap, networkx as nx, matplotlib.pyplot as plt
+
     G, crit = self.dependency_graph(), set(self.critical_edges())
-    if ax is None: _, ax = plt.subplots(figsize=(7.5, 3.8), dpi=100)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 3.8), dpi=100)
     pos = nx.multipartite_layout(G, subset_key='level')
-    def short(text, lines=2):                         # the first `lines` lines of the wrapped text
+
+    def short(text, lines=2):  # the first `lines` lines of the wrapped text
         w = textwrap.wrap(text, width)
-        return '\n'.join(w if len(w) <= lines else w[:lines - 1] + [textwrap.shorten(' '.join(w[lines - 1:]), width, placeholder=' ...')])
+        return '\n'.join(
+            w
+            if len(w) <= lines
+            else w[: lines - 1] + [textwrap.shorten(' '.join(w[lines - 1 :]), width, placeholder=' ...')]
+        )
+
     lab = {j: f"{j}. {d['domain']}\n{short(d['text'])}" for j, d in G.nodes(data=True)}
-    nx.draw_networkx_edges(G, pos, ax=ax, node_size=6000, arrowsize=14, width=[2.2 if e in crit else 1.0 for e in G.edges],
-                           edge_color=['#d62728' if e in crit else '#777777' for e in G.edges])
+    nx.draw_networkx_edges(
+        G,
+        pos,
+        ax=ax,
+        node_size=6000,
+        arrowsize=14,
+        width=[2.2 if e in crit else 1.0 for e in G.edges],
+        edge_color=['#d62728' if e in crit else '#777777' for e in G.edges],
+    )
     nx.draw_networkx_labels(G, pos, lab, ax=ax, font_size=7, bbox=dict(boxstyle='round', fc='#e8f0fa', ec='#8fb3e0'))
-    nx.draw_networkx_edge_labels(G, pos, {(u, v): f"{self.levels[u] * NOMINAL_CALL_S:g} s" for u, v in G.edges},
-                                 ax=ax, font_size=7)
-    ax.set_title(f"{self.id}: critical path {self.critical_path} calls of {len(self.subtasks)}, budget {self.latency_budget_s:g} s",
-                 fontsize=9)
-    ax.margins(x=0.12, y=0.15); ax.set_axis_off()
+    nx.draw_networkx_edge_labels(
+        G, pos, {(u, v): f"{self.levels[u] * NOMINAL_CALL_S:g} s" for u, v in G.edges}, ax=ax, font_size=7
+    )
+    ax.set_title(
+        f"{self.id}: critical path {self.critical_path} calls of {len(self.subtasks)}, budget "
+        f"{self.latency_budget_s:g} s",
+        fontsize=9,
+    )
+    ax.margins(x=0.12, y=0.15)
+    ax.set_axis_off()
     return ax
 
 # %% ../nbs/04_tasks.ipynb #8bf28e15
@@ -305,45 +405,59 @@ def normalise_text(s: str) -> str:
     "Lower case, whitespace collapsed: the form in which two subtask texts count as the same."
     return re.sub(r'\s+', ' ', s.strip().lower())
 
+
 def _task_groups(tasks: Sequence[Task], embedder=None, threshold: float = 0.8) -> list[list[int]]:
     "Connected components of tasks linked by a shared (normalised) subtask text or subtasks with cosine >= threshold."
     texts = sorted({normalise_text(s.text) for t in tasks for s in t.subtasks})
     tid = {x: i for i, x in enumerate(texts)}
     users = [[] for _ in texts]
     for n, t in enumerate(tasks):
-        for s in t.subtasks: users[tid[normalise_text(s.text)]].append(n)
+        for s in t.subtasks:
+            users[tid[normalise_text(s.text)]].append(n)
     parent = list(range(len(tasks)))
+
     def root(i):
-        while parent[i] != i: parent[i] = parent[parent[i]]; i = parent[i]
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
         return i
-    links = [(a, b) for a in range(len(texts)) for b in (a,)]         # the same text
+
+    links = [(a, b) for a in range(len(texts)) for b in (a,)]  # the same text
     if embedder is not None and threshold < 1:
-        E = np.asarray(embedder.encode(texts), np.float32); E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+        E = np.asarray(embedder.encode(texts), np.float32)
+        E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
         links += [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(E @ E.T >= threshold, 1)))]
     for a, b in links:
-        for x in users[a] + users[b]: parent[root(x)] = root(users[a][0])
+        for x in users[a] + users[b]:
+            parent[root(x)] = root(users[a][0])
     groups = {}
-    for n in range(len(tasks)): groups.setdefault(root(n), []).append(n)
+    for n in range(len(tasks)):
+        groups.setdefault(root(n), []).append(n)
     return list(groups.values())
-
 
 # %% ../nbs/04_tasks.ipynb #55c118bd
 def resplit(bank: TaskBank, embedder=None, threshold: float = 0.8, per_cell: int = 2, seed: int = 0) -> TaskBank:
     """A copy of `bank` with a new train/heldout split: whole groups of related tasks (`_task_groups`) are held out,
     smallest first and in a seeded order among equals, until every (phase, category) cell has `per_cell` held-out tasks."""
-    tasks = [Task(**{**t.to_dict(), 'subtasks': [Subtask(**s) for s in t.to_dict()['subtasks']], 'split': 'train'})
-             for t in bank]
+    tasks = [
+        Task(**{**t.to_dict(), 'subtasks': [Subtask(**s) for s in t.to_dict()['subtasks']], 'split': 'train'})
+        for t in bank
+    ]
     groups = _task_groups(tasks, embedder, threshold)
     perm = np.random.default_rng(seed).permutation(len(groups)).tolist()
-    order = sorted(perm, key=lambda i: len(groups[i]))      # small groups first (stable: seeded among equals)
+    order = sorted(perm, key=lambda i: len(groups[i]))  # small groups first (stable: seeded among equals)
     held = set()
     for p in sorted({t.phase for t in tasks}):
         for c in bank.categories():
             for g in (groups[i] for i in order):
-                if sum(1 for n in held if (tasks[n].phase, tasks[n].category) == (p, c)) >= per_cell: break
-                if any((tasks[n].phase, tasks[n].category) == (p, c) for n in g): held.update(g)
-    for n in held: tasks[n].split = 'heldout'
+                if sum(1 for n in held if (tasks[n].phase, tasks[n].category) == (p, c)) >= per_cell:
+                    break
+                if any((tasks[n].phase, tasks[n].category) == (p, c) for n in g):
+                    held.update(g)
+    for n in held:
+        tasks[n].split = 'heldout'
     return TaskBank(tasks, source=bank.source)
+
 
 def split_overlap(bank: TaskBank, embedder=None) -> dict:
     """What a held-out task shares with training: held-out subtask texts found verbatim (normalised) in training,
@@ -353,23 +467,43 @@ def split_overlap(bank: TaskBank, embedder=None) -> dict:
     seen = {normalise_text(s.text) for t in train for s in t.subtasks}
     hs = [normalise_text(s.text) for t in held for s in t.subtasks]
     tsets = [{normalise_text(s.text) for s in t.subtasks} for t in train]
-    half = [t.id for t in held if any(2*len({normalise_text(s.text) for s in t.subtasks} & ts) >= len(t.subtasks) for ts in tsets)]
-    out = {'train_tasks': len(train), 'heldout_tasks': len(held), 'heldout_subtasks': len(hs),
-           'verbatim_shared_subtasks': sum(x in seen for x in hs), 'heldout_tasks_half_shared': len(half)}
+    half = [
+        t.id
+        for t in held
+        if any(2 * len({normalise_text(s.text) for s in t.subtasks} & ts) >= len(t.subtasks) for ts in tsets)
+    ]
+    out = {
+        'train_tasks': len(train),
+        'heldout_tasks': len(held),
+        'heldout_subtasks': len(hs),
+        'verbatim_shared_subtasks': sum(x in seen for x in hs),
+        'heldout_tasks_half_shared': len(half),
+    }
     if embedder is not None:
-        A = np.asarray(embedder.encode(sorted(set(hs))), np.float32); B = np.asarray(embedder.encode(sorted(seen)), np.float32)
-        A /= np.linalg.norm(A, axis=1, keepdims=True); B /= np.linalg.norm(B, axis=1, keepdims=True)
+        A = np.asarray(embedder.encode(sorted(set(hs))), np.float32)
+        B = np.asarray(embedder.encode(sorted(seen)), np.float32)
+        A /= np.linalg.norm(A, axis=1, keepdims=True)
+        B /= np.linalg.norm(B, axis=1, keepdims=True)
         out['max_cosine_to_training'] = round(float((A @ B.T).max()), 3)
     return out
-
 
 # %% ../nbs/04_tasks.ipynb #58617af3
 _SENTENCE_RE = re.compile(r'(?<=[.!?])\s+(?=\S)')
 # clause separators, captured so we know which one joined two clauses
 _SEPARATOR_RE = re.compile(r'(\s*;|,?\s+and\s+then\s+|,?\s+then\s+|,\s+and\s+)', re.I)
 # a clause that opens with one of these follows the one before it
-_CUE_RE = re.compile(r'^(?:and\s+)?(then|next|finally|afterwards|after\s+that|once|after|when\s+that\s+is\s+done)\b[\s,]*', re.I)
-_STRIP_CUES = {'then', 'next', 'finally', 'afterwards', 'after that', 'when that is done'}  # adverbs dropped from the text
+_CUE_RE = re.compile(
+    r'^(?:and\s+)?(then|next|finally|afterwards|after\s+that|once|after|when\s+that\s+is\s+done)\b[\s,]*', re.I
+)
+_STRIP_CUES = {
+    'then',
+    'next',
+    'finally',
+    'afterwards',
+    'after that',
+    'when that is done',
+}  # adverbs dropped from the text
+
 
 def split_clauses(text: str) -> list[tuple[str, bool]]:
     """Split a request into clauses `(text, sequenced)`. Clauses end at sentences, ';', ' then ', ' and then ' and ', and '.
@@ -381,18 +515,24 @@ def split_clauses(text: str) -> list[tuple[str, bool]]:
         chain = False
         for k in range(0, len(parts), 2):
             piece = ' '.join(parts[k].split()).strip(' ,')
-            sep = parts[k-1].strip().lower() if k else None
-            if sep is None: seq = False
-            elif 'then' in sep: seq = True
-            elif sep == ';': seq = False
-            else: seq = chain                      # ', and' keeps the current chain going
+            sep = parts[k - 1].strip().lower() if k else None
+            if sep is None:
+                seq = False
+            elif 'then' in sep:
+                seq = True
+            elif sep == ';':
+                seq = False
+            else:
+                seq = chain  # ', and' keeps the current chain going
             m = _CUE_RE.match(piece)
             if m:
                 seq = True
                 cue = ' '.join(m.group(1).lower().split())
-                if cue in _STRIP_CUES: piece = piece[m.end():]
+                if cue in _STRIP_CUES:
+                    piece = piece[m.end() :]
             piece = re.sub(r'^(?:and|also)\s+', '', piece, flags=re.I).strip(' ,')
-            if not piece: continue
+            if not piece:
+                continue
             chain = seq
             out.append((piece[0].upper() + piece[1:], seq and bool(out)))
     return out
@@ -401,6 +541,7 @@ def split_clauses(text: str) -> list[tuple[str, bool]]:
 class TaskDecomposer:
     """Turn a free-text request into a `Task`: split it into clauses, give each clause the domain of its best-matching
     (non-generalist) catalog specialist, merge clauses of one domain, and chain dependencies where sequencing cues say so."""
+
     def __init__(self, catalog, embedder, max_subtasks: int = 4):
         if not _is_int(max_subtasks) or max_subtasks < 1:
             raise ConfigError(f"max_subtasks must be a positive integer, got {max_subtasks!r}.")
@@ -410,7 +551,7 @@ class TaskDecomposer:
         self.spec_emb = np.asarray(catalog.embeddings(embedder), dtype=np.float32)[keep]
         self.spec_domain = np.array([specs[i].domain for i in keep])
         self.spec_ids = [specs[i].id for i in keep]
-        own = list(dict.fromkeys(self.spec_domain.tolist()))      # shipped domains first, then a custom catalog's own
+        own = list(dict.fromkeys(self.spec_domain.tolist()))  # shipped domains first, then a custom catalog's own
         self.domains = [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
 
     def domain_scores(self, texts: Sequence[str]) -> np.ndarray:
@@ -425,8 +566,10 @@ class TaskDecomposer:
     def decompose(self, text: str) -> Task:
         "A `Task` (split 'adhoc') for a free-text request that is not in the bank."
         if not isinstance(text, str) or not text.strip():
-            raise ConfigError("decompose: the task text is empty. Describe what should be done, e.g. "
-                              "'Design a schema for invoices, then build an API for it'.")
+            raise ConfigError(
+                "decompose: the task text is empty. Describe what should be done, e.g. "
+                "'Design a schema for invoices, then build an API for it'."
+            )
         text = ' '.join(text.split())
         clauses = split_clauses(text) or [(text, False)]
         S = self.domain_scores([c for c, _ in clauses])
@@ -436,16 +579,28 @@ class TaskDecomposer:
             used = sorted(set(assign.tolist()))
             weakest = min(used, key=lambda d: S[assign == d, d].max())
             rest = [d for d in used if d != weakest]
-            for i in np.flatnonzero(assign == weakest): assign[i] = max(rest, key=lambda d: S[i, d])
-        order = list(dict.fromkeys(assign.tolist()))           # one subtask per domain, in order of first mention
+            for i in np.flatnonzero(assign == weakest):
+                assign[i] = max(rest, key=lambda d: S[i, d])
+        order = list(dict.fromkeys(assign.tolist()))  # one subtask per domain, in order of first mention
         group = [order.index(a) for a in assign.tolist()]
-        texts = [[] for _ in order]; deps = [set() for _ in order]
+        texts = [[] for _ in order]
+        deps = [set() for _ in order]
         for i, (c, seq) in enumerate(clauses):
             texts[group[i]].append(c)
-            if seq and i and group[i-1] < group[i]: deps[group[i]].add(group[i-1])   # only edges to earlier subtasks
-        subtasks = [Subtask('; '.join(ts), self.domains[d], sorted(deps[g])) for g, (d, ts) in enumerate(zip(order, texts))]
+            if seq and i and group[i - 1] < group[i]:
+                deps[group[i]].add(group[i - 1])  # only edges to earlier subtasks
+        subtasks = [
+            Subtask('; '.join(ts), self.domains[d], sorted(deps[g])) for g, (d, ts) in enumerate(zip(order, texts))
+        ]
         n, has_deps = len(subtasks), any(deps)
         phase = 3 if n >= 5 else 1 if n <= 2 and not has_deps else 2
-        return Task(id='adhoc-' + hashlib.sha1(text.encode()).hexdigest()[:10], text=text, category=subtasks[0].domain,
-                    phase=phase, subtasks=subtasks, expected_specialists=len({s.domain for s in subtasks}),
-                    latency_budget_s=default_latency_budget(phase, subtasks), split='adhoc')
+        return Task(
+            id='adhoc-' + hashlib.sha1(text.encode()).hexdigest()[:10],
+            text=text,
+            category=subtasks[0].domain,
+            phase=phase,
+            subtasks=subtasks,
+            expected_specialists=len({s.domain for s in subtasks}),
+            latency_budget_s=default_latency_budget(phase, subtasks),
+            split='adhoc',
+        )

@@ -19,161 +19,272 @@ __all__ = ['TEST_KEY', 'TEST_KEY_ENV', 'TEST_PRICES', 'ScriptedReply', 'Scripted
 @dataclass
 class ScriptedReply:
     "One scripted response of `ScriptedOpenAIServer`."
+
     status: int = 200
-    content: str | None = None           # None -> the server's default content for the request
-    usage: tuple | bool | None = None    # (prompt_tokens, completion_tokens); None -> server default; False -> omit usage
-    delay_s: float = 0.0                 # wait before answering (a slow reply; the client may time out first)
-    retry_after: float | None = None     # Retry-After header (seconds) on an error status
-    message: str = 'scripted error'      # error message; '{auth}' is replaced by the request's Authorization header
-    error_code: str | None = None        # error.code in the body, e.g. 'insufficient_quota'
-    gate: threading.Event | None = None  # hold the answer until this event is set (at most 60 s): tests of concurrency without timing
+    content: str | None = None  # None -> the server's default content for the request
+    usage: tuple | bool | None = None  # (prompt_tokens, completion_tokens); None -> server default; False -> omit usage
+    delay_s: float = 0.0  # wait before answering (a slow reply; the client may time out first)
+    retry_after: float | None = None  # Retry-After header (seconds) on an error status
+    message: str = 'scripted error'  # error message; '{auth}' is replaced by the request's Authorization header
+    error_code: str | None = None  # error.code in the body, e.g. 'insufficient_quota'
+    gate: threading.Event | None = (
+        None  # hold the answer until this event is set (at most 60 s): tests of concurrency without timing
+    )
+
 
 class ScriptedOpenAIServer:
     """TEST DOUBLE: an OpenAI-compatible chat-completions server on 127.0.0.1 in a background thread, scripted per
     request. Use as a context manager; point `OpenAIConfig(base_url=server.base_url)` at it."""
-    def __init__(self, usage: tuple | None = None, answer_words: int = 150, api_key: str | None = None,
-                 models: Sequence[str] = ('gpt-4o-mini', 'gpt-4o'), tag: str = '', latency_s: float = 0.0):
-        if latency_s < 0: raise ValueError(f"latency_s must be >= 0, got {latency_s!r}")
-        self.usage, self.answer_words, self.api_key, self.models, self.tag = usage, answer_words, api_key, list(models), tag
-        self.latency_s = float(latency_s)     # added to every answer's delay (scripted or not)
+
+    def __init__(
+        self,
+        usage: tuple | None = None,
+        answer_words: int = 150,
+        api_key: str | None = None,
+        models: Sequence[str] = ('gpt-4o-mini', 'gpt-4o'),
+        tag: str = '',
+        latency_s: float = 0.0,
+    ):
+        if latency_s < 0:
+            raise ValueError(f"latency_s must be >= 0, got {latency_s!r}")
+        self.usage, self.answer_words, self.api_key, self.models, self.tag = (
+            usage,
+            answer_words,
+            api_key,
+            list(models),
+            tag,
+        )
+        self.latency_s = float(latency_s)  # added to every answer's delay (scripted or not)
         self.requests: list[dict] = []
         self.max_in_flight = 0
         self._in_flight = self.in_flight = 0
-        self._rules: list[list] = []            # [match, reply, times_left or None]
-        self._lock = threading.Lock(); self._stopping = threading.Event()
+        self._rules: list[list] = []  # [match, reply, times_left or None]
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._httpd = self._thread = None
 
-    def __enter__(self): return self.start()
-    def __exit__(self, *exc): self.stop()
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
     @property
-    def base_url(self) -> str: return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     @staticmethod
     def _matches(match, body) -> bool:
-        if match is None: return True
-        if callable(match): return bool(match(body))
-        return match in str(body.get('model', '')) or any(match in str(m.get('content', '')) for m in body.get('messages', []))
+        if match is None:
+            return True
+        if callable(match):
+            return bool(match(body))
+        return match in str(body.get('model', '')) or any(
+            match in str(m.get('content', '')) for m in body.get('messages', [])
+        )
 
     @staticmethod
     def _section(text, tag):
         m = re.search(rf'<{tag}>\n?(.*?)\n?</{tag}>', text, re.S)
         return m.group(1) if m else text
+
     @staticmethod
     def _score(answer: str) -> int:
-        return min(9, 2 + 2*max(1, len(re.findall(r'^\[[^\]\n]+\]', answer, re.M))))
+        return min(9, 2 + 2 * max(1, len(re.findall(r'^\[[^\]\n]+\]', answer, re.M))))
+
     @staticmethod
     def answer(role: str, task: str, words: int = 150, max_chars: int | None = None, tag: str = '') -> str:
         "Deterministic answer text of about `words` words from `role` and `task` (after `tag`, when given)."
         topics = [w.strip('.,;:?!()"\'') for w in task.split() if len(w.strip('.,;:?!()"\'')) > 3] or ['work']
         verbs = ('Plan', 'Implement', 'Test', 'Document', 'Review', 'Measure', 'Harden', 'Ship')
-        out = (f"{tag} " if tag else "").split() + f"As {role}, my contribution to: {task}".split(); i = 0
+        out = (f"{tag} " if tag else "").split() + f"As {role}, my contribution to: {task}".split()
+        i = 0
         while len(out) < words:
-            out += f"{i + 1}. {verbs[i % len(verbs)]} the {topics[i % len(topics)]} part and check it with a concrete test.".split()
+            out += (
+                f"{i + 1}. {verbs[i % len(verbs)]} the {topics[i % len(topics)]} part and check it with a "
+                f"concrete test."
+            ).split()
             i += 1
         text = ' '.join(out[:words])
         return text[:max_chars] if max_chars else text
 
-
 # %% ../nbs/98_testing.ipynb #fd26079b
 class _Server(ThreadingHTTPServer):
-    request_queue_size = 128           # many clients connect at once in the concurrency tests
+    request_queue_size = 128  # many clients connect at once in the concurrency tests
+
 
 @patch
 def start(self: ScriptedOpenAIServer) -> 'ScriptedOpenAIServer':
     server = self
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = 'HTTP/1.1'
-        def log_message(self, *a): pass
+
+        def log_message(self, *a):
+            pass
+
         def _send(self, code, obj, headers=()):
             b = json.dumps(obj).encode()
             try:
                 self.send_response(code)
-                self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(b)))
-                for k, v in headers: self.send_header(k, v)
-                self.end_headers(); self.wfile.write(b)
-            except OSError: pass           # the client gave up (timeout) and closed the connection
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(b)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(b)
+            except OSError:
+                pass  # the client gave up (timeout) and closed the connection
+
         def do_GET(self):
             if self.path.rstrip('/').endswith('/models'):
-                self._send(200, {'object': 'list', 'data': [{'id': m, 'object': 'model', 'created': 0, 'owned_by': 'scripted'} for m in server.models]})
-            else: self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
+                self._send(
+                    200,
+                    {
+                        'object': 'list',
+                        'data': [
+                            {'id': m, 'object': 'model', 'created': 0, 'owned_by': 'scripted'} for m in server.models
+                        ],
+                    },
+                )
+            else:
+                self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
+
         def do_POST(self):
             n = int(self.headers.get('Content-Length') or 0)
-            try: body = json.loads(self.rfile.read(n) or b'{}')
-            except ValueError: return self._send(400, {'error': {'message': 'body is not JSON', 'type': 'invalid_request_error'}})
+            try:
+                body = json.loads(self.rfile.read(n) or b'{}')
+            except ValueError:
+                return self._send(400, {'error': {'message': 'body is not JSON', 'type': 'invalid_request_error'}})
             if not self.path.rstrip('/').endswith('/chat/completions'):
                 return self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
             code, obj, headers = server._handle(body, self.headers.get('Authorization', ''))
             self._send(code, obj, headers)
+
     self._httpd = _Server(('127.0.0.1', 0), Handler)
     self._httpd.daemon_threads = True
     self._thread = threading.Thread(target=self._httpd.serve_forever, name='ScriptedOpenAIServer', daemon=True)
     self._thread.start()
     return self
+
+
 @patch
 def stop(self: ScriptedOpenAIServer):
     self._stopping.set()
     if self._httpd is not None:
-        self._httpd.shutdown(); self._httpd.server_close(); self._thread.join(5)
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(5)
         self._httpd = None
-
 
 # %% ../nbs/98_testing.ipynb #b630abae
 @patch
-def script(self: ScriptedOpenAIServer, *replies: ScriptedReply, match: str | Callable | None = None, times: int | None = 1):
+def script(
+    self: ScriptedOpenAIServer, *replies: ScriptedReply, match: str | Callable | None = None, times: int | None = 1
+):
     "Queue `replies` for the next requests that `match` (each used `times` times; `None`: for ever)."
     with self._lock:
-        for r in replies: self._rules.append([match, r, times])
+        for r in replies:
+            self._rules.append([match, r, times])
     return self
+
+
 @patch
 def clear_script(self: ScriptedOpenAIServer):
-    with self._lock: self._rules.clear()
+    with self._lock:
+        self._rules.clear()
+
+
 @patch(as_prop=True)
-def n_requests(self: ScriptedOpenAIServer) -> int: return len(self.requests)
+def n_requests(self: ScriptedOpenAIServer) -> int:
+    return len(self.requests)
+
+
 @patch
 def count(self: ScriptedOpenAIServer, match: str | Callable | None = None) -> int:
     "Requests received that `match`."
     return sum(self._matches(match, r) for r in self.requests)
 
-
 # %% ../nbs/98_testing.ipynb #ada9d960
 @patch
 def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
     with self._lock:
-        self.requests.append({'model': body.get('model'), 'messages': body.get('messages', []), 'time': time.monotonic(),
-                              'params': {k: v for k, v in body.items() if k not in ('model', 'messages')}})
-        self._in_flight += 1; self.max_in_flight = max(self.max_in_flight, self._in_flight); self.in_flight = self._in_flight
+        self.requests.append(
+            {
+                'model': body.get('model'),
+                'messages': body.get('messages', []),
+                'time': time.monotonic(),
+                'params': {k: v for k, v in body.items() if k not in ('model', 'messages')},
+            }
+        )
+        self._in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        self.in_flight = self._in_flight
         reply = None
         for rule in self._rules:
             if self._matches(rule[0], body):
                 reply = rule[1]
                 if rule[2] is not None:
                     rule[2] -= 1
-                    if rule[2] <= 0: self._rules.remove(rule)
+                    if rule[2] <= 0:
+                        self._rules.remove(rule)
                 break
     try:
         reply = reply or ScriptedReply()
         delay = self.latency_s + reply.delay_s
-        if delay: self._stopping.wait(delay)
-        if reply.gate is not None: reply.gate.wait(60)
+        if delay:
+            self._stopping.wait(delay)
+        if reply.gate is not None:
+            reply.gate.wait(60)
         if self.api_key is not None and auth != f'Bearer {self.api_key}':
-            return 401, {'error': {'message': 'Incorrect API key provided.', 'type': 'invalid_request_error', 'code': 'invalid_api_key'}}, ()
+            return (
+                401,
+                {
+                    'error': {
+                        'message': 'Incorrect API key provided.',
+                        'type': 'invalid_request_error',
+                        'code': 'invalid_api_key',
+                    }
+                },
+                (),
+            )
         if reply.status != 200:
             hdr = [('Retry-After', f'{reply.retry_after:g}')] if reply.retry_after is not None else []
             err = {'message': reply.message.replace('{auth}', auth), 'type': 'scripted', 'code': reply.error_code}
             return reply.status, {'error': err}, hdr
         content = reply.content if reply.content is not None else self.default_content(body)
-        out = {'id': f'chatcmpl-scripted-{len(self.requests)}', 'object': 'chat.completion', 'created': 0,
-               'model': body.get('model', ''), 'system_fingerprint': 'scripted',
-               'choices': [{'index': 0, 'message': {'role': 'assistant', 'content': content}, 'finish_reason': 'stop', 'logprobs': None}]}
+        out = {
+            'id': f'chatcmpl-scripted-{len(self.requests)}',
+            'object': 'chat.completion',
+            'created': 0,
+            'model': body.get('model', ''),
+            'system_fingerprint': 'scripted',
+            'choices': [
+                {
+                    'index': 0,
+                    'message': {'role': 'assistant', 'content': content},
+                    'finish_reason': 'stop',
+                    'logprobs': None,
+                }
+            ],
+        }
         usage = reply.usage if reply.usage is not None else self.usage
         if usage is None:
-            usage = (sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in body.get('messages', [])), estimate_tokens(content))
+            usage = (
+                sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in body.get('messages', [])),
+                estimate_tokens(content),
+            )
         if usage is not False:
-            out['usage'] = {'prompt_tokens': int(usage[0]), 'completion_tokens': int(usage[1]), 'total_tokens': int(usage[0]) + int(usage[1])}
+            out['usage'] = {
+                'prompt_tokens': int(usage[0]),
+                'completion_tokens': int(usage[1]),
+                'total_tokens': int(usage[0]) + int(usage[1]),
+            }
         return 200, out, ()
     finally:
-        with self._lock: self._in_flight -= 1; self.in_flight = self._in_flight
-
+        with self._lock:
+            self._in_flight -= 1
+            self.in_flight = self._in_flight
 
 # %% ../nbs/98_testing.ipynb #984e96e3
 @patch
@@ -182,14 +293,23 @@ def default_content(self: ScriptedOpenAIServer, body: dict) -> str:
     msgs = body.get('messages', [])
     system = next((str(m.get('content', '')) for m in msgs if m.get('role') == 'system'), '')
     users = [str(m.get('content', '')) for m in msgs if m.get('role') == 'user']
-    last = users[0] if users else ''        # the original request (a retry appends messages after it)
+    last = users[0] if users else ''  # the original request (a retry appends messages after it)
     if '"score_1"' in last:
         a1, a2 = (self._section(last, t) for t in ('answer_1', 'answer_2'))
-        return json.dumps({'score_1': self._score(a1), 'score_2': self._score(a2),
-                           'rationale': 'Answer 1 covers more parts of the task with concrete steps; answer 2 stays general.'})
+        return json.dumps(
+            {
+                'score_1': self._score(a1),
+                'score_2': self._score(a2),
+                'rationale': 'Answer 1 covers more parts of the task with concrete steps; answer 2 stays general.',
+            }
+        )
     if '"score"' in last:
-        return json.dumps({'score': self._score(self._section(last, 'answer')),
-                           'rationale': 'Mostly correct and concrete; some parts of the task are covered only briefly.'})
+        return json.dumps(
+            {
+                'score': self._score(self._section(last, 'answer')),
+                'rationale': 'Mostly correct and concrete; some parts of the task are covered only briefly.',
+            }
+        )
     if '"specialists"' in last:
         ids = re.findall(r'^- ([A-Za-z0-9_\-]+):', last, re.M)
         return json.dumps({'specialists': ids[:2], 'mode': 'sequential'})
@@ -198,25 +318,41 @@ def default_content(self: ScriptedOpenAIServer, body: dict) -> str:
     t = re.search(r'Task: ([^\n]+)', '\n'.join(str(x.get('content', '')) for x in msgs))
     task = t.group(1) if t else 'the task'
     cap = body.get('max_tokens') or body.get('max_completion_tokens') or 10**6
-    return self.answer(role, task, self.answer_words, max_chars=4*int(cap), tag=self.tag)
-
+    return self.answer(role, task, self.answer_words, max_chars=4 * int(cap), tag=self.tag)
 
 # %% ../nbs/98_testing.ipynb #c6d9303e
-TEST_KEY = 'sk-test-SECRET-1234'              # distinctive: tests look for it in logs, files, pickles and errors
+TEST_KEY = 'sk-test-SECRET-1234'  # distinctive: tests look for it in logs, files, pickles and errors
 TEST_KEY_ENV = 'SPINDLEFLOW_TEST_OPENAI_KEY'
-TEST_PRICES = ("default: {input: 5, output: 20}\nmodels:\n  spec-model: {input: 1.0, output: 2.0}\n"
-               "  judge-model: {input: 0.5, output: 1.5}\n  strong-model: {input: 3, output: 12}\n")
+TEST_PRICES = (
+    "default: {input: 5, output: 20}\nmodels:\n  spec-model: {input: 1.0, output: 2.0}\n"
+    "  judge-model: {input: 0.5, output: 1.5}\n  strong-model: {input: 3, output: 12}\n"
+)
+
 
 def scripted_config(server, folder, **overrides) -> OpenAIConfig:
     """An `OpenAIConfig` for `server`: its URL, the key in `TEST_KEY_ENV` (set to `TEST_KEY` when unset), the test models
     and prices (written to `folder/prices.yaml`), a fresh cache under `folder`, fast retries; `overrides` win."""
     import os
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault(TEST_KEY_ENV, TEST_KEY)
-    prices = folder/'prices.yaml'
-    if not prices.exists(): prices.write_text(TEST_PRICES)
-    base = dict(base_url=server.base_url, api_key_env=TEST_KEY_ENV, specialist_model='spec-model', generalist_model='spec-model',
-                judge_model='judge-model', strong_judge_model='strong-model', planner_model='spec-model',
-                cache_dir=str(Path(tempfile.mkdtemp(dir=folder))/'llm'), prices_path=str(prices), max_retries=2,
-                backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=2.0)
+    prices = folder / 'prices.yaml'
+    if not prices.exists():
+        prices.write_text(TEST_PRICES)
+    base = dict(
+        base_url=server.base_url,
+        api_key_env=TEST_KEY_ENV,
+        specialist_model='spec-model',
+        generalist_model='spec-model',
+        judge_model='judge-model',
+        strong_judge_model='strong-model',
+        planner_model='spec-model',
+        cache_dir=str(Path(tempfile.mkdtemp(dir=folder)) / 'llm'),
+        prices_path=str(prices),
+        max_retries=2,
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
+        timeout_s=2.0,
+    )
     return OpenAIConfig(**{**base, **overrides})

@@ -13,12 +13,43 @@ from .rewards import REWARD_TERMS
 from .env import SpindleFlowEnv
 from .policy import DEFAULT_PPO, make_model
 from .imitation import warm_start
-from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, check_output, safe_name, claim_dir
-from .runs import (TrainConfig, load_run_config, file_sha256, SPEND_KIND, spend_fields, spend_from, RunState,
-                                 capture, restore, save_checkpoint, save_crash, prune_checkpoints, resolve_checkpoint,
-                                 init_source, build_world, make_backend, make_vec_env, FastDummyVecEnv, CheckpointError,
-                                 load_policy, read_resume_state, calls_failed, CallsFailedError, Interrupted)
-from .runs import ResumableEnv   # importable from here too: the concurrency tests (chapter 09a) use this path
+from spindleflow_rl.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_output,
+    safe_name,
+    claim_dir,
+)
+from spindleflow_rl.runs import (
+    TrainConfig,
+    load_run_config,
+    file_sha256,
+    SPEND_KIND,
+    spend_fields,
+    spend_from,
+    RunState,
+    capture,
+    restore,
+    save_checkpoint,
+    save_crash,
+    prune_checkpoints,
+    resolve_checkpoint,
+    init_source,
+    build_world,
+    make_backend,
+    make_vec_env,
+    FastDummyVecEnv,
+    CheckpointError,
+    load_policy,
+    read_resume_state,
+    calls_failed,
+    CallsFailedError,
+    Interrupted,
+)
+from spindleflow_rl.runs import (
+    ResumableEnv,
+)  # importable from here too: the concurrency tests (chapter 09a) use this path
 
 # %% auto #0
 __all__ = ['LEARNING_CURVE', 'Curriculum', 'NonFiniteError', 'check_finite', 'EpisodeStatsCallback', 'CheckpointCallback',
@@ -28,87 +59,141 @@ __all__ = ['LEARNING_CURVE', 'Curriculum', 'NonFiniteError', 'check_finite', 'Ep
 # %% ../nbs/09_train.ipynb #bc5f205d
 class Curriculum:
     "Phase schedule: advance on a success threshold or on a step budget. State is JSON-serialisable."
-    def __init__(self, total: int, phases=(1, 2, 3), budget=(0.25, 0.3), threshold: float = 0.6, window: int = 500,
-                 min_fraction: float = 0.1, state: dict | None = None):
+
+    def __init__(
+        self,
+        total: int,
+        phases=(1, 2, 3),
+        budget=(0.25, 0.3),
+        threshold: float = 0.6,
+        window: int = 500,
+        min_fraction: float = 0.1,
+        state: dict | None = None,
+    ):
         self.total, self.phases, self.threshold, self.window = int(total), list(phases), threshold, int(window)
         ends, acc = [], 0.0
-        for b in list(budget)[:len(self.phases) - 1]: acc += b; ends.append(int(acc*total))
-        self.ends = ends + [self.total]          # latest timestep at which each phase ends
-        self.min_steps = int(min_fraction*total)
+        for b in list(budget)[: len(self.phases) - 1]:
+            acc += b
+            ends.append(int(acc * total))
+        self.ends = ends + [self.total]  # latest timestep at which each phase ends
+        self.min_steps = int(min_fraction * total)
         self.state = state or {'idx': 0, 'start': 0, 'recent': [], 'history': []}
+
     @property
-    def phase(self) -> int: return self.phases[self.state['idx']]
+    def phase(self) -> int:
+        return self.phases[self.state['idx']]
+
     def record(self, success: bool):
-        r = self.state['recent']; r.append(bool(success))
-        if len(r) > self.window: del r[:len(r) - self.window]
+        r = self.state['recent']
+        r.append(bool(success))
+        if len(r) > self.window:
+            del r[: len(r) - self.window]
+
     @property
     def success_rate(self) -> float:
-        r = self.state['recent']; return float(np.mean(r)) if r else 0.0
+        r = self.state['recent']
+        return float(np.mean(r)) if r else 0.0
+
     def update(self, timestep: int) -> bool:
         "Advance if due at `timestep`; return True when the phase changed."
         s = self.state
-        if s['idx'] >= len(self.phases) - 1: return False
+        if s['idx'] >= len(self.phases) - 1:
+            return False
         full = len(s['recent']) >= self.window
         early = full and self.success_rate >= self.threshold and timestep - s['start'] >= self.min_steps
         if early or timestep >= self.ends[s['idx']]:
-            s['history'].append({'phase': self.phase, 'start': s['start'], 'end': int(timestep),
-                                 'reason': 'success' if early else 'budget', 'success_rate': self.success_rate})
-            s['idx'] += 1; s['start'] = int(timestep); s['recent'] = []
+            s['history'].append(
+                {
+                    'phase': self.phase,
+                    'start': s['start'],
+                    'end': int(timestep),
+                    'reason': 'success' if early else 'budget',
+                    'success_rate': self.success_rate,
+                }
+            )
+            s['idx'] += 1
+            s['start'] = int(timestep)
+            s['recent'] = []
             return True
         return False
 
 # %% ../nbs/09_train.ipynb #874683c0
 class NonFiniteError(FloatingPointError):
-    "Training produced a NaN or an infinity (in the weights or the rewards): the run stops, the last good checkpoint stays latest."
+    """Training produced a NaN or an infinity (in the weights or the
+    rewards): the run stops, the last good checkpoint stays latest."""
+
 
 def check_finite(model) -> str | None:
     "The name of the first policy parameter with a NaN or an infinity, else `None`."
     import torch
+
     for n, p in model.policy.named_parameters():
-        if not torch.isfinite(p).all(): return n
+        if not torch.isfinite(p).all():
+            return n
     return None
 
 # %% ../nbs/09_train.ipynb #6a304455
 class EpisodeStatsCallback(BaseCallback):
     """Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost budget;
     with `max_failed` (a real backend), stop when more than that share of the LLM calls failed (`calls_failed`)."""
+
     def __init__(self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0, max_failed: float | None = None):
-        super().__init__(verbose); self.state, self.max_cost_usd, self.max_failed = state, max_cost_usd, max_failed
-        self.stopped_for_cost = False; self.step_cost = 0.0
+        super().__init__(verbose)
+        self.state, self.max_cost_usd, self.max_failed = state, max_cost_usd, max_failed
+        self.stopped_for_cost = False
+        self.step_cost = 0.0
+
     def _on_step(self) -> bool:
-        cur = self.state.curriculum; lg = self.logger
+        cur = self.state.curriculum
+        lg = self.logger
         r = np.asarray(self.locals.get('rewards', []), dtype=float)
         if not np.isfinite(r).all():
-            raise NonFiniteError(f"non-finite reward {r.tolist()} at timestep {self.num_timesteps}: the environment or its "
-                                 "backend returned NaN/inf (check the reward config and the backend's costs and scores).")
+            raise NonFiniteError(
+                f"non-finite reward {r.tolist()} at timestep {self.num_timesteps}: the environment or its "
+                "backend returned NaN/inf (check the reward config and the backend's costs and scores)."
+            )
         for info in self.locals['infos']:
             s = info.get('summary')
-            if s is None: continue
+            if s is None:
+                continue
             self.state.episodes += 1
-            for k in REWARD_TERMS: lg.record_mean(f'reward/{k}', s['terms_total'][k])
-            lg.record_mean('episode/return', s['return']); lg.record_mean('episode/quality', s['specialist_score'])
-            lg.record_mean('episode/baseline', s['baseline_score']); lg.record_mean('episode/cost_usd', s['cost_usd'])
-            lg.record_mean('episode/latency_s', s['latency_s']); lg.record_mean('episode/overrun', s['overrun'])
-            lg.record_mean('episode/n_called', s['n_called']); lg.record_mean('episode/success', float(s['success']))
-            lg.record_mean('episode/failures', s['failures']); lg.record_mean('episode/recovered', s['recovered'])
+            for k in REWARD_TERMS:
+                lg.record_mean(f'reward/{k}', s['terms_total'][k])
+            lg.record_mean('episode/return', s['return'])
+            lg.record_mean('episode/quality', s['specialist_score'])
+            lg.record_mean('episode/baseline', s['baseline_score'])
+            lg.record_mean('episode/cost_usd', s['cost_usd'])
+            lg.record_mean('episode/latency_s', s['latency_s'])
+            lg.record_mean('episode/overrun', s['overrun'])
+            lg.record_mean('episode/n_called', s['n_called'])
+            lg.record_mean('episode/success', float(s['success']))
+            lg.record_mean('episode/failures', s['failures'])
+            lg.record_mean('episode/recovered', s['recovered'])
             lg.record_mean(f"episode/return_phase{s['phase']}", s['return'])
-            if s['phase'] == cur.phase: cur.record(s['success'])   # rehearsed earlier phases do not count
+            if s['phase'] == cur.phase:
+                cur.record(s['success'])  # rehearsed earlier phases do not count
         if cur.update(self.num_timesteps):
             self.training_env.env_method('set_phase', cur.phase)
-            if self.verbose: print(f"curriculum: phase {cur.phase} from timestep {self.num_timesteps}")
-        lg.record('curriculum/phase', cur.phase); lg.record('curriculum/success_rate', cur.success_rate)
+            if self.verbose:
+                print(f"curriculum: phase {cur.phase} from timestep {self.num_timesteps}")
+        lg.record('curriculum/phase', cur.phase)
+        lg.record('curriculum/success_rate', cur.success_rate)
         if self.max_failed is not None:
             why = calls_failed(self.training_env.env_method('llm_call_stats'), self.max_failed)
-            if why: raise CallsFailedError(why)
+            if why:
+                raise CallsFailedError(why)
         if self.max_cost_usd > 0 or self.n_calls % 64 == 0:
             spent = self.state.cost_base + float(sum(self.training_env.env_method('spent_usd')))
-            self.step_cost = max(self.step_cost, spent - self.state.cost_usd)      # most spent by one vec step so far
+            self.step_cost = max(self.step_cost, spent - self.state.cost_usd)  # most spent by one vec step so far
             self.state.cost_usd = spent
             lg.record(f'cost/{self.state.spend_kind}_usd', spent)
-            if self.max_cost_usd > 0 and spent + 1.5*self.step_cost > self.max_cost_usd:
+            if self.max_cost_usd > 0 and spent + 1.5 * self.step_cost > self.max_cost_usd:
                 self.stopped_for_cost = True
                 label = '' if self.state.spend_kind == 'real' else f' ({self.state.spend_kind})'
-                print(f"cost budget: ${spent:.4f}{label} spent of ${self.max_cost_usd:.2f}; stopping before the next step could pass it.")
+                print(
+                    f"cost budget: ${spent:.4f}{label} spent of ${self.max_cost_usd:.2f}; stopping before the next "
+                    f"step could pass it."
+                )
                 return False
         return True
 
@@ -118,19 +203,31 @@ class CheckpointCallback(BaseCallback):
     weights are finite, capture the boundary in memory (`capture`), and every `every` timesteps write it as a
     checkpoint. An interrupt or a budget stop later in the rollout saves this boundary, so a resume repeats nothing
     and skips nothing."""
+
     def __init__(self, state: RunState, every: int, keep: int = 3):
-        super().__init__(0); self.state, self.every, self.keep = state, int(every), int(keep)
-        self.last = None; self.snap = None
-    def _on_training_start(self): self.last = self.num_timesteps
-    def _on_step(self) -> bool: return True
+        super().__init__(0)
+        self.state, self.every, self.keep = state, int(every), int(keep)
+        self.last = None
+        self.snap = None
+
+    def _on_training_start(self):
+        self.last = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        return True
+
     def _on_rollout_start(self):
         bad = check_finite(self.model)
-        if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the update at timestep "
-                                     f"{self.num_timesteps}. Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
+        if bad:
+            raise NonFiniteError(
+                f"training diverged: parameter {bad!r} is NaN/inf after the update at timestep "
+                f"{self.num_timesteps}. Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards."
+            )
         self.snap = capture(self.model, self.state, with_model=False)
         if self.every > 0 and self.num_timesteps - self.last >= self.every:
-            save_checkpoint(self.model, self.state, snap=self.snap); self.last = self.num_timesteps
-            prune_checkpoints(self.state.run_dir/'checkpoints', self.keep)
+            save_checkpoint(self.model, self.state, snap=self.snap)
+            self.last = self.num_timesteps
+            prune_checkpoints(self.state.run_dir / 'checkpoints', self.keep)
 
 # %% ../nbs/09_train.ipynb #e16f3e71
 class ProgressCallback(BaseCallback):
@@ -138,99 +235,157 @@ class ProgressCallback(BaseCallback):
     over the wall time since `learn` started (rollouts and updates together). On a terminal one line is rewritten
     in place; otherwise (a log file, CI, a notebook) a plain line is printed every `every_s` seconds,
     and once more when training ends."""
+
     def __init__(self, total: int, every_s: float = 30.0, stream=None, tty: bool | None = None):
-        super().__init__(0); self.total, self.every_s = int(total), float(every_s)
+        super().__init__(0)
+        self.total, self.every_s = int(total), float(every_s)
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
-        self.t0 = self.start = None; self.last = 0.0
-    def _on_training_start(self): self.t0, self.start, self.last = time.time(), self.num_timesteps, time.time()
+        self.t0 = self.start = None
+        self.last = 0.0
+
+    def _on_training_start(self):
+        self.t0, self.start, self.last = time.time(), self.num_timesteps, time.time()
+
     def line(self, now: float | None = None) -> str:
         now = time.time() if now is None else now
-        done = self.num_timesteps - self.start; secs = max(now - self.t0, 1e-9); rate = done/secs
-        eta = (self.total - self.num_timesteps)/rate if rate > 0 else float('inf')
-        return (f"timesteps {self.num_timesteps:,}/{self.total:,} ({100*self.num_timesteps/max(self.total, 1):.0f}%) | "
-                f"{rate:,.0f} timesteps/s | elapsed {_dur(secs)} | left ~{_dur(eta)}")
+        done = self.num_timesteps - self.start
+        secs = max(now - self.t0, 1e-9)
+        rate = done / secs
+        eta = (self.total - self.num_timesteps) / rate if rate > 0 else float('inf')
+        return (
+            f"timesteps {self.num_timesteps:,}/{self.total:,} ({100 * self.num_timesteps / max(self.total, 1):.0f}%) | "
+            f"{rate:,.0f} timesteps/s | elapsed {_dur(secs)} | left ~{_dur(eta)}"
+        )
+
     def _on_step(self) -> bool:
         now = time.time()
         if now - self.last >= (0.5 if self.tty else self.every_s):
             self.last = now
-            print(('\r' + self.line(now)) if self.tty else self.line(now), end='' if self.tty else '\n', file=self.stream, flush=True)
+            print(
+                ('\r' + self.line(now)) if self.tty else self.line(now),
+                end='' if self.tty else '\n',
+                file=self.stream,
+                flush=True,
+            )
         return True
+
     def _on_training_end(self):
-        print(('\r' if self.tty else '') + self.line(), file=self.stream, flush=True)   # the last figure, always
+        print(('\r' if self.tty else '') + self.line(), file=self.stream, flush=True)  # the last figure, always
+
 
 def _dur(s: float) -> str:
-    if not np.isfinite(s): return '?'
-    s = int(s); return f"{s//3600}h{s%3600//60:02d}m" if s >= 3600 else f"{s//60}m{s%60:02d}s" if s >= 60 else f"{s}s"
+    if not np.isfinite(s):
+        return '?'
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 # %% ../nbs/09_train.ipynb #acf98c81
 def set_determinism(threads: int = 0):
     "Same seed, same weights on one machine: deterministic torch kernels, and `threads` CPU threads when > 0."
     import torch
+
     os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    if threads > 0: torch.set_num_threads(threads)
+    if threads > 0:
+        torch.set_num_threads(threads)
 
 # %% ../nbs/09_train.ipynb #65ff5dc3
 def warm_start_from_config(model, cfg: dict, quiet: bool = False) -> dict:
     """The run's imitation warm start (chapter 08a): clone `train.imitation_teacher` from episodes on the *training*
     tasks and roster of the configured backend, before PPO. Returns its summary (written to `imitation.json`)."""
-    t = cfg['train']; world = build_world(cfg)
+    t = cfg['train']
+    world = build_world(cfg)
     backend, scorers = make_backend(t, world, cfg['sim'], cfg.get('openai'))
-    env = SpindleFlowEnv(cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier), reward_config=cfg['reward'],
-                         sim_config=cfg['sim'], world=backend.world, backend=backend, scorers=scorers)
-    n = max(1, min(t.imitation_episodes, t.timesteps//100))   # never more than one teacher episode per 100 timesteps of PPO
-    if not quiet: print(f"  warm start: cloning {t.imitation_teacher} from {n:,} training episodes", flush=True)
-    out = warm_start(model, env, t.imitation_teacher, n, t.imitation_epochs, seed=t.seed + 1_000_000,
-                     dagger_rounds=t.imitation_dagger_rounds)
-    if not quiet: print(f"  warm start done in {out['seconds']:.0f}s: teacher return {out['teacher_return']:+.3f}, "
-                        f"loss {out['loss_first']:.3f} -> {out['loss_last']:.3f}", flush=True)
+    env = SpindleFlowEnv(
+        cfg['env'].replace(phase=0, split='train', roster_split='train', tier=t.tier),
+        reward_config=cfg['reward'],
+        sim_config=cfg['sim'],
+        world=backend.world,
+        backend=backend,
+        scorers=scorers,
+    )
+    n = max(
+        1, min(t.imitation_episodes, t.timesteps // 100)
+    )  # never more than one teacher episode per 100 timesteps of PPO
+    if not quiet:
+        print(f"  warm start: cloning {t.imitation_teacher} from {n:,} training episodes", flush=True)
+    out = warm_start(
+        model,
+        env,
+        t.imitation_teacher,
+        n,
+        t.imitation_epochs,
+        seed=t.seed + 1_000_000,
+        dagger_rounds=t.imitation_dagger_rounds,
+    )
+    if not quiet:
+        print(
+            f"  warm start done in {out['seconds']:.0f}s: teacher return {out['teacher_return']:+.3f}, "
+            f"loss {out['loss_first']:.3f} -> {out['loss_last']:.3f}",
+            flush=True,
+        )
     return out
 
 # %% ../nbs/09_train.ipynb #daa12e8a
 def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
     "Copy the weights of the policy at `path` into `model`; refuse (with the two layouts) when they do not fit."
     z, _ = init_source(path)
-    src = load_policy(z, device=model.device)              # nothing in the file is unpickled (appendix 94a)
+    src = load_policy(z, device=model.device)  # nothing in the file is unpickled (appendix 94a)
     so, mo = src.observation_space.shape, model.observation_space.shape
     sa, ma = src.action_space.shape, model.action_space.shape
     if so != mo or sa != ma:
-        raise ConfigError(f"--init-from {path}: that policy sees observations of shape {so} and acts with shape {sa}, this "
-                          f"run's environment has {mo} and {ma}. Use the env settings it was trained with (max_specialists, "
-                          "emb_dim, cost_coef_range on or off), or train from scratch.")
-    try: model.policy.load_state_dict(src.policy.state_dict())
+        raise ConfigError(
+            f"--init-from {path}: that policy sees observations of shape {so} and acts with shape {sa}, this "
+            f"run's environment has {mo} and {ma}. Use the env settings it was trained with (max_specialists, "
+            "emb_dim, cost_coef_range on or off), or train from scratch."
+        )
+    try:
+        model.policy.load_state_dict(src.policy.state_dict())
     except RuntimeError as e:
-        raise ConfigError(f"--init-from {path}: the networks differ ({str(e).splitlines()[0][:160]}); use the source run's "
-                          "`policy:` section.") from None
-    if not quiet: print(f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps", flush=True)
+        raise ConfigError(
+            f"--init-from {path}: the networks differ ({str(e).splitlines()[0][:160]}); use the source run's "
+            "`policy:` section."
+        ) from None
+    if not quiet:
+        print(f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps", flush=True)
     return {'init_from': str(z), 'sha256': file_sha256(z), 'source_timesteps': int(src.num_timesteps)}
 
 # %% ../nbs/09_train.ipynb #501ef2ac
 def claim_run_dir(run_dir: Path, auto: bool) -> Path:
-    "Create the new run's folder atomically (`claim_dir`); an automatic name that is taken gets a suffix, a chosen one is refused."
+    """Create the new run's folder atomically (`claim_dir`); an automatic
+    name that is taken gets a suffix, a chosen one is refused."""
     for k in range(1, 100 if auto else 2):
         p = run_dir if k == 1 else run_dir.with_name(f"{run_dir.name}-{k}")
-        try: return claim_dir(p, '--run-name')
+        try:
+            return claim_dir(p, '--run-name')
         except ConfigError:
-            if not auto or not p.exists(): raise
+            if not auto or not p.exists():
+                raise
     raise ConfigError(f"{run_dir}: 99 runs of this name already; pick a --run-name.")
+
 
 def trim_progress(run_dir: Path, upto: int) -> int:
     """Drop the rows of a run's `progress*.csv` logs past `upto` timesteps: what a killed session logged after its last
     checkpoint, which the resume trains again (a cut last line too). Returns the number of rows dropped."""
     import csv, io
+
     dropped = 0
     for p in sorted(Path(run_dir).glob('progress*.csv')):
-        text = p.read_text(encoding='utf-8'); lines = text.splitlines(keepends=True)
-        if len(lines) < 2: continue
+        text = p.read_text(encoding='utf-8')
+        lines = text.splitlines(keepends=True)
+        if len(lines) < 2:
+            continue
         cut = not text.endswith('\n')
         rows = list(csv.reader(lines[:-1] if cut else lines))
         i = rows[0].index('time/total_timesteps') if 'time/total_timesteps' in rows[0] else None
         keep = [rows[0]] + [r for r in rows[1:] if i is None or (len(r) > i and r[i] != '' and float(r[i]) <= upto)]
         if len(keep) < len(rows) or cut:
             dropped += len(rows) - len(keep) + cut
-            buf = io.StringIO(); csv.writer(buf, lineterminator='\n').writerows(keep); atomic_write_text(p, buf.getvalue())
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator='\n').writerows(keep)
+            atomic_write_text(p, buf.getvalue())
     return dropped
 
 # %% ../nbs/09_train.ipynb #1f95fa3a
@@ -239,24 +394,41 @@ def _open_run(t: TrainConfig, checkpoint, quiet: bool, trust: bool = False):
     when the resumed run is already trained to `t.timesteps`. A new run's folder is only checked here (claimed later)."""
     state_in, resume, zpath = {}, None, None
     if checkpoint:
-        zpath, state_in = resolve_checkpoint(checkpoint)          # a damaged latest checkpoint: the previous good one
-        run_dir = Path(state_in['run_dir'])      # a resumed run stays in its own folder, wherever it was moved
+        zpath, state_in = resolve_checkpoint(checkpoint)  # a damaged latest checkpoint: the previous good one
+        run_dir = Path(state_in['run_dir'])  # a resumed run stays in its own folder, wherever it was moved
         if int(state_in.get('num_timesteps') or 0) >= t.timesteps:
-            if not quiet: print(f"{run_dir}: already trained to {int(state_in['num_timesteps']):,} timesteps (target {t.timesteps:,}); "
-                                "nothing to do. Pass a larger --timesteps to train further.")
+            if not quiet:
+                print(
+                    f"{run_dir}: already trained to {int(state_in['num_timesteps']):,} timesteps (target "
+                    f"{t.timesteps:,}); "
+                    "nothing to do. Pass a larger --timesteps to train further."
+                )
             return run_dir, zpath, state_in, None, True
         rs = state_in.get('resume_state')
         if rs:
-            resume, why = read_resume_state(run_dir/rs, zpath, trust)       # signed by this user for this zip (appendix 94a)
-            if why and not quiet: print(f"note: {why}: resuming from the weights alone (env episodes and RNGs start afresh).", flush=True)
+            resume, why = read_resume_state(
+                run_dir / rs, zpath, trust
+            )  # signed by this user for this zip (appendix 94a)
+            if why and not quiet:
+                print(f"note: {why}: resuming from the weights alone (env episodes and RNGs start afresh).", flush=True)
     else:
-        if t.run_name: safe_name(t.run_name, '--run-name')
-        out = check_output(t.out, '--out', 'dir', overwrite=True)     # a folder we can write in (it may hold other runs)
-        name = t.run_name or f"SpindleFlow-v0__{'curriculum' if t.curriculum else f'phase{t.phase}'}__{t.seed}__{int(time.time())}"
-        run_dir = out/name
+        if t.run_name:
+            safe_name(t.run_name, '--run-name')
+        out = check_output(t.out, '--out', 'dir', overwrite=True)  # a folder we can write in (it may hold other runs)
+        name = (
+            t.run_name
+            or f"SpindleFlow-v0__{'curriculum' if t.curriculum else f'phase{t.phase}'}__{t.seed}__{int(time.time())}"
+        )
+        run_dir = out / name
         if run_dir.exists() and t.run_name:
-            held = 'holds a run' if (run_dir/'latest.json').exists() or (run_dir/'checkpoints').exists() else 'already exists'
-            raise ConfigError(f"{run_dir} {held}. Resume a run with --checkpoint {run_dir}, or pick another --run-name/--out.")
+            held = (
+                'holds a run'
+                if (run_dir / 'latest.json').exists() or (run_dir / 'checkpoints').exists()
+                else 'already exists'
+            )
+            raise ConfigError(
+                f"{run_dir} {held}. Resume a run with --checkpoint {run_dir}, or pick another --run-name/--out."
+            )
     return run_dir, zpath, state_in, resume, False
 
 # %% ../nbs/09_train.ipynb #b4f0bffa
@@ -265,148 +437,253 @@ def fit_rollout(cfg: dict, quiet: bool = False) -> dict:
     trains at most 2N: fewer steps per environment (and a batch no larger), said in a note; more environments than
     timesteps is refused."""
     t, ppo = cfg['train'], dict(cfg['ppo'])
-    n_steps, batch = int(ppo.get('n_steps', DEFAULT_PPO['n_steps'])), int(ppo.get('batch_size', DEFAULT_PPO['batch_size']))
-    if t.n_envs*n_steps <= t.timesteps: return cfg
-    if 2*t.n_envs > t.timesteps:
-        raise ConfigError(f"--n-envs {t.n_envs:,} (train.n_envs) for --timesteps {t.timesteps:,}: one rollout of two steps per "
-                          f"environment is already {2*t.n_envs:,} timesteps. Use at most {max(1, t.timesteps//2):,} environments, or more timesteps.")
-    steps = t.timesteps//t.n_envs
-    ppo.update(n_steps=steps, batch_size=max(2, min(batch, t.n_envs*steps)))
+    n_steps, batch = (
+        int(ppo.get('n_steps', DEFAULT_PPO['n_steps'])),
+        int(ppo.get('batch_size', DEFAULT_PPO['batch_size'])),
+    )
+    if t.n_envs * n_steps <= t.timesteps:
+        return cfg
+    if 2 * t.n_envs > t.timesteps:
+        raise ConfigError(
+            f"--n-envs {t.n_envs:,} (train.n_envs) for --timesteps {t.timesteps:,}: one rollout of two steps per "
+            f"environment is already {2 * t.n_envs:,} timesteps. Use at most {max(1, t.timesteps // 2):,} "
+            f"environments, or more timesteps."
+        )
+    steps = t.timesteps // t.n_envs
+    ppo.update(n_steps=steps, batch_size=max(2, min(batch, t.n_envs * steps)))
     if not quiet:
-        print(f"note: --timesteps {t.timesteps:,} is less than one rollout of the config ({t.n_envs} envs x {n_steps} steps = "
-              f"{t.n_envs*n_steps:,} timesteps): training with ppo.n_steps {steps} (batch_size {ppo['batch_size']}).", flush=True)
+        print(
+            f"note: --timesteps {t.timesteps:,} is less than one rollout of the config ({t.n_envs} envs x {n_steps} "
+            f"steps = "
+            f"{t.n_envs * n_steps:,} timesteps): training with ppo.n_steps {steps} (batch_size {ppo['batch_size']}).",
+            flush=True,
+        )
     return {**cfg, 'ppo': ppo}
 
 # %% ../nbs/09_train.ipynb #42edefa0
 def _phases(t: TrainConfig, world, quiet: bool) -> tuple:
-    "The curriculum's phases: 1 -> 2 -> 3 (those the task bank has training tasks for), one for `--phase` or recorded outcomes."
-    if t.backend == 'recorded':                       # logged outcomes are single-subtask tasks: one phase
-        if (t.curriculum or t.phase != 1) and not quiet: print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
+    """The curriculum's phases: 1 -> 2 -> 3 (those the task bank has
+    training tasks for), one for `--phase` or recorded outcomes."""
+    if t.backend == 'recorded':  # logged outcomes are single-subtask tasks: one phase
+        if (t.curriculum or t.phase != 1) and not quiet:
+            print('recorded outcomes have no curriculum phases: training on phase 1 (all recorded tasks)')
         return (1,)
     have = [p for p in (1, 2, 3) if world.bank.tasks(phase=p, split='train')]
     bank = t.tasks or 'the shipped task bank'
     if not t.curriculum:
-        if t.phase not in have: raise ConfigError(f"--phase {t.phase}: {bank} has no training tasks of phase {t.phase} "
-                                                  f"(it has phases {have}). Pick one of those, or add tasks.")
+        if t.phase not in have:
+            raise ConfigError(
+                f"--phase {t.phase}: {bank} has no training tasks of phase {t.phase} "
+                f"(it has phases {have}). Pick one of those, or add tasks."
+            )
         return (t.phase,)
-    if not have: raise ConfigError(f"{bank}: no training tasks: give some tasks `split: train`.")
-    if len(have) < 3 and not quiet: print(f"note: the task bank has training tasks in phase(s) {have} only; the curriculum runs those.")
+    if not have:
+        raise ConfigError(f"{bank}: no training tasks: give some tasks `split: train`.")
+    if len(have) < 3 and not quiet:
+        print(f"note: the task bank has training tasks in phase(s) {have} only; the curriculum runs those.")
     return tuple(have)
 
 # %% ../nbs/09_train.ipynb #3601596e
 def _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, tb, quiet):
-    "The model of a resumed run (its zip; trusted only when its signed resume state vouches for it) or a new one, warm-started."
+    """The model of a resumed run (its zip; trusted only when its
+    signed resume state vouches for it) or a new one, warm-started."""
     warm = None
     if checkpoint:
-        try: model = load_policy(zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb)
+        try:
+            model = load_policy(zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb)
         except CheckpointError as e:
-            raise ConfigError(f"{zpath} does not fit this configuration ({e.why}). Resume with the run's own config "
-                              "(drop --config), or start a new run.") from None
-        if resume is not None: restore(model, resume)
+            raise ConfigError(
+                f"{zpath} does not fit this configuration ({e.why}). Resume with the run's own config "
+                "(drop --config), or start a new run."
+            ) from None
+        if resume is not None:
+            restore(model, resume)
         else:
-            for i, cs in enumerate(state_in.get('consistency') or []):      # an older checkpoint: consistency history only
-                if i < venv.num_envs: venv.env_method('load_consistency_state', cs, indices=[i])
+            for i, cs in enumerate(state_in.get('consistency') or []):  # an older checkpoint: consistency history only
+                if i < venv.num_envs:
+                    venv.env_method('load_consistency_state', cs, indices=[i])
     else:
         model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
-        if t.init_from: warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
-        elif t.imitation_teacher and t.backend != 'openai':      # (cloning a planner on a paid backend would cost money)
+        if t.init_from:
+            warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
+        elif t.imitation_teacher and t.backend != 'openai':  # (cloning a planner on a paid backend would cost money)
             warm = ('imitation.json', warm_start_from_config(model, cfg, quiet))
     return model, warm
 
+# %% ../nbs/09_train.ipynb #4c3a1260
 def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_resume_state: bool = False) -> Path:
     """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
     input (config, roster, backend, outcome table, checkpoint) is built before the run folder is claimed (atomically:
     two runs of one name never share it). `callbacks`: extra SB3 callbacks. `trust_resume_state`: resume from a state
     this user did not sign (appendix 94a)."""
     t = cfg['train']
-    if t.backend == 'recorded' and t.log_learner == 'full-info': raise ConfigError("train() runs PPO; a log's default learner is "
-        "the full-information one (log_runs.train_log_run; spindleflow-train picks it). Call that, or set train.log_learner: ppo.")
-    set_determinism(t.torch_threads); seed_everything(t.seed)
+    if t.backend == 'recorded' and t.log_learner == 'full-info':
+        raise ConfigError(
+            "train() runs PPO; a log's default learner is "
+            "the full-information one (log_runs.train_log_run; spindleflow-train picks it). Call that, or set "
+            "train.log_learner: ppo."
+        )
+    set_determinism(t.torch_threads)
+    seed_everything(t.seed)
     run_dir, zpath, state_in, resume, done = _open_run(t, checkpoint, quiet, trust_resume_state)
-    if done: return run_dir
-    world = build_world(cfg)                       # your --catalog/--tasks (sha256 checked), else the shipped ones
-    if t.init_from and not checkpoint:             # the network's shape follows the policy it starts from
+    if done:
+        return run_dir
+    world = build_world(cfg)  # your --catalog/--tasks (sha256 checked), else the shipped ones
+    if t.init_from and not checkpoint:  # the network's shape follows the policy it starts from
         src_policy = init_source(t.init_from)[1].get('policy')
-        if src_policy is not None: cfg = {**cfg, 'policy': dict(src_policy)}
-    if not checkpoint: cfg = fit_rollout(cfg, quiet)
+        if src_policy is not None:
+            cfg = {**cfg, 'policy': dict(src_policy)}
+    if not checkpoint:
+        cfg = fit_rollout(cfg, quiet)
     plain = {k: (v.to_dict() if hasattr(v, 'to_dict') else v) for k, v in cfg.items()}
-    cur = Curriculum(t.timesteps, _phases(t, world, quiet), t.phase_budget, t.success_threshold, t.success_window,
-                     t.min_phase_fraction, state=state_in.get('curriculum'))
-    venv = make_vec_env(cfg, t.n_envs, t.seed, cur.phase, world=world, vec_env=t.vec_env)   # validates the backend and its inputs
+    cur = Curriculum(
+        t.timesteps,
+        _phases(t, world, quiet),
+        t.phase_budget,
+        t.success_threshold,
+        t.success_window,
+        t.min_phase_fraction,
+        state=state_in.get('curriculum'),
+    )
+    venv = make_vec_env(
+        cfg, t.n_envs, t.seed, cur.phase, world=world, vec_env=t.vec_env
+    )  # validates the backend and its inputs
     if t.backend == 'openai' and t.n_envs > 1 and isinstance(venv, FastDummyVecEnv) and not quiet:
-        print(f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests never "
-              "overlap; --vec-env async (or auto) sends them together (see --max-concurrency).", flush=True)
+        print(
+            f"note: --vec-env {t.vec_env} steps the {t.n_envs} environments one after another, so their LLM requests "
+            f"never "
+            "overlap; --vec-env async (or auto) sends them together (see --max-concurrency).",
+            flush=True,
+        )
     try:
-        model, warm = _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir/'tb'), quiet)
-        if not checkpoint: run_dir = claim_run_dir(run_dir, auto=not t.run_name)
+        model, warm = _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir / 'tb'), quiet)
+        if not checkpoint:
+            run_dir = claim_run_dir(run_dir, auto=not t.run_name)
     except BaseException:
-        venv.close(); raise
-    if checkpoint: trim_progress(run_dir, int(model.num_timesteps))     # rows a killed session logged past its checkpoint
-    else: atomic_write_json(run_dir/'config.json', plain)             # a resume keeps the run's config.json
-    if warm:                                       # the summary, and the clone itself: evaluate it beside final.zip
-        atomic_write_json(run_dir/warm[0], warm[1])
-        buf = io.BytesIO(); model.save(buf); atomic_write_bytes(run_dir/'warm_start.zip', buf.getvalue())
+        venv.close()
+        raise
+    if checkpoint:
+        trim_progress(run_dir, int(model.num_timesteps))  # rows a killed session logged past its checkpoint
+    else:
+        atomic_write_json(run_dir / 'config.json', plain)  # a resume keeps the run's config.json
+    if warm:  # the summary, and the clone itself: evaluate it beside final.zip
+        atomic_write_json(run_dir / warm[0], warm[1])
+        buf = io.BytesIO()
+        model.save(buf)
+        atomic_write_bytes(run_dir / 'warm_start.zip', buf.getvalue())
     state = RunState(run_dir, plain, cur, SPEND_KIND[t.backend])
     state.cost_usd = spend_from(state_in)
-    state.cost_base = state.cost_usd - (resume['env_spent'] if resume else 0.0)   # restored env meters already hold their part
+    state.cost_base = state.cost_usd - (
+        resume['env_spent'] if resume else 0.0
+    )  # restored env meters already hold their part
     state.episodes = int(state_in.get('episodes', 0))
     return _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, list(callbacks))
 
 # %% ../nbs/09_train.ipynb #f9a56303
-_VEC_NAMES = {'FastDummyVecEnv': 'one after another', 'ThreadedVecEnv': 'threads, all at once', 'SubprocVecEnv': 'one process each',
-              'AsyncVecEnv': 'asynchronous, each as soon as it is ready'}
+_VEC_NAMES = {
+    'FastDummyVecEnv': 'one after another',
+    'ThreadedVecEnv': 'threads, all at once',
+    'SubprocVecEnv': 'one process each',
+    'AsyncVecEnv': 'asynchronous, each as soon as it is ready',
+}
+
 
 def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
     "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import Logger, make_output_format
-    tb = str(run_dir/'tb'); cur = state.curriculum
-    suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"    # a resumed run never overwrites the earlier log
-    model.set_logger(Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)]))
-    gate = venv.limit_spend(t.max_cost_usd - state.cost_usd) if t.max_cost_usd > 0 and hasattr(venv, 'limit_spend') else None
-    stats = EpisodeStatsCallback(state, 0.0 if gate else t.max_cost_usd,   # async: each request reserves its cost first (09a)
-                                 max_failed=t.max_failed_calls if t.backend == 'openai' else None)
+
+    tb = str(run_dir / 'tb')
+    cur = state.curriculum
+    suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"  # a resumed run never overwrites the earlier log
+    model.set_logger(
+        Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)])
+    )
+    gate = (
+        venv.limit_spend(t.max_cost_usd - state.cost_usd)
+        if t.max_cost_usd > 0 and hasattr(venv, 'limit_spend')
+        else None
+    )
+    stats = EpisodeStatsCallback(
+        state,
+        0.0 if gate else t.max_cost_usd,  # async: each request reserves its cost first (09a)
+        max_failed=t.max_failed_calls if t.backend == 'openai' else None,
+    )
     ckcb = CheckpointCallback(state, t.checkpoint_every, t.keep_checkpoints)
     cbs = [stats, ckcb, *extra]
-    if t.progress and not quiet: cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
-    start = int(model.num_timesteps); remaining = t.timesteps - start
+    if t.progress and not quiet:
+        cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
+    start = int(model.num_timesteps)
+    remaining = t.timesteps - start
     if not quiet:
-        how = '' if not checkpoint else (' (exact resume: envs, RNGs and LSTM state restored)' if resume else
-                                         ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)')
-        print(f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir/'checkpoints'}"
-              f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs ({_VEC_NAMES.get(type(venv).__name__, type(venv).__name__)}), device {model.device}){how}", flush=True)
-    t0 = time.time(); interrupted = False; crashed = None
-    def _on_term(signum, frame): raise KeyboardInterrupt      # `kill` (SIGTERM) saves a checkpoint like Ctrl-C
-    in_main = threading.current_thread() is threading.main_thread()   # a sweep trial on Ray runs in a worker thread
+        how = (
+            ''
+            if not checkpoint
+            else (
+                ' (exact resume: envs, RNGs and LSTM state restored)'
+                if resume
+                else ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)'
+            )
+        )
+        print(
+            f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir / 'checkpoints'}"
+            f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs "
+            f"({_VEC_NAMES.get(type(venv).__name__, type(venv).__name__)}), device {model.device}){how}",
+            flush=True,
+        )
+    t0 = time.time()
+    interrupted = False
+    crashed = None
+
+    def _on_term(signum, frame):
+        raise KeyboardInterrupt  # `kill` (SIGTERM) saves a checkpoint like Ctrl-C
+
+    in_main = threading.current_thread() is threading.main_thread()  # a sweep trial on Ray runs in a worker thread
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') and in_main else None
     try:
         model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
         stats.stopped_for_cost = stats.stopped_for_cost or getattr(venv, 'stopped_for_cost', False)
         bad = check_finite(model)
-        if bad: raise NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
-                                     "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards.")
-        why = calls_failed(venv.env_method('llm_call_stats'), t.max_failed_calls, final=True) if t.backend == 'openai' else None
-        if why: raise CallsFailedError(why)
+        if bad:
+            raise NonFiniteError(
+                f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
+                "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards."
+            )
+        why = (
+            calls_failed(venv.env_method('llm_call_stats'), t.max_failed_calls, final=True)
+            if t.backend == 'openai'
+            else None
+        )
+        if why:
+            raise CallsFailedError(why)
     except KeyboardInterrupt:
         interrupted = True
         print('\ninterrupted: writing a checkpoint (the last rollout boundary) before exiting...', flush=True)
     except BaseException as e:
         crashed = e
-        try: bad = check_finite(model)
-        except Exception: bad = None
-        if bad and not isinstance(e, NonFiniteError):    # e.g. torch refusing a NaN scale: name the real cause
-            crashed = NonFiniteError(f"training diverged: parameter {bad!r} is NaN/inf at timestep {model.num_timesteps} "
-                                     f"({type(e).__name__}: {str(e)[:200]}). Lower ppo.learning_rate or ppo.max_grad_norm, "
-                                     "or check the rewards.")
+        try:
+            bad = check_finite(model)
+        except Exception:
+            bad = None
+        if bad and not isinstance(e, NonFiniteError):  # e.g. torch refusing a NaN scale: name the real cause
+            crashed = NonFiniteError(
+                f"training diverged: parameter {bad!r} is NaN/inf at timestep {model.num_timesteps} "
+                f"({type(e).__name__}: {str(e)[:200]}). Lower ppo.learning_rate or ppo.max_grad_norm, "
+                "or check the rewards."
+            )
             crashed.__cause__ = e
     finally:
-        if old_term is not None: signal.signal(signal.SIGTERM, old_term)
-        try: state.cost_usd = state.cost_base + float(sum(venv.env_method('spent_usd')))
-        except Exception: pass          # the envs are gone (e.g. a crashed subprocess): keep the last figure
-        if crashed is not None: zp = save_crash(model, state, crashed)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+        try:
+            state.cost_usd = state.cost_base + float(sum(venv.env_method('spent_usd')))
+        except Exception:
+            pass  # the envs are gone (e.g. a crashed subprocess): keep the last figure
+        if crashed is not None:
+            zp = save_crash(model, state, crashed)
         else:
             done = not interrupted and not stats.stopped_for_cost
-            zp = save_checkpoint(model, state, snap=None if done else ckcb.snap)   # a stop mid-rollout: its boundary
+            zp = save_checkpoint(model, state, snap=None if done else ckcb.snap)  # a stop mid-rollout: its boundary
         venv.close()
     return _finish_run(model, state, stats, run_dir, zp, start, time.time() - t0, interrupted, crashed, quiet)
 
@@ -415,41 +692,88 @@ def _finish_run(model, state, stats, run_dir, zp, start, secs, interrupted, cras
     "After `learn`: re-raise a crash (its checkpoint named), copy `final.zip`, write `train_summary.json`."
     cur = state.curriculum
     if crashed is not None:
-        print(f"training failed at timestep {model.num_timesteps:,}: {type(crashed).__name__}: {crashed}\n"
-              f"  crash checkpoint: {zp} (with the error); latest.json still points at the last good checkpoint.", file=sys.stderr, flush=True)
+        print(
+            f"training failed at timestep {model.num_timesteps:,}: {type(crashed).__name__}: {crashed}\n"
+            f"  crash checkpoint: {zp} (with the error); latest.json still points at the last good checkpoint.",
+            file=sys.stderr,
+            flush=True,
+        )
         raise crashed
-    if not interrupted and not stats.stopped_for_cost: shutil.copyfile(zp, run_dir/'final.zip')
-    summary = {'num_timesteps': int(model.num_timesteps), 'phase': cur.phase, 'seconds': secs,
-               'timesteps_per_s': (model.num_timesteps - start)/max(secs, 1e-9), 'curriculum': cur.state['history'],
-               **spend_fields(state.spend_kind, state.cost_usd), 'interrupted': interrupted, 'stopped_for_cost': stats.stopped_for_cost}
-    atomic_write_json(run_dir/'train_summary.json', summary)
+    if not interrupted and not stats.stopped_for_cost:
+        shutil.copyfile(zp, run_dir / 'final.zip')
+    summary = {
+        'num_timesteps': int(model.num_timesteps),
+        'phase': cur.phase,
+        'seconds': secs,
+        'timesteps_per_s': (model.num_timesteps - start) / max(secs, 1e-9),
+        'curriculum': cur.state['history'],
+        **spend_fields(state.spend_kind, state.cost_usd),
+        'interrupted': interrupted,
+        'stopped_for_cost': stats.stopped_for_cost,
+    }
+    atomic_write_json(run_dir / 'train_summary.json', summary)
     if not quiet:
-        print(f"trained to {model.num_timesteps:,} timesteps in {secs:.0f}s ({summary['timesteps_per_s']:,.0f} timesteps/s), final phase {cur.phase}")
+        print(
+            f"trained to {model.num_timesteps:,} timesteps in {secs:.0f}s ({summary['timesteps_per_s']:,.0f} "
+            f"timesteps/s), final phase {cur.phase}"
+        )
         print(f"checkpoint: {zp}")
-    if interrupted: raise Interrupted(f"interrupted at {model.num_timesteps:,} timesteps; checkpoint {zp} written, earlier files kept. "
-                                      f"Resume with: spindleflow-train --checkpoint {run_dir}")
+    if interrupted:
+        raise Interrupted(
+            f"interrupted at {model.num_timesteps:,} timesteps; checkpoint {zp} written, earlier files kept. "
+            f"Resume with: spindleflow-train --checkpoint {run_dir}"
+        )
     return run_dir
 
 # %% ../nbs/09_train.ipynb #6c5d0041
-LEARNING_CURVE = PACKAGE_DIR/'assets'/'learning_curve.json'
+LEARNING_CURVE = PACKAGE_DIR / 'assets' / 'learning_curve.json'
+
 
 def learning_curve_data(run_dir) -> dict:
     """A run's learning curve as plain data: per rollout the timesteps, mean episode return and phase (from its
     `progress*.csv` files, resumed runs concatenated), the curriculum's phase changes (from `train_summary.json`) and
     the rule that moves it on early (`success_threshold`, `success_window`, from the run's `config.json`)."""
     import csv
+
     rows = []
     for p in sorted(Path(run_dir).glob('progress*.csv')):
         for r in csv.DictReader(open(p)):
             if r.get('episode/return') not in (None, ''):
-                rows.append((int(float(r['time/total_timesteps'])), round(float(r['episode/return']), 4), int(float(r.get('curriculum/phase') or 0))))
+                rows.append(
+                    (
+                        int(float(r['time/total_timesteps'])),
+                        round(float(r['episode/return']), 4),
+                        int(float(r.get('curriculum/phase') or 0)),
+                    )
+                )
     rows.sort()
-    summ = json.loads((Path(run_dir)/'train_summary.json').read_text()) if (Path(run_dir)/'train_summary.json').exists() else {}
-    changes = [{'at': int(h['end']), 'from': int(h['phase']), 'reason': h['reason'], 'success_rate': round(float(h['success_rate']), 3)}
-               for h in summ.get('curriculum', [])]
-    cfg = json.loads((Path(run_dir)/'config.json').read_text()).get('train', {}) if (Path(run_dir)/'config.json').exists() else {}
+    summ = (
+        json.loads((Path(run_dir) / 'train_summary.json').read_text())
+        if (Path(run_dir) / 'train_summary.json').exists()
+        else {}
+    )
+    changes = [
+        {
+            'at': int(h['end']),
+            'from': int(h['phase']),
+            'reason': h['reason'],
+            'success_rate': round(float(h['success_rate']), 3),
+        }
+        for h in summ.get('curriculum', [])
+    ]
+    cfg = (
+        json.loads((Path(run_dir) / 'config.json').read_text()).get('train', {})
+        if (Path(run_dir) / 'config.json').exists()
+        else {}
+    )
     rule = {k: cfg[k] for k in ('success_threshold', 'success_window') if k in cfg}
-    return {'timesteps': [r[0] for r in rows], 'return': [r[1] for r in rows], 'phase': [r[2] for r in rows], 'changes': changes, **rule}
+    return {
+        'timesteps': [r[0] for r in rows],
+        'return': [r[1] for r in rows],
+        'phase': [r[2] for r in rows],
+        'changes': changes,
+        **rule,
+    }
 
 # %% ../nbs/09_train.ipynb #b39d30d9
 def plot_learning_curve(curve: dict, ax=None, title: str = ''):
@@ -458,31 +782,49 @@ def plot_learning_curve(curve: dict, ax=None, title: str = ''):
     below the axes: neither covers a point."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    if ax is None: _, ax = plt.subplots(figsize=(9, 4.4), dpi=100)
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 4.4), dpi=100)
     x, y = np.asarray(curve['timesteps']), np.asarray(curve['return'])
     thr = curve.get('success_threshold', TrainConfig().success_threshold)
     win = curve.get('success_window', TrainConfig().success_window)
     bounds = [0] + [c['at'] for c in curve['changes']] + [int(x.max()) if len(x) else 1]
     lo, hi = (float(y.min()), float(y.max())) if len(y) else (0.0, 1.0)
     span = hi - lo or 1.0
-    ax.set_xlim(0, bounds[-1]); ax.set_ylim(lo - 0.05*span, hi + 0.42*span)       # the top third: room for the notes
+    ax.set_xlim(0, bounds[-1])
+    ax.set_ylim(lo - 0.05 * span, hi + 0.42 * span)  # the top third: room for the notes
     shades = ('#e8f1fb', '#fdf1e3', '#eaf6ea')
-    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])): ax.axvspan(a, b, color=shades[k % 3], zorder=0)
+    for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        ax.axvspan(a, b, color=shades[k % 3], zorder=0)
     ax.plot(x, y, '-', color='tab:blue', lw=1.2)
-    top, dx = hi + 0.38*span, 0.008*bounds[-1]
+    top, dx = hi + 0.38 * span, 0.008 * bounds[-1]
     ax.text(dx, top, 'phase 1', va='top', fontsize=8, fontweight='bold')
     for c in curve['changes']:
         ax.axvline(c['at'], color='k', ls='--', lw=1)
         ax.text(c['at'] + dx, top, f"phase {c['from'] + 1}", va='top', fontsize=8, fontweight='bold')
-        ax.text(c['at'] + dx, top - 0.09*span, f"from {c['at']:,}: {c['reason']}\n{c['success_rate']:.0%} success in phase {c['from']}",
-                va='top', fontsize=8)
-    ax.set_xlabel('timesteps'); ax.set_ylabel('mean episode return')
+        ax.text(
+            c['at'] + dx,
+            top - 0.09 * span,
+            f"from {c['at']:,}: {c['reason']}\n{c['success_rate']:.0%} success in phase {c['from']}",
+            va='top',
+            fontsize=8,
+        )
+    ax.set_xlabel('timesteps')
+    ax.set_ylabel('mean episode return')
     ax.xaxis.set_major_formatter(lambda v, _: f'{v:,.0f}')
-    ax.legend([Line2D([], [], color='tab:blue', lw=1.2), Line2D([], [], color='k', ls='--', lw=1)],
-              ['mean episode return per rollout (each phase has its own scale: read the curve band by band)',
-               f"phase change, and why: 'budget' = the phase used its share of the timesteps, 'success' = {thr:.0%} of\n"
-               f"its last {win} episodes succeeded (an episode succeeds when the team beats the generalist alone by\n"
-               "0.25, at most 10% over its latency budget); 'x% success' = that share when the phase ended"],
-              fontsize=8, loc='upper left', bbox_to_anchor=(0, -0.13), frameon=False)
-    if title: ax.set_title(title, fontsize=10)
+    ax.legend(
+        [Line2D([], [], color='tab:blue', lw=1.2), Line2D([], [], color='k', ls='--', lw=1)],
+        [
+            'mean episode return per rollout (each phase has its own scale: read the curve band by band)',
+            f"phase change, and why: 'budget' = the phase used its share of the timesteps, 'success' = {thr:.0%} of\n"
+            f"its last {win} episodes succeeded (an episode succeeds when the team beats the generalist alone by\n"
+            "0.25, at most 10% over its latency budget); 'x% success' = that share when the phase ended",
+        ],
+        fontsize=8,
+        loc='upper left',
+        bbox_to_anchor=(0, -0.13),
+        frameon=False,
+    )
+    if title:
+        ax.set_title(title, fontsize=10)
     return ax

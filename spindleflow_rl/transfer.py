@@ -19,89 +19,165 @@ __all__ = ['TRANSFER_CATALOG', 'TRANSFER_RESULT', 'ARMS', 'transfer_config', 'ev
            'MilestoneSaver', 'train_arm', 'transfer_curve', 'curve_table', 'plot_transfer']
 
 # %% ../nbs/19_transfer.ipynb #d609e859
-TRANSFER_CATALOG = PACKAGE_DIR/'assets'/'fintech_catalog.yaml'
-TRANSFER_RESULT = PACKAGE_DIR/'assets'/'transfer_result.json'
+TRANSFER_CATALOG = PACKAGE_DIR / 'assets' / 'fintech_catalog.yaml'
+TRANSFER_RESULT = PACKAGE_DIR / 'assets' / 'transfer_result.json'
+
 
 def transfer_config(catalog=TRANSFER_CATALOG, tasks: str = '', **train) -> dict:
     "`load_run_config` for a run on another roster: `--catalog catalog` (and `--tasks`), `train` overrides on top."
     return load_run_config(None, {'train': {'catalog': str(catalog), 'tasks': str(tasks), **train}})
 
 # %% ../nbs/19_transfer.ipynb #056bbbd9
-def evaluate_on(world, policies: dict, env_cfg: EnvConfig, episodes: int = 300, seed: int = 0, split: str = 'heldout') -> tuple[dict, dict]:
-    "Play every policy on the same `episodes` of `split` in `world` (all phases); returns (metrics table, per-episode returns)."
+def evaluate_on(
+    world, policies: dict, env_cfg: EnvConfig, episodes: int = 300, seed: int = 0, split: str = 'heldout'
+) -> tuple[dict, dict]:
+    """Play every policy on the same `episodes` of `split` in `world`
+    (all phases); returns (metrics table, per-episode returns)."""
     returns = {}
-    table, _ = evaluate_split(split_env_fn(split, env_cfg, world=world), policies, episodes, seed=seed, returns_out=returns)
+    table, _ = evaluate_split(
+        split_env_fn(split, env_cfg, world=world), policies, episodes, seed=seed, returns_out=returns
+    )
     return table, returns
 
-def zero_shot(checkpoint='demo', catalog=TRANSFER_CATALOG, episodes: int = 300, seed: int = 0, split: str = 'heldout') -> dict:
+
+def zero_shot(
+    checkpoint='demo', catalog=TRANSFER_CATALOG, episodes: int = 300, seed: int = 0, split: str = 'heldout'
+) -> dict:
     """A trained policy as it is on another roster, against `adaptive-planner` and `random` on the same episodes:
     per policy mean return (with its 95% interval), quality and cost; the policy's paired differences to both."""
     z, src = init_source(checkpoint)
     cfg = transfer_config(catalog)
     env_cfg = EnvConfig.from_dict(src.get('env') or {}) if src.get('env') else cfg['env']
-    model = load_policy(z)                                   # checked, nothing unpickled (appendix 94a)
+    model = load_policy(z)  # checked, nothing unpickled (appendix 94a)
     pols = {'policy': ModelPolicy(model), **make_baselines(seed, ('adaptive-planner', 'random'))}
     table, R = evaluate_on(build_world(cfg), pols, env_cfg, episodes, seed, split)
     keep = ('return', 'return_ci95', 'quality', 'cost_usd', 'specialists_per_task', 'success_rate')
-    return {'checkpoint': z.name, 'catalog': Path(catalog).name, 'split': split, 'episodes': episodes, 'seed': seed,
-            'table': {k: {m: round(float(v[m]), 4) for m in keep} for k, v in table.items()},
-            'vs': {b: paired_difference(R['policy'], R[b]) for b in ('adaptive-planner', 'random')}}
+    return {
+        'checkpoint': z.name,
+        'catalog': Path(catalog).name,
+        'split': split,
+        'episodes': episodes,
+        'seed': seed,
+        'table': {k: {m: round(float(v[m]), 4) for m in keep} for k, v in table.items()},
+        'vs': {b: paired_difference(R['policy'], R[b]) for b in ('adaptive-planner', 'random')},
+    }
+
 
 def fmt_zero_shot(z: dict) -> str:
     "The zero-shot result as a few aligned lines."
     rows = [f"{z['checkpoint']} on {z['catalog']}, {z['split']} tasks, {z['episodes']} paired episodes"]
     for k, v in z['table'].items():
-        rows.append(f"  {k:17s} return {v['return']:+.3f} ± {v['return_ci95']:.3f}  quality {v['quality']:.3f}  "
-                    f"cost ${v['cost_usd']:.4f}  calls {v['specialists_per_task']:.2f}")
+        rows.append(
+            f"  {k:17s} return {v['return']:+.3f} ± {v['return_ci95']:.3f}  quality {v['quality']:.3f}  "
+            f"cost ${v['cost_usd']:.4f}  calls {v['specialists_per_task']:.2f}"
+        )
     for b, d in z['vs'].items():
-        rows.append(f"  policy − {b:17s} {d['return_diff']:+.3f} [{d['return_diff_ci95'][0]:+.3f}, {d['return_diff_ci95'][1]:+.3f}]")
+        rows.append(
+            f"  policy − {b:17s} {d['return_diff']:+.3f} [{d['return_diff_ci95'][0]:+.3f}, "
+            f"{d['return_diff_ci95'][1]:+.3f}]"
+        )
     return '\n'.join(rows)
 
 # %% ../nbs/19_transfer.ipynb #25e80236
 class MilestoneSaver(BaseCallback):
     "Save the model at the first rollout boundary at or past each milestone (in timesteps of this run)."
+
     def __init__(self, milestones, folder):
-        super().__init__(0); self.todo, self.folder, self.saved = sorted(int(m) for m in milestones), Path(folder), {}
+        super().__init__(0)
+        self.todo, self.folder, self.saved = sorted(int(m) for m in milestones), Path(folder), {}
+
     def _save_due(self):
         while self.todo and self.num_timesteps >= self.todo[0]:
-            m = self.todo.pop(0); p = self.folder/f'milestone_{m}.zip'
-            self.folder.mkdir(parents=True, exist_ok=True); self.model.save(p); self.saved[m] = (p, int(self.num_timesteps))
-    def _on_rollout_start(self): self._save_due()
-    def _on_step(self) -> bool: return True
-    def _on_training_end(self): self._save_due()
+            m = self.todo.pop(0)
+            p = self.folder / f'milestone_{m}.zip'
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.model.save(p)
+            self.saved[m] = (p, int(self.num_timesteps))
 
-ARMS = {'init-from-demo': {'init_from': 'demo', 'imitation_teacher': ''},
-        'scratch': {'init_from': '', 'imitation_teacher': ''},
-        'imitation + PPO': {'init_from': '', 'imitation_teacher': 'adaptive-planner'}}
+    def _on_rollout_start(self):
+        self._save_due()
 
-def train_arm(arm: str, milestones, out, seed: int = 0, catalog=TRANSFER_CATALOG, ppo: dict | None = None, **train_kw) -> dict:
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self):
+        self._save_due()
+
+
+ARMS = {
+    'init-from-demo': {'init_from': 'demo', 'imitation_teacher': ''},
+    'scratch': {'init_from': '', 'imitation_teacher': ''},
+    'imitation + PPO': {'init_from': '', 'imitation_teacher': 'adaptive-planner'},
+}
+
+
+def train_arm(
+    arm: str, milestones, out, seed: int = 0, catalog=TRANSFER_CATALOG, ppo: dict | None = None, **train_kw
+) -> dict:
     """Train one arm to the last milestone; return `{milestone: (saved zip, its timesteps)}`. An arm whose milestones
     are all saved in `out` already (an earlier, interrupted sweep) is not trained again."""
-    if arm not in ARMS: raise ConfigError(f"unknown arm {arm!r}; use one of {list(ARMS)}.")
+    if arm not in ARMS:
+        raise ConfigError(f"unknown arm {arm!r}; use one of {list(ARMS)}.")
     run_name = f"{arm.replace(' ', '').replace('+', '-')}__seed{seed}"
-    done = {int(m): Path(out)/run_name/'milestones'/f'milestone_{int(m)}.zip' for m in milestones}
+    done = {int(m): Path(out) / run_name / 'milestones' / f'milestone_{int(m)}.zip' for m in milestones}
     if all(p.exists() for p in done.values()):
         from stable_baselines3.common.save_util import load_from_zip_file
+
         return {m: (p, int(load_from_zip_file(p)[0]['num_timesteps'])) for m, p in done.items()}
-    cfg = transfer_config(catalog, timesteps=max(max(milestones), 1), out=str(out), run_name=run_name, seed=seed,
-                          eval_episodes=0, progress=False, vec_env='dummy', **ARMS[arm], **train_kw)
-    if ppo: cfg['ppo'] = {**cfg['ppo'], **ppo}
-    saver = MilestoneSaver(milestones, Path(out)/run_name/'milestones')
+    cfg = transfer_config(
+        catalog,
+        timesteps=max(max(milestones), 1),
+        out=str(out),
+        run_name=run_name,
+        seed=seed,
+        eval_episodes=0,
+        progress=False,
+        vec_env='dummy',
+        **ARMS[arm],
+        **train_kw,
+    )
+    if ppo:
+        cfg['ppo'] = {**cfg['ppo'], **ppo}
+    saver = MilestoneSaver(milestones, Path(out) / run_name / 'milestones')
     train(cfg, quiet=True, callbacks=[saver])
     return saver.saved
 
 # %% ../nbs/19_transfer.ipynb #c6ced09b
-def transfer_curve(milestones=(0, 2048, 10240, 51200), arms=tuple(ARMS), seeds=(0,), episodes: int = 300, out='runs/transfer',
-                   catalog=TRANSFER_CATALOG, eval_seed: int = 0, ppo: dict | None = None, json_out=None, **train_kw) -> dict:
+def transfer_curve(
+    milestones=(0, 2048, 10240, 51200),
+    arms=tuple(ARMS),
+    seeds=(0,),
+    episodes: int = 300,
+    out='runs/transfer',
+    catalog=TRANSFER_CATALOG,
+    eval_seed: int = 0,
+    ppo: dict | None = None,
+    json_out=None,
+    **train_kw,
+) -> dict:
     """Fine-tuning curves: every arm trained per seed, every milestone's policy evaluated on the same held-out episodes
     as `adaptive-planner` and `random`. Returns (and writes to `json_out`) per arm and milestone the mean return over
     seeds, each seed's return and the paired difference to the adaptive planner of the first seed's policy."""
-    cfg = transfer_config(catalog); world = build_world(cfg); env_cfg = cfg['env']
-    base_table, base_R = evaluate_on(world, make_baselines(eval_seed, ('adaptive-planner', 'random')), env_cfg, episodes, eval_seed)
-    res = {'catalog': Path(catalog).name, 'episodes': episodes, 'eval_split': 'heldout', 'seeds': list(seeds),
-           'milestones': [int(m) for m in milestones], 'ppo': {**cfg['ppo'], **(ppo or {})}, 'train': train_kw,
-           'baselines': {k: {'return': v['return'], 'return_ci95': v['return_ci95'], 'quality': v['quality']} for k, v in base_table.items()},
-           'arms': {}}
+    cfg = transfer_config(catalog)
+    world = build_world(cfg)
+    env_cfg = cfg['env']
+    base_table, base_R = evaluate_on(
+        world, make_baselines(eval_seed, ('adaptive-planner', 'random')), env_cfg, episodes, eval_seed
+    )
+    res = {
+        'catalog': Path(catalog).name,
+        'episodes': episodes,
+        'eval_split': 'heldout',
+        'seeds': list(seeds),
+        'milestones': [int(m) for m in milestones],
+        'ppo': {**cfg['ppo'], **(ppo or {})},
+        'train': train_kw,
+        'baselines': {
+            k: {'return': v['return'], 'return_ci95': v['return_ci95'], 'quality': v['quality']}
+            for k, v in base_table.items()
+        },
+        'arms': {},
+    }
     t0 = time.time()
     for arm in arms:
         res['arms'][arm] = {}
@@ -110,11 +186,15 @@ def transfer_curve(milestones=(0, 2048, 10240, 51200), arms=tuple(ARMS), seeds=(
             for m, (z, steps) in saved.items():
                 tab, R = evaluate_on(world, {'policy': ModelPolicy(load_policy(z))}, env_cfg, episodes, eval_seed)
                 cell = res['arms'][arm].setdefault(str(m), {'timesteps': steps, 'returns': [], 'quality': []})
-                cell['returns'].append(tab['policy']['return']); cell['quality'].append(tab['policy']['quality'])
-                if seed == seeds[0]: cell['vs_adaptive_planner'] = paired_difference(R['policy'], base_R['adaptive-planner'])
-        for cell in res['arms'][arm].values(): cell['return'] = float(np.mean(cell['returns']))
-    res['cpu_minutes'] = round((time.time() - t0)/60, 1)
-    if json_out: Path(json_out).write_text(json.dumps(res, indent=1))
+                cell['returns'].append(tab['policy']['return'])
+                cell['quality'].append(tab['policy']['quality'])
+                if seed == seeds[0]:
+                    cell['vs_adaptive_planner'] = paired_difference(R['policy'], base_R['adaptive-planner'])
+        for cell in res['arms'][arm].values():
+            cell['return'] = float(np.mean(cell['returns']))
+    res['cpu_minutes'] = round((time.time() - t0) / 60, 1)
+    if json_out:
+        Path(json_out).write_text(json.dumps(res, indent=1))
     return res
 
 # %% ../nbs/19_transfer.ipynb #4898ea48
@@ -124,28 +204,45 @@ def curve_table(res: dict) -> str:
     ms = [str(m) for m in res['milestones']]
     rows = ['| arm | ' + ' | '.join(f"{int(m):,} steps" for m in ms) + ' |', '|---' * (len(ms) + 1) + '|']
     for arm, cells in res['arms'].items():
-        fmt = lambda c: f"{c['return']:+.3f}" + (f" [{min(c['returns']):+.3f}, {max(c['returns']):+.3f}]" if len(c['returns']) > 1 else '')
+        fmt = lambda c: (
+            f"{c['return']:+.3f}"
+            + (f" [{min(c['returns']):+.3f}, {max(c['returns']):+.3f}]" if len(c['returns']) > 1 else '')
+        )
         rows.append(f"| {arm} | " + ' | '.join(fmt(cells[m]) if m in cells else '' for m in ms) + ' |')
-    for b, v in res['baselines'].items(): rows.append(f"| {b} (no training) | " + ' | '.join(f"{v['return']:+.3f}" for _ in ms) + ' |')
+    for b, v in res['baselines'].items():
+        rows.append(f"| {b} (no training) | " + ' | '.join(f"{v['return']:+.3f}" for _ in ms) + ' |')
     rows.append('')
     for arm, cells in res['arms'].items():
         d = cells[ms[-1]].get('vs_adaptive_planner')
-        if d: rows.append(f"- {arm} at {int(ms[-1]):,} steps − adaptive-planner: {d['return_diff']:+.3f} "
-                          f"[{d['return_diff_ci95'][0]:+.3f}, {d['return_diff_ci95'][1]:+.3f}] (paired, 95%"
-                          + (f"; seed {res['seeds'][0]}'s policy)" if len(res['seeds']) > 1 else ')'))
+        if d:
+            rows.append(
+                f"- {arm} at {int(ms[-1]):,} steps − adaptive-planner: {d['return_diff']:+.3f} "
+                f"[{d['return_diff_ci95'][0]:+.3f}, {d['return_diff_ci95'][1]:+.3f}] (paired, 95%"
+                + (f"; seed {res['seeds'][0]}'s policy)" if len(res['seeds']) > 1 else ')')
+            )
     return '\n'.join(rows)
 
+
 def plot_transfer(res: dict, ax=None):
-    "Mean held-out return against PPO timesteps per arm (milestones evenly spaced; bars: lowest to highest seed), baselines as lines."
+    """Mean held-out return against PPO timesteps per arm (milestones
+    evenly spaced; bars: lowest to highest seed), baselines as lines."""
     import matplotlib.pyplot as plt
-    if ax is None: _, ax = plt.subplots(figsize=(6, 3.5), dpi=72)
-    ms = [str(m) for m in res['milestones']]; x = np.arange(len(ms))
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5), dpi=72)
+    ms = [str(m) for m in res['milestones']]
+    x = np.arange(len(ms))
     for (arm, cells), c in zip(res['arms'].items(), ('tab:green', 'tab:red', 'tab:purple', 'tab:brown')):
         y = np.array([cells[m]['return'] if m in cells else np.nan for m in ms])
-        lo = np.array([min(cells[m]['returns']) if m in cells else np.nan for m in ms]); hi = np.array([max(cells[m]['returns']) if m in cells else np.nan for m in ms])
+        lo = np.array([min(cells[m]['returns']) if m in cells else np.nan for m in ms])
+        hi = np.array([max(cells[m]['returns']) if m in cells else np.nan for m in ms])
         ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt='o-', color=c, capsize=3, label=arm)
     for (b, v), ls in zip(res['baselines'].items(), ('--', ':')):
         ax.axhline(v['return'], color='k', ls=ls, lw=1, label=f"{b} (no training)")
-    ax.set_xticks(x); ax.set_xticklabels([f"{int(m):,}" for m in ms]); ax.set_xlabel('PPO timesteps on the new roster')
-    ax.set_ylabel('mean return, held-out tasks'); ax.legend(fontsize=7, loc='lower right'); ax.grid(alpha=0.3)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{int(m):,}" for m in ms])
+    ax.set_xlabel('PPO timesteps on the new roster')
+    ax.set_ylabel('mean return, held-out tasks')
+    ax.legend(fontsize=7, loc='lower right')
+    ax.grid(alpha=0.3)
     return ax

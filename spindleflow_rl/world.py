@@ -19,33 +19,38 @@ def fit_from_cosine(cos, lo: float = 0.12, hi: float = 0.32):
     """Map the cosine between a capability and a subtask embedding to a fit in [0, 1]. Calibrated on the shipped
     catalog and task bank: the median specialist scores a cosine of about 0.06 with a subtask (fit 0), the best
     one about 0.27 (fit 0.75), the best tenth above 0.41 (fit 1)."""
-    return np.clip((np.asarray(cos, dtype=np.float32) - lo)/(hi - lo), 0.0, 1.0)
+    return np.clip((np.asarray(cos, dtype=np.float32) - lo) / (hi - lo), 0.0, 1.0)
+
 
 @dataclass
 class World:
     "Catalog + task bank + their embeddings, computed once and shared by every environment."
+
     catalog: Catalog
     bank: TaskBank
-    cat_emb: np.ndarray                 # (N, D) capability embeddings in catalog.ids order
-    task_emb: dict                      # task id -> (D,)
-    sub_emb: dict                       # task id -> (k, D)
+    cat_emb: np.ndarray  # (N, D) capability embeddings in catalog.ids order
+    task_emb: dict  # task id -> (D,)
+    sub_emb: dict  # task id -> (k, D)
     model_id: str = ''
-    near_duplicate_threshold: float = 0.6   # held-out specialists: whole near-duplicate groups (chapter 02)
+    near_duplicate_threshold: float = 0.6  # held-out specialists: whole near-duplicate groups (chapter 02)
+
     def __post_init__(self):
         self.index = {sid: i for i, sid in enumerate(self.catalog.ids)}
         self.train_ids, self.heldout_ids = self.catalog.split(self.near_duplicate_threshold, embeddings=self.cat_emb)
         self.generalist_idx = np.array([self.index[s.id] for s in self.catalog.specialists if s.generalist], dtype=int)
         self.emb_dim = int(self.cat_emb.shape[1])
-        specs = self.catalog.specialists                      # per-specialist arrays, so a reset is a few gathers
-        self.rel = np.array([s.reliability for s in specs]); self.cost = np.array([s.cost_per_call for s in specs])
+        specs = self.catalog.specialists  # per-specialist arrays, so a reset is a few gathers
+        self.rel = np.array([s.reliability for s in specs])
+        self.cost = np.array([s.cost_per_call for s in specs])
         self.lat_mu = np.array([s.latency_mean for s in specs])
-        self.lat_sigma = np.array([max(0.05, s.latency_std/s.latency_mean) for s in specs])
+        self.lat_sigma = np.array([max(0.05, s.latency_std / s.latency_mean) for s in specs])
         self.fb_idx = np.array([self.index[s.fallbacks[0]] if s.fallbacks else -1 for s in specs])
-        held = set(self.heldout_ids)                          # in training, fallback chains skip held-out specialists
+        held = set(self.heldout_ids)  # in training, fallback chains skip held-out specialists
         first = [next((f for f in self.catalog.fallback_chain(s.id) if f not in held), None) for s in specs]
         self.train_fb_idx = np.array([self.index[f] if f else -1 for f in first])
         self.domain = [s.domain for s in specs]
-        self._task_cache = {}; self._param_tables = {}
+        self._task_cache = {}
+        self._param_tables = {}
 
 # %% ../nbs/04a_world.ipynb #9ab02c2e
 @patch_into(World)
@@ -54,22 +59,28 @@ def task_arrays(self, task: Task) -> dict:
     the fit of every specialist's first fallback (zero without one)."""
     c = self._task_cache.get(task.id)
     if c is None:
-        k = len(task.subtasks); deps = np.zeros((k, k), bool)
+        k = len(task.subtasks)
+        deps = np.zeros((k, k), bool)
         for j, st in enumerate(task.subtasks):
-            for i in st.depends_on: deps[j, i] = True
-        fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)     # (N, k)
+            for i in st.depends_on:
+                deps[j, i] = True
+        fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)  # (N, k)
         c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
         for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
-            has_fb = fb >= 0; c[key] = fit_all[np.where(has_fb, fb, 0)]*has_fb[:, None]
+            has_fb = fb >= 0
+            c[key] = fit_all[np.where(has_fb, fb, 0)] * has_fb[:, None]
         self._task_cache[task.id] = c
     return c
+
 
 @patch_into(World)
 def gram(self) -> np.ndarray:
     "(N, N) dot products of the capability embeddings (the overlap between specialists), computed once."
     g = self.__dict__.get('_gram')
-    if g is None: g = self._gram = self.cat_emb @ self.cat_emb.T
+    if g is None:
+        g = self._gram = self.cat_emb @ self.cat_emb.T
     return g
+
 
 @patch_into(World)
 def fallback_index(self, train_only: bool = False) -> np.ndarray:
@@ -78,7 +89,9 @@ def fallback_index(self, train_only: bool = False) -> np.ndarray:
 
 # %% ../nbs/04a_world.ipynb #22840c91
 @patch_into(World, cls_method=True)
-def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6):
+def build(
+    cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6
+):
     "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
     if embedder is None:
         embedder = get_embedder()
@@ -91,8 +104,10 @@ def build(cls, catalog: Catalog | None = None, bank: TaskBank | None = None, emb
     task_emb, sub_emb, i = {}, {}, len(tasks)
     for n, t in enumerate(tasks):
         task_emb[t.id] = embs[n]
-        sub_emb[t.id] = embs[i:i+len(t.subtasks)]; i += len(t.subtasks)
+        sub_emb[t.id] = embs[i : i + len(t.subtasks)]
+        i += len(t.subtasks)
     return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
+
 
 @patch_into(World)
 def add_task(self, task: Task, embedder):
@@ -101,19 +116,25 @@ def add_task(self, task: Task, embedder):
     self.sub_emb[task.id] = embedder.encode([s.text for s in task.subtasks]).astype(np.float32)
     return task
 
+
 @patch_into(World)
 def spec_emb(self, ids) -> np.ndarray:
     "Capability embeddings of specialist ids (`None` -> zero row)."
-    if None not in ids: return self.cat_emb.take(np.array([self.index[sid] for sid in ids], np.intp), 0)
+    if None not in ids:
+        return self.cat_emb.take(np.array([self.index[sid] for sid in ids], np.intp), 0)
     out = np.zeros((len(ids), self.emb_dim), np.float32)
     for r, sid in enumerate(ids):
-        if sid is not None: out[r] = self.cat_emb[self.index[sid]]
+        if sid is not None:
+            out[r] = self.cat_emb[self.index[sid]]
     return out
 
 # %% ../nbs/04a_world.ipynb #75d99624
 _WORLD = None
+
+
 def default_world() -> World:
     "The shared default `World` (shipped catalog and task bank, real MiniLM embeddings), built on first use."
     global _WORLD
-    if _WORLD is None: _WORLD = World.build()
+    if _WORLD is None:
+        _WORLD = World.build()
     return _WORLD

@@ -18,17 +18,19 @@ The kernel has no network: pip runs with `--no-index` plus a local folder that h
 release's requirements against what the venv already holds, as in Colab, where nearly all of them come preinstalled;
 their resolution from the index is the fresh-venv step of release.sh.
 """
+
 import configparser, json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import nbformat, pytest
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
-NB = ROOT/'colab'/'SpindleFlow_RL_Colab.ipynb'
-sys.path.insert(0, str(ROOT/'tools'))
+NB = ROOT / 'colab' / 'SpindleFlow_RL_Colab.ipynb'
+sys.path.insert(0, str(ROOT / 'tools'))
 import colab_cells
 
-_cfg = configparser.ConfigParser(delimiters=['=']); _cfg.read(ROOT/'settings.ini', encoding='utf-8')
+_cfg = configparser.ConfigParser(delimiters=['='])
+_cfg.read(ROOT / 'settings.ini', encoding='utf-8')
 VERSION = _cfg['DEFAULT']['version']
 GITHUB = f'git+https://github.com/spindleflow/spindleflow-rl@v{VERSION}'
 KERNEL = 'spindleflow-colab-venv'
@@ -38,7 +40,9 @@ pytestmark = pytest.mark.xdist_group('colab-venv')
 
 def sh(*cmd, **kw):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
-    assert r.returncode == 0, f"{' '.join(map(str, cmd))} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, (
+        f"{' '.join(map(str, cmd))} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    )
     return r.stdout
 
 
@@ -47,21 +51,39 @@ def colab_venv(tmp_path_factory):
     d = tmp_path_factory.mktemp('colab-venv')
     t0 = time.time()
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    sh('bash', ROOT/'tools'/'release.sh', '--outdir', d/'dist', '--venv', d/'venv', cwd=ROOT, env=env)
-    py = d/'venv'/'bin'/'python'
-    sh(py, '-m', 'pip', 'install', '-q', 'ipykernel')                      # Colab's kernel
-    sh(py, '-m', 'pip', 'download', '-q', '--no-deps', '-d', d/'wheelhouse', 'setuptools>=64')   # for the git build, offline
+    sh('bash', ROOT / 'tools' / 'release.sh', '--outdir', d / 'dist', '--venv', d / 'venv', cwd=ROOT, env=env)
+    py = d / 'venv' / 'bin' / 'python'
+    sh(py, '-m', 'pip', 'install', '-q', 'ipykernel')  # Colab's kernel
+    sh(
+        py, '-m', 'pip', 'download', '-q', '--no-deps', '-d', d / 'wheelhouse', 'setuptools>=64'
+    )  # for the git build, offline
     # a bare clone of this commit, tagged like the release (the repository's own tag is made at release time);
     # `git+file://localhost/...`: pip 23's URL check refuses `git+file:///` (an empty host), git takes both
     sha = sh('git', 'rev-parse', 'HEAD', cwd=ROOT).strip()
-    sh('git', 'clone', '-q', '--bare', ROOT, d/'bare.git')
-    sh('git', '-C', d/'bare.git', 'tag', '-f', f'v{VERSION}', sha)   # -f: a clone that already has the release tag (elsewhere)
-    spec = d/'jupyter'/'kernels'/KERNEL; spec.mkdir(parents=True)
-    (spec/'kernel.json').write_text(json.dumps({'argv': [str(py), '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
-                                                'display_name': KERNEL, 'language': 'python'}))
+    sh('git', 'clone', '-q', '--bare', ROOT, d / 'bare.git')
+    sh(
+        'git', '-C', d / 'bare.git', 'tag', '-f', f'v{VERSION}', sha
+    )  # -f: a clone that already has the release tag (elsewhere)
+    spec = d / 'jupyter' / 'kernels' / KERNEL
+    spec.mkdir(parents=True)
+    (spec / 'kernel.json').write_text(
+        json.dumps(
+            {
+                'argv': [str(py), '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+                'display_name': KERNEL,
+                'language': 'python',
+            }
+        )
+    )
     print(f'venv ready in {time.time() - t0:.0f} s')
-    return {'dir': d, 'py': py, 'wheel': d/'dist'/f'spindleflow_rl-{VERSION}-py3-none-any.whl',
-            'tag_url': f"git+file://localhost{d/'bare.git'}@v{VERSION}", 'jupyter': d/'jupyter', 'wheelhouse': d/'wheelhouse'}
+    return {
+        'dir': d,
+        'py': py,
+        'wheel': d / 'dist' / f'spindleflow_rl-{VERSION}-py3-none-any.whl',
+        'tag_url': f"git+file://localhost{d / 'bare.git'}@v{VERSION}",
+        'jupyter': d / 'jupyter',
+        'wheelhouse': d / 'wheelhouse',
+    }
 
 
 @pytest.fixture
@@ -69,14 +91,21 @@ def kernel_env(colab_venv, monkeypatch):
     "The kernel's environment: the venv kernel, no PYTHONPATH, no network but loopback, pip offline."
     monkeypatch.setenv('JUPYTER_PATH', str(colab_venv['jupyter']))
     monkeypatch.delenv('PYTHONPATH', raising=False)
-    for k in ('OPENAI_API_KEY', 'OPENAI_BASE_URL'): monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv('HF_HUB_OFFLINE', '1'); monkeypatch.setenv('TRANSFORMERS_OFFLINE', '1')
-    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'):     # any HTTP(S) attempt fails at once
+    for k in ('OPENAI_API_KEY', 'OPENAI_BASE_URL'):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    monkeypatch.setenv('TRANSFORMERS_OFFLINE', '1')
+    for k in ('HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy'):  # any HTTP(S) attempt fails at once
         monkeypatch.setenv(k, 'http://127.0.0.1:9')
-    for k in ('NO_PROXY', 'no_proxy'): monkeypatch.setenv(k, '127.0.0.1,localhost')
-    monkeypatch.setenv('PIP_NO_INDEX', '1'); monkeypatch.setenv('PIP_FIND_LINKS', str(colab_venv['wheelhouse']))
-    monkeypatch.setenv('MPLBACKEND', 'Agg'); monkeypatch.setenv('TOKENIZERS_PARALLELISM', 'false')
-    monkeypatch.setenv('SPINDLEFLOW_CACHE', os.environ.get('SPINDLEFLOW_CACHE', str(ROOT/'.cache'/'spindleflow_rl')))
+    for k in ('NO_PROXY', 'no_proxy'):
+        monkeypatch.setenv(k, '127.0.0.1,localhost')
+    monkeypatch.setenv('PIP_NO_INDEX', '1')
+    monkeypatch.setenv('PIP_FIND_LINKS', str(colab_venv['wheelhouse']))
+    monkeypatch.setenv('MPLBACKEND', 'Agg')
+    monkeypatch.setenv('TOKENIZERS_PARALLELISM', 'false')
+    monkeypatch.setenv(
+        'SPINDLEFLOW_CACHE', os.environ.get('SPINDLEFLOW_CACHE', str(ROOT / '.cache' / 'spindleflow_rl'))
+    )
     return colab_venv
 
 
@@ -93,9 +122,22 @@ STOP_CHILDREN = "import os, psutil\nfor p in psutil.Process(os.getpid()).childre
 def run_colab(tmp: Path, source: str, **params) -> nbformat.NotebookNode:
     "Run the Colab notebook in the venv kernel with its parameters replaced and the install cell's source swapped."
     from test_colab import parameters_cell, install_cell
+
     nb = nbformat.read(NB, as_version=4)
-    p = {'TIMESTEPS': 256, 'N_ENVS': 2, 'EVAL_EPISODES': 2, 'RECORD': 1, 'USE_DRIVE': True, 'RUN_REAL_LLM': True,
-         'SMOKE': True, 'OUT': str(tmp), 'RUN_NAME': 'smoke', 'SEED': 0, 'DEVICE': 'cpu', **params}
+    p = {
+        'TIMESTEPS': 256,
+        'N_ENVS': 2,
+        'EVAL_EPISODES': 2,
+        'RECORD': 1,
+        'USE_DRIVE': True,
+        'RUN_REAL_LLM': True,
+        'SMOKE': True,
+        'OUT': str(tmp),
+        'RUN_NAME': 'smoke',
+        'SEED': 0,
+        'DEVICE': 'cpu',
+        **params,
+    }
     parameters_cell(nb).source = '\n'.join(f'{k} = {v!r}' for k, v in p.items())
     cell = install_cell(nb)
     assert GITHUB in cell.source, f'the install cell should install {GITHUB}'
@@ -112,16 +154,31 @@ def record_colab(v, tmp: Path):
     Runs only with SPINDLEFLOW_RECORD_COLAB=1. (The committed outputs were recorded the same way from a clone, with
     the install skipped: /tmp-free, OUT relative.)"""
     uninstall(v)
-    work = tmp/'record'; work.mkdir()
-    nb = run_colab(work, v['tag_url'], TIMESTEPS=250_000, N_ENVS=16, EVAL_EPISODES=500, RECORD=3, SMOKE=False, USE_DRIVE=False,
-                   RUN_REAL_LLM=False, OUT='spindleflow-rl', RUN_NAME='colab-curriculum')
+    work = tmp / 'record'
+    work.mkdir()
+    nb = run_colab(
+        work,
+        v['tag_url'],
+        TIMESTEPS=250_000,
+        N_ENVS=16,
+        EVAL_EPISODES=500,
+        RECORD=3,
+        SMOKE=False,
+        USE_DRIVE=False,
+        RUN_REAL_LLM=False,
+        OUT='spindleflow-rl',
+        RUN_NAME='colab-curriculum',
+    )
     orig = nbformat.read(NB, as_version=4)
     assert len(nb.cells) == len(orig.cells) + 1 and nb.cells[-1].source == STOP_CHILDREN
     nb.cells = nb.cells[:-1]
     for new, old in zip(nb.cells, orig.cells):
-        new.source = old.source; new.metadata = old.metadata
-        if new.cell_type == 'code': new.execution_count = None
-        if "run_line_magic('tensorboard'" in new.source: new.outputs = []   # a frame on a server gone with the run
+        new.source = old.source
+        new.metadata = old.metadata
+        if new.cell_type == 'code':
+            new.execution_count = None
+        if "run_line_magic('tensorboard'" in new.source:
+            new.outputs = []  # a frame on a server gone with the run
     nb.metadata = orig.metadata
     nbformat.write(nb, NB)
 
@@ -130,61 +187,76 @@ def text_of(nb) -> str:
     out = []
     for c in nb.cells:
         for o in c.get('outputs', []):
-            if o.get('output_type') == 'stream': out.append(o['text'])
-            elif 'data' in o: out.append(o['data'].get('text/plain', ''))
+            if o.get('output_type') == 'stream':
+                out.append(o['text'])
+            elif 'data' in o:
+                out.append(o['data'].get('text/plain', ''))
     return '\n'.join(out)
 
 
 def test_colab_notebook_installs_from_the_tag_and_the_wheel_and_runs(kernel_env, tmp_path):
     from spindleflow_rl.testing import ScriptedOpenAIServer
+
     v = kernel_env
     uninstall(v)
     with ScriptedOpenAIServer(usage=(100, 50)) as srv:
-        os.environ['OPENAI_API_KEY'] = 'sk-test'; os.environ['OPENAI_BASE_URL'] = srv.base_url
-        try: nb = run_colab(tmp_path, v['tag_url'])
-        finally: os.environ.pop('OPENAI_API_KEY'); os.environ.pop('OPENAI_BASE_URL')
+        os.environ['OPENAI_API_KEY'] = 'sk-test'
+        os.environ['OPENAI_BASE_URL'] = srv.base_url
+        try:
+            nb = run_colab(tmp_path, v['tag_url'])
+        finally:
+            os.environ.pop('OPENAI_API_KEY')
+            os.environ.pop('OPENAI_BASE_URL')
         n_llm = srv.n_requests
     log = text_of(nb)
     assert 'installed spindleflow-rl[colab] from a local copy' in log, log[:2000]
     site = sh(v['py'], '-c', 'import spindleflow_rl; print(spindleflow_rl.__file__)', cwd=tmp_path)
-    assert str(v['dir']/'venv') in site, site                                   # the venv's copy, not the repository's
+    assert str(v['dir'] / 'venv') in site, site  # the venv's copy, not the repository's
     assert f'spindleflow_rl {VERSION} |' in log
-    run_dir = tmp_path/'runs'/'smoke'
-    st = json.loads((run_dir/'latest.json').read_text())
-    assert st['num_timesteps'] == 256 and (run_dir/st['checkpoint']).exists(), st
-    assert (run_dir/'final.zip').exists()
-    rep = json.loads((run_dir/'eval.json').read_text())
+    run_dir = tmp_path / 'runs' / 'smoke'
+    st = json.loads((run_dir / 'latest.json').read_text())
+    assert st['num_timesteps'] == 256 and (run_dir / st['checkpoint']).exists(), st
+    assert (run_dir / 'final.zip').exists()
+    rep = json.loads((run_dir / 'eval.json').read_text())
     assert set(rep['splits']['heldout']) == {'policy', 'random', 'greedy-topk-par', 'oracle'}
-    for f in ('eval.md', 'learning_curve.png', 'pareto.png', 'phases.png', 'episodes.jsonl'): assert (run_dir/f).exists(), f
-    page = (run_dir/'replay.html').read_text()
+    for f in ('eval.md', 'learning_curve.png', 'pareto.png', 'phases.png', 'episodes.jsonl'):
+        assert (run_dir / f).exists(), f
+    page = (run_dir / 'replay.html').read_text()
     assert page.count('<template id="sf-p-') >= 4 and 'policy' in page
-    assert 'Google Drive not mounted' in log and 'new run: 256 timesteps' in log and 'estimate: well under a minute' in log
-    assert 'TensorBoard inline skipped' not in log                                    # it ran
+    assert (
+        'Google Drive not mounted' in log and 'new run: 256 timesteps' in log and 'estimate: well under a minute' in log
+    )
+    assert 'TensorBoard inline skipped' not in log  # it ran
     assert '3 episodes; specialists and baseline cost $' in log and n_llm > 0, (n_llm, log[-2000:])
-    assert any('application/vnd.jupyter.widget-view+json' in o.get('data', {}) for c in nb.cells for o in c.get('outputs', []))
+    assert any(
+        'application/vnd.jupyter.widget-view+json' in o.get('data', {}) for c in nb.cells for o in c.get('outputs', [])
+    )
 
     # from the wheel, with a larger budget: resumes the same run (the Drive-disconnect case)
     uninstall(v)
     nb2 = run_colab(tmp_path, f"file://{v['wheel']}", TIMESTEPS=320, RUN_REAL_LLM=False)
     log2 = text_of(nb2)
     assert 'installed spindleflow-rl[colab] from a local copy' in log2 and f'spindleflow_rl {VERSION} |' in log2
-    st2 = json.loads((run_dir/'latest.json').read_text())
+    st2 = json.loads((run_dir / 'latest.json').read_text())
     assert st2['num_timesteps'] == 320, st2
-    assert 'resuming' in log2 and (run_dir/'progress-from-256.csv').exists()
+    assert 'resuming' in log2 and (run_dir / 'progress-from-256.csv').exists()
     assert 'real-LLM section skipped: set RUN_REAL_LLM = True' in log2
-    if os.environ.get('SPINDLEFLOW_RECORD_COLAB') == '1': record_colab(v, tmp_path)
+    if os.environ.get('SPINDLEFLOW_RECORD_COLAB') == '1':
+        record_colab(v, tmp_path)
 
 
 def first_cells(path: Path) -> list:
     "A chapter's first code cells: everything up to its first demo (the first cell after an export that is not one)."
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == 'code']
-    if not any(c.source.lstrip().startswith('#| export') for c in cells): return cells[:4]   # install, imports, a definition, its demo
+    if not any(c.source.lstrip().startswith('#| export') for c in cells):
+        return cells[:4]  # install, imports, a definition, its demo
     out, seen_export = [], False
     for c in cells:
         out.append(c)
         is_def = c.source.lstrip().startswith(('#| export', '#| exporti', '#| default_exp', '#| hide'))
         seen_export |= c.source.lstrip().startswith('#| export')
-        if seen_export and not is_def: break
+        if seen_export and not is_def:
+            break
     return out
 
 
@@ -197,15 +269,19 @@ def test_chapters_first_cells_run_outside_the_repository(kernel_env, tmp_path):
     cells, owner = [], []
     for path in colab_cells.chapters():
         first = first_cells(path)
-        assert colab_cells.INSTALL_MARK in first[0].source, f'{path.name}: the first code cell should be the install cell'
-        work = tmp_path/path.stem; work.mkdir()
+        assert colab_cells.INSTALL_MARK in first[0].source, (
+            f'{path.name}: the first code cell should be the install cell'
+        )
+        work = tmp_path / path.stem
+        work.mkdir()
         cells.append(nbformat.v4.new_code_cell(f"%reset -f\nimport os; os.chdir({str(work)!r})"))
         cells += [nbformat.v4.new_code_cell(c.source) for c in first]
         owner += [path.name] * (len(first) + 1)
     nb = nbformat.v4.new_notebook(cells=cells)
     t0 = time.time()
-    NotebookClient(nb, timeout=300, kernel_name=KERNEL, allow_errors=True,
-                   resources={'metadata': {'path': str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name=KERNEL, allow_errors=True, resources={'metadata': {'path': str(tmp_path)}}
+    ).execute()
     print(f'{len(colab_cells.chapters())} chapters, {len(cells)} cells in {time.time() - t0:.0f} s')
     failed = {}
     for name, c in zip(owner, nb.cells):
@@ -218,5 +294,7 @@ def test_chapters_first_cells_run_outside_the_repository(kernel_env, tmp_path):
         want = extra.split(',')[-1]
         assert f'spindleflow-rl[{extra}]' in colab_cells.install_src(name), name
         err = failed.pop(name, '')
-        assert err.startswith('ImportError') and f"spindleflow-rl[{want}]" in err, f'{name}: {err or "ran without its extra"}'
+        assert err.startswith('ImportError') and f"spindleflow-rl[{want}]" in err, (
+            f'{name}: {err or "ran without its extra"}'
+        )
     assert not failed, '\n\n'.join(f'{k}: {v}' for k, v in failed.items())

@@ -4,6 +4,7 @@ the message names the field) and over the WebSocket (an error message naming the
 the request-size limit (413 before the body is read: six 60 MB bodies at once leave memory flat); capacity (of 50
 simultaneous clients every refused one is told "server at capacity"); and the command line (a bad port or host, a
 port in use: a one-line error, exit 2 or 1, no traceback). The server is checked healthy after every case."""
+
 import json, os, shutil, subprocess, sys, threading, time
 import numpy as np
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,13 @@ import requests
 from websockets.sync.client import connect
 from conftest import served_process
 
-from spindleflow_rl.openenv import SpindleFlowAction, SpindleFlowClient, free_port, largest_valid_request, MAX_REQUEST_BYTES
+from spindleflow_rl.openenv import (
+    SpindleFlowAction,
+    SpindleFlowClient,
+    free_port,
+    largest_valid_request,
+    MAX_REQUEST_BYTES,
+)
 from spindleflow_rl.env import SpindleFlowEnv, default_world
 
 MAX_SESSIONS = 4
@@ -21,13 +28,20 @@ ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
 
 def serve_cmd():
     exe = shutil.which('spindleflow-serve')
-    return [exe] if exe else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
+    return (
+        [exe]
+        if exe
+        else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
+    )
 
 
 @pytest.fixture(scope='module')
 def server():
-    port = free_port(); url = f'http://127.0.0.1:{port}'
-    with served_process(serve_cmd() + ['--port', str(port), '--max-sessions', str(MAX_SESSIONS)], f'{url}/health', 120, env=ENV) as p:
+    port = free_port()
+    url = f'http://127.0.0.1:{port}'
+    with served_process(
+        serve_cmd() + ['--port', str(port), '--max-sessions', str(MAX_SESSIONS)], f'{url}/health', 120, env=ENV
+    ) as p:
         yield url, p
 
 
@@ -39,16 +53,18 @@ def assert_healthy(url, proc):
 def wait_sessions_closed(url, timeout_s=30):
     "The server frees a session when it sees the client go: wait for that before counting capacity."
     t0 = time.time()
-    while requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] and time.time() - t0 < timeout_s: time.sleep(0.1)
+    while requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] and time.time() - t0 < timeout_s:
+        time.sleep(0.1)
     assert requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] == 0
 
 
 def rss_mb(pid):
     for line in open(f'/proc/{pid}/status'):
-        if line.startswith('VmRSS'): return int(line.split()[1]) / 1024
+        if line.startswith('VmRSS'):
+            return int(line.split()[1]) / 1024
 
 
-V = lambda first: '[' + ', '.join([first] + ['0'] * 11) + ']'          # a 12-number vector (M=6) starting with `first`
+V = lambda first: '[' + ', '.join([first] + ['0'] * 11) + ']'  # a 12-number vector (M=6) starting with `first`
 JSON = 'application/json'
 # (case, path, body, content type, status, text the message must hold: the field and what it takes)
 HTTP_CASES = [
@@ -62,71 +78,330 @@ HTTP_CASES = [
     ('reset seed NaN', '/reset', '{"seed": NaN}', JSON, 422, 'seed: Input should be a valid integer, got NaN'),
     ('reset seed Infinity', '/reset', '{"seed": Infinity}', JSON, 422, 'seed: '),
     ('reset seed -1', '/reset', '{"seed": -1}', JSON, 422, 'seed: Input should be greater than or equal to 0'),
-    ('reset seed 2**70', '/reset', f'{{"seed": {2**70}}}', JSON, 422, 'seed: Input should be less than or equal to 18446744073709551615'),
+    (
+        'reset seed 2**70',
+        '/reset',
+        f'{{"seed": {2**70}}}',
+        JSON,
+        422,
+        'seed: Input should be less than or equal to 18446744073709551615',
+    ),
     ('reset seed 5000 digits', '/reset', '{"seed": ' + '9' * 5000 + '}', JSON, 400, 'could not be parsed'),
     ('reset seed "1"', '/reset', '{"seed": "1"}', JSON, 422, 'seed: Input should be a valid integer'),
     ('reset seed true', '/reset', '{"seed": true}', JSON, 422, 'seed: Input should be a valid integer'),
     ('reset task 5', '/reset', '{"task": 5}', JSON, 422, 'task: Input should be a valid string'),
     ('reset task {}', '/reset', '{"task": {}}', JSON, 422, 'task: Input should be a valid string'),
     ('reset task ""', '/reset', '{"task": ""}', JSON, 422, 'task: String should have at least 1 character'),
-    ('reset task unknown', '/reset', '{"task": "p1-frontend-1"}', JSON, 422, 'task: unknown task id "p1-frontend-1" (339 known; closest: p1-frontend-'),
-    ('reset task unicode', '/reset', '{"task": "\u00e9\u4e2d\U0001F600"}', JSON, 422, 'task: unknown task id'),
+    (
+        'reset task unknown',
+        '/reset',
+        '{"task": "p1-frontend-1"}',
+        JSON,
+        422,
+        'task: unknown task id "p1-frontend-1" (339 known; closest: p1-frontend-',
+    ),
+    ('reset task unicode', '/reset', '{"task": "\u00e9\u4e2d\U0001f600"}', JSON, 422, 'task: unknown task id'),
     ('reset task NUL', '/reset', '{"task": "a\\u0000b"}', JSON, 422, 'task: unknown task id'),
     ('reset task lone surrogate', '/reset', '{"task": "\\ud800"}', JSON, 422, 'task: '),
-    ('reset task 200 chars', '/reset', '{"task": "' + 'x' * 200 + '"}', JSON, 422, 'task: String should have at most 128 characters'),
+    (
+        'reset task 200 chars',
+        '/reset',
+        '{"task": "' + 'x' * 200 + '"}',
+        JSON,
+        422,
+        'task: String should have at most 128 characters',
+    ),
     ('reset roster nested', '/reset', '{"roster": [["a"]]}', JSON, 422, 'roster[0]: Input should be a valid string'),
     ('reset roster string', '/reset', '{"roster": "abc"}', JSON, 422, 'roster: Input should be a valid list'),
     ('reset roster ints', '/reset', '{"roster": [1, 2]}', JSON, 422, 'roster[1]: Input should be a valid string'),
     ('reset roster object', '/reset', '{"roster": {"a": 1}}', JSON, 422, 'roster: Input should be a valid list'),
-    ('reset roster unknown id', '/reset', '{"roster": ["copywritter"]}', JSON, 422, 'roster[0]: unknown specialist id "copywritter" (46 known; closest: copywriter)'),
-    ('reset roster 7 slots', '/reset', '{"roster": [null, null, null, null, null, null, null]}', JSON, 422, 'roster: 7 entries, at most max_specialists=6'),
-    ('reset episode_id 300', '/reset', '{"episode_id": "' + 'e' * 300 + '"}', JSON, 422, 'episode_id: String should have at most 255 characters'),
+    (
+        'reset roster unknown id',
+        '/reset',
+        '{"roster": ["copywritter"]}',
+        JSON,
+        422,
+        'roster[0]: unknown specialist id "copywritter" (46 known; closest: copywriter)',
+    ),
+    (
+        'reset roster 7 slots',
+        '/reset',
+        '{"roster": [null, null, null, null, null, null, null]}',
+        JSON,
+        422,
+        'roster: 7 entries, at most max_specialists=6',
+    ),
+    (
+        'reset episode_id 300',
+        '/reset',
+        '{"episode_id": "' + 'e' * 300 + '"}',
+        JSON,
+        422,
+        'episode_id: String should have at most 255 characters',
+    ),
     ('reset episode_id 5', '/reset', '{"episode_id": 5}', JSON, 422, 'episode_id: Input should be a valid string'),
-    ('reset unknown field', '/reset', '{"teir": 1}', JSON, 422, 'teir: unknown field; SpindleFlowResetRequest takes seed, episode_id, task, roster, tier'),
-    ('reset body list', '/reset', '[1, 2]', JSON, 422, 'the body must be a JSON object with the fields seed, episode_id'),
+    (
+        'reset unknown field',
+        '/reset',
+        '{"teir": 1}',
+        JSON,
+        422,
+        'teir: unknown field; SpindleFlowResetRequest takes seed, episode_id, task, roster, tier',
+    ),
+    (
+        'reset body list',
+        '/reset',
+        '[1, 2]',
+        JSON,
+        422,
+        'the body must be a JSON object with the fields seed, episode_id',
+    ),
     ('reset body number', '/reset', '5', JSON, 422, 'the body must be a JSON object'),
     ('reset body string', '/reset', '"x"', JSON, 422, 'the body must be a JSON object'),
     ('reset body null', '/reset', 'null', JSON, 422, 'the body must be a JSON object'),
     ('reset invalid JSON', '/reset', '{"seed": ', JSON, 422, 'the body is not valid JSON'),
     ('reset text/plain', '/reset', '{"seed": 1}', 'text/plain', 422, 'Content-Type: application/json'),
     ('reset form', '/reset', 'seed=1', 'application/x-www-form-urlencoded', 422, 'Content-Type: application/json'),
-    ('reset deep nesting', '/reset', '{"task": ' + '[' * 20000 + ']' * 20000 + '}', JSON, 400, 'could not be parsed (RecursionError'),
+    (
+        'reset deep nesting',
+        '/reset',
+        '{"task": ' + '[' * 20000 + ']' * 20000 + '}',
+        JSON,
+        400,
+        'could not be parsed (RecursionError',
+    ),
     ('reset not UTF-8', '/reset', b'{"task": "\xff\xfe"}', JSON, 400, 'could not be parsed'),
-    ('step both forms', '/step', '{"action": {"vector": ' + V('0') + ', "slots": [0]}}', JSON, 422, 'action: give either `vector` or `stop`/`slots`/`mode`/`params`, not both'),
-    ('step vector and mode', '/step', '{"action": {"vector": ' + V('0') + ', "mode": "debate"}}', JSON, 422, 'not both (got `vector` and `mode`)'),
-    ('step vector NaN', '/step', '{"action": {"vector": ' + V('NaN') + '}}', JSON, 422, 'action.vector[0]: Input should be a finite number, got NaN'),
-    ('step vector Infinity', '/step', '{"action": {"vector": ' + V('Infinity') + '}}', JSON, 422, 'action.vector[0]: Input should be a finite number'),
-    ('step vector 1e400', '/step', '{"action": {"vector": ' + V('1e400') + '}}', JSON, 422, 'action.vector[0]: Input should be a finite number'),
-    ('step vector strings', '/step', '{"action": {"vector": ' + V('"a"') + '}}', JSON, 422, 'action.vector[0]: Input should be a valid number'),
-    ('step vector booleans', '/step', '{"action": {"vector": ' + V('true') + '}}', JSON, 422, 'action.vector[0]: Input should be a valid number, got true'),
-    ('step vector empty', '/step', '{"action": {"vector": []}}', JSON, 422, 'vector: the action vector must have 12 numbers'),
-    ('step vector 13', '/step', '{"action": {"vector": ' + V('0')[:-1] + ', 0]}}', JSON, 422, 'must have 12 numbers (M+6 for a roster of M=6), got 13'),
-    ('step vector nested', '/step', '{"action": {"vector": [[0]]}}', JSON, 422, 'action.vector[0]: Input should be a valid number'),
-    ('step vector 1e300', '/step', '{"action": {"vector": ' + V('1e300') + '}}', JSON, 409, 'send reset first'),   # finite: clipped, as in-process
-    ('step params NaN', '/step', '{"action": {"slots": [0], "params": [NaN, 0, 0, 0]}}', JSON, 422, 'action.params[0]: Input should be a finite number'),
-    ('step params -inf', '/step', '{"action": {"slots": [0], "params": [0, -Infinity, 0, 0]}}', JSON, 422, 'action.params[1]: Input should be a finite number'),
-    ('step params 5', '/step', '{"action": {"slots": [0], "params": [5, 0, 0, 0]}}', JSON, 422, 'action.params[0]: Input should be less than or equal to 1'),
-    ('step params 3 items', '/step', '{"action": {"params": [0, 0, 0]}}', JSON, 422, 'action.params: List should have at least 4 items'),
-    ('step slots -1', '/step', '{"action": {"slots": [-1]}}', JSON, 422, 'action.slots[0]: Input should be greater than or equal to 0'),
-    ('step slots 99', '/step', '{"action": {"slots": [99]}}', JSON, 422, 'slots: [99] are outside the roster: use 0..5'),
+    (
+        'step both forms',
+        '/step',
+        '{"action": {"vector": ' + V('0') + ', "slots": [0]}}',
+        JSON,
+        422,
+        'action: give either `vector` or `stop`/`slots`/`mode`/`params`, not both',
+    ),
+    (
+        'step vector and mode',
+        '/step',
+        '{"action": {"vector": ' + V('0') + ', "mode": "debate"}}',
+        JSON,
+        422,
+        'not both (got `vector` and `mode`)',
+    ),
+    (
+        'step vector NaN',
+        '/step',
+        '{"action": {"vector": ' + V('NaN') + '}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a finite number, got NaN',
+    ),
+    (
+        'step vector Infinity',
+        '/step',
+        '{"action": {"vector": ' + V('Infinity') + '}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a finite number',
+    ),
+    (
+        'step vector 1e400',
+        '/step',
+        '{"action": {"vector": ' + V('1e400') + '}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a finite number',
+    ),
+    (
+        'step vector strings',
+        '/step',
+        '{"action": {"vector": ' + V('"a"') + '}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a valid number',
+    ),
+    (
+        'step vector booleans',
+        '/step',
+        '{"action": {"vector": ' + V('true') + '}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a valid number, got true',
+    ),
+    (
+        'step vector empty',
+        '/step',
+        '{"action": {"vector": []}}',
+        JSON,
+        422,
+        'vector: the action vector must have 12 numbers',
+    ),
+    (
+        'step vector 13',
+        '/step',
+        '{"action": {"vector": ' + V('0')[:-1] + ', 0]}}',
+        JSON,
+        422,
+        'must have 12 numbers (M+6 for a roster of M=6), got 13',
+    ),
+    (
+        'step vector nested',
+        '/step',
+        '{"action": {"vector": [[0]]}}',
+        JSON,
+        422,
+        'action.vector[0]: Input should be a valid number',
+    ),
+    (
+        'step vector 1e300',
+        '/step',
+        '{"action": {"vector": ' + V('1e300') + '}}',
+        JSON,
+        409,
+        'send reset first',
+    ),  # finite: clipped, as in-process
+    (
+        'step params NaN',
+        '/step',
+        '{"action": {"slots": [0], "params": [NaN, 0, 0, 0]}}',
+        JSON,
+        422,
+        'action.params[0]: Input should be a finite number',
+    ),
+    (
+        'step params -inf',
+        '/step',
+        '{"action": {"slots": [0], "params": [0, -Infinity, 0, 0]}}',
+        JSON,
+        422,
+        'action.params[1]: Input should be a finite number',
+    ),
+    (
+        'step params 5',
+        '/step',
+        '{"action": {"slots": [0], "params": [5, 0, 0, 0]}}',
+        JSON,
+        422,
+        'action.params[0]: Input should be less than or equal to 1',
+    ),
+    (
+        'step params 3 items',
+        '/step',
+        '{"action": {"params": [0, 0, 0]}}',
+        JSON,
+        422,
+        'action.params: List should have at least 4 items',
+    ),
+    (
+        'step slots -1',
+        '/step',
+        '{"action": {"slots": [-1]}}',
+        JSON,
+        422,
+        'action.slots[0]: Input should be greater than or equal to 0',
+    ),
+    (
+        'step slots 99',
+        '/step',
+        '{"action": {"slots": [99]}}',
+        JSON,
+        422,
+        'slots: [99] are outside the roster: use 0..5',
+    ),
     ('step slots 2**70', '/step', f'{{"action": {{"slots": [{2**70}]}}}}', JSON, 422, 'are outside the roster'),
-    ('step slots "a"', '/step', '{"action": {"slots": ["a"]}}', JSON, 422, 'action.slots[0]: Input should be a valid integer'),
-    ('step slots 1.5', '/step', '{"action": {"slots": [1.5]}}', JSON, 422, 'action.slots[0]: Input should be a valid integer'),
-    ('step slots true', '/step', '{"action": {"slots": [true]}}', JSON, 422, 'action.slots[0]: Input should be a valid integer, got true'),
+    (
+        'step slots "a"',
+        '/step',
+        '{"action": {"slots": ["a"]}}',
+        JSON,
+        422,
+        'action.slots[0]: Input should be a valid integer',
+    ),
+    (
+        'step slots 1.5',
+        '/step',
+        '{"action": {"slots": [1.5]}}',
+        JSON,
+        422,
+        'action.slots[0]: Input should be a valid integer',
+    ),
+    (
+        'step slots true',
+        '/step',
+        '{"action": {"slots": [true]}}',
+        JSON,
+        422,
+        'action.slots[0]: Input should be a valid integer, got true',
+    ),
     ('step slots twice', '/step', '{"action": {"slots": [0, 0]}}', JSON, 422, '`slots` lists [0] more than once'),
-    ('step stop with slots', '/step', '{"action": {"stop": true, "slots": [1]}}', JSON, 422, '`stop: true` ends the episode'),
-    ('step mode 5', '/step', '{"action": {"mode": 5}}', JSON, 422, "action.mode: Input should be 'sequential', 'parallel' or 'debate'"),
-    ('step stop "yes"', '/step', '{"action": {"stop": "yes"}}', JSON, 422, 'action.stop: Input should be a valid boolean'),
+    (
+        'step stop with slots',
+        '/step',
+        '{"action": {"stop": true, "slots": [1]}}',
+        JSON,
+        422,
+        '`stop: true` ends the episode',
+    ),
+    (
+        'step mode 5',
+        '/step',
+        '{"action": {"mode": 5}}',
+        JSON,
+        422,
+        "action.mode: Input should be 'sequential', 'parallel' or 'debate'",
+    ),
+    (
+        'step stop "yes"',
+        '/step',
+        '{"action": {"stop": "yes"}}',
+        JSON,
+        422,
+        'action.stop: Input should be a valid boolean',
+    ),
     ('step stop 1', '/step', '{"action": {"stop": 1}}', JSON, 422, 'action.stop: Input should be a valid boolean'),
-    ('step action unknown field', '/step', '{"action": {"stop": true, "colour": 1}}', JSON, 422, 'action.colour: unknown field; SpindleFlowAction takes'),
+    (
+        'step action unknown field',
+        '/step',
+        '{"action": {"stop": true, "colour": 1}}',
+        JSON,
+        422,
+        'action.colour: unknown field; SpindleFlowAction takes',
+    ),
     ('step MCP action type', '/step', '{"action": {"type": "list_tools"}}', JSON, 422, 'action.type: unknown field'),
     ('step action missing', '/step', '{}', JSON, 422, 'action: required'),
     ('step action "x"', '/step', '{"action": "x"}', JSON, 422, 'action: Input should be a valid dictionary'),
     ('step action null', '/step', '{"action": null}', JSON, 422, 'action: '),
-    ('step timeout NaN', '/step', '{"action": {"stop": true}, "timeout_s": NaN}', JSON, 422, 'timeout_s: Input should be a finite number'),
-    ('step timeout -1', '/step', '{"action": {"stop": true}, "timeout_s": -1}', JSON, 422, 'timeout_s: Input should be greater than 0'),
-    ('step request_id 300', '/step', '{"action": {"stop": true}, "request_id": "' + 'r' * 300 + '"}', JSON, 422, 'request_id: String should have at most 255'),
-    ('step unknown field', '/step', '{"action": {"stop": true}, "colour": 1}', JSON, 422, 'colour: unknown field; SpindleFlowStepRequest takes action'),
+    (
+        'step timeout NaN',
+        '/step',
+        '{"action": {"stop": true}, "timeout_s": NaN}',
+        JSON,
+        422,
+        'timeout_s: Input should be a finite number',
+    ),
+    (
+        'step timeout -1',
+        '/step',
+        '{"action": {"stop": true}, "timeout_s": -1}',
+        JSON,
+        422,
+        'timeout_s: Input should be greater than 0',
+    ),
+    (
+        'step request_id 300',
+        '/step',
+        '{"action": {"stop": true}, "request_id": "' + 'r' * 300 + '"}',
+        JSON,
+        422,
+        'request_id: String should have at most 255',
+    ),
+    (
+        'step unknown field',
+        '/step',
+        '{"action": {"stop": true}, "colour": 1}',
+        JSON,
+        422,
+        'colour: unknown field; SpindleFlowStepRequest takes action',
+    ),
     ('step invalid JSON', '/step', '{', JSON, 422, 'the body is not valid JSON'),
     ('step empty body', '/step', '', JSON, 422, 'the body must be a JSON object with the fields action'),
     ('step valid but stateless', '/step', '{"action": {"stop": true}}', JSON, 409, 'play episodes over the WebSocket'),
@@ -136,22 +411,44 @@ HTTP_CASES = [
 @pytest.mark.parametrize('case,path,body,ctype,status,text', HTTP_CASES, ids=[c[0] for c in HTTP_CASES])
 def test_http_bad_input_gets_4xx_naming_the_field(server, case, path, body, ctype, status, text):
     url, proc = server
-    r = requests.post(url + path, data=body if isinstance(body, bytes) else body.encode(), headers={'content-type': ctype}, timeout=30)
+    r = requests.post(
+        url + path, data=body if isinstance(body, bytes) else body.encode(), headers={'content-type': ctype}, timeout=30
+    )
     assert r.status_code == status, r.text[:500]
     detail = r.json()['detail']
     assert isinstance(detail, str) and text in detail, detail
-    if status == 422: assert r.json()['errors'] and all({'field', 'message', 'type'} <= set(e) for e in r.json()['errors'])
+    if status == 422:
+        assert r.json()['errors'] and all({'field', 'message', 'type'} <= set(e) for e in r.json()['errors'])
     assert_healthy(url, proc)
 
 
 def test_other_routes_answer_without_500(server):
     url, proc = server
-    got = {(m, p): requests.request(m, url + p, timeout=30).status_code
-           for m, p in [('GET', '/state'), ('GET', '/state?x=1'), ('POST', '/state'), ('GET', '/reset'), ('GET', '/metadata'),
-                        ('GET', '/schema'), ('GET', '/capacity'), ('GET', '/nope'), ('DELETE', '/step')]}
-    assert got == {('GET', '/state'): 200, ('GET', '/state?x=1'): 200, ('POST', '/state'): 405, ('GET', '/reset'): 405,
-                   ('GET', '/metadata'): 200, ('GET', '/schema'): 200, ('GET', '/capacity'): 200, ('GET', '/nope'): 404,
-                   ('DELETE', '/step'): 405}
+    got = {
+        (m, p): requests.request(m, url + p, timeout=30).status_code
+        for m, p in [
+            ('GET', '/state'),
+            ('GET', '/state?x=1'),
+            ('POST', '/state'),
+            ('GET', '/reset'),
+            ('GET', '/metadata'),
+            ('GET', '/schema'),
+            ('GET', '/capacity'),
+            ('GET', '/nope'),
+            ('DELETE', '/step'),
+        ]
+    }
+    assert got == {
+        ('GET', '/state'): 200,
+        ('GET', '/state?x=1'): 200,
+        ('POST', '/state'): 405,
+        ('GET', '/reset'): 405,
+        ('GET', '/metadata'): 200,
+        ('GET', '/schema'): 200,
+        ('GET', '/capacity'): 200,
+        ('GET', '/nope'): 404,
+        ('DELETE', '/step'): 405,
+    }
     schema = requests.get(f'{url}/schema', timeout=30).json()['action']['properties']
     assert {'vector', 'stop', 'slots', 'mode', 'params'} <= set(schema)
     assert_healthy(url, proc)
@@ -161,16 +458,24 @@ def test_mcp_answers_json_rpc_and_holds_no_sessions(server):
     "OpenEnv's /mcp `openenv/session/create` kept sessions forever and counted them against the WebSocket capacity."
     url, proc = server
     wait_sessions_closed(url)
-    for body in ['{}', '{', '[1]', '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}'] + \
-                ['{"jsonrpc": "2.0", "id": 7, "method": "openenv/session/create", "params": {}}'] * (MAX_SESSIONS + 2):
+    for body in ['{}', '{', '[1]', '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}'] + [
+        '{"jsonrpc": "2.0", "id": 7, "method": "openenv/session/create", "params": {}}'
+    ] * (MAX_SESSIONS + 2):
         r = requests.post(f'{url}/mcp', data=body, headers={'content-type': JSON}, timeout=30)
-        assert r.status_code == 200 and r.json()['jsonrpc'] == '2.0' and r.json()['error']['code'] in (-32700, -32600, -32601)
+        assert (
+            r.status_code == 200
+            and r.json()['jsonrpc'] == '2.0'
+            and r.json()['error']['code'] in (-32700, -32600, -32601)
+        )
     assert r.json()['id'] == 7 and 'no MCP tools' in r.json()['error']['message']
     assert requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] == 0
-    with SpindleFlowClient(base_url=url).sync() as c: assert c.reset(seed=1).observation.task_id   # still a free session
+    with SpindleFlowClient(base_url=url).sync() as c:
+        assert c.reset(seed=1).observation.task_id  # still a free session
     with connect(url.replace('http', 'ws') + '/mcp') as ws:
-        ws.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}'); assert json.loads(ws.recv(timeout=30))['error']['code'] == -32601
-        ws.send('not json'); assert json.loads(ws.recv(timeout=30))['error']['code'] == -32700
+        ws.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}')
+        assert json.loads(ws.recv(timeout=30))['error']['code'] == -32601
+        ws.send('not json')
+        assert json.loads(ws.recv(timeout=30))['error']['code'] == -32700
     assert_healthy(url, proc)
 
 
@@ -178,12 +483,32 @@ STEP = lambda data: json.dumps({'type': 'step', 'data': data})
 RESET = lambda data: json.dumps({'type': 'reset', 'data': data})
 # (case, message sent after a good reset, error code, text the message must hold)
 WS_CASES = [
-    ('step vector NaN', '{"type": "step", "data": {"vector": ' + V('NaN') + '}}', 'VALIDATION_ERROR', 'data.vector[0]: Input should be a finite number, got NaN'),
-    ('step vector Infinity', '{"type": "step", "data": {"vector": ' + V('Infinity') + '}}', 'VALIDATION_ERROR', 'data.vector[0]: Input should be a finite number'),
-    ('step params inf', '{"type": "step", "data": {"slots": [0], "params": [Infinity, 0, 0, 0]}}', 'VALIDATION_ERROR', 'data.params[0]: Input should be a finite number'),
+    (
+        'step vector NaN',
+        '{"type": "step", "data": {"vector": ' + V('NaN') + '}}',
+        'VALIDATION_ERROR',
+        'data.vector[0]: Input should be a finite number, got NaN',
+    ),
+    (
+        'step vector Infinity',
+        '{"type": "step", "data": {"vector": ' + V('Infinity') + '}}',
+        'VALIDATION_ERROR',
+        'data.vector[0]: Input should be a finite number',
+    ),
+    (
+        'step params inf',
+        '{"type": "step", "data": {"slots": [0], "params": [Infinity, 0, 0, 0]}}',
+        'VALIDATION_ERROR',
+        'data.params[0]: Input should be a finite number',
+    ),
     ('step both forms', STEP({'vector': [0.0] * 12, 'slots': [0]}), 'VALIDATION_ERROR', 'not both'),
     ('step vector short', STEP({'vector': [0.0] * 5}), 'VALIDATION_ERROR', 'must have 12 numbers'),
-    ('step vector booleans', STEP({'vector': [True] * 12}), 'VALIDATION_ERROR', 'data.vector[0]: Input should be a valid number'),
+    (
+        'step vector booleans',
+        STEP({'vector': [True] * 12}),
+        'VALIDATION_ERROR',
+        'data.vector[0]: Input should be a valid number',
+    ),
     ('step slots 99', STEP({'slots': [99]}), 'VALIDATION_ERROR', 'outside the roster: use 0..5'),
     ('step slots "a"', STEP({'slots': ['a']}), 'VALIDATION_ERROR', 'data.slots[0]: Input should be a valid integer'),
     ('step slots twice', STEP({'slots': [1, 1]}), 'VALIDATION_ERROR', 'more than once'),
@@ -194,15 +519,30 @@ WS_CASES = [
     ('step data list', '{"type": "step", "data": [1]}', 'VALIDATION_ERROR', 'data: must be a JSON object'),
     ('reset tier 9', RESET({'tier': 9}), 'VALIDATION_ERROR', 'data.tier: Input should be less than or equal to 3'),
     ('reset tier "x"', RESET({'tier': 'x'}), 'VALIDATION_ERROR', 'data.tier: Input should be a valid integer'),
-    ('reset seed NaN', '{"type": "reset", "data": {"seed": NaN}}', 'VALIDATION_ERROR', 'data.seed: Input should be a valid integer'),
+    (
+        'reset seed NaN',
+        '{"type": "reset", "data": {"seed": NaN}}',
+        'VALIDATION_ERROR',
+        'data.seed: Input should be a valid integer',
+    ),
     ('reset seed -1', RESET({'seed': -1}), 'VALIDATION_ERROR', 'data.seed: Input should be greater than or equal to 0'),
     ('reset task 5', RESET({'task': 5}), 'VALIDATION_ERROR', 'data.task: Input should be a valid string'),
     ('reset task unknown', RESET({'task': 'nope'}), 'VALIDATION_ERROR', 'task: unknown task id'),
-    ('reset roster nested', RESET({'roster': [['a']]}), 'VALIDATION_ERROR', 'data.roster[0]: Input should be a valid string'),
+    (
+        'reset roster nested',
+        RESET({'roster': [['a']]}),
+        'VALIDATION_ERROR',
+        'data.roster[0]: Input should be a valid string',
+    ),
     ('reset roster unknown', RESET({'roster': ['nobody']}), 'VALIDATION_ERROR', 'roster[0]: unknown specialist id'),
     ('reset unknown field', RESET({'teir': 1}), 'VALIDATION_ERROR', 'data.teir: unknown field'),
     ('reset data "x"', '{"type": "reset", "data": "x"}', 'VALIDATION_ERROR', 'data: must be a JSON object'),
-    ('unknown type', '{"type": "dance"}', 'UNKNOWN_TYPE', 'type: "dance" is not a message type; use reset, step, state, close'),
+    (
+        'unknown type',
+        '{"type": "dance"}',
+        'UNKNOWN_TYPE',
+        'type: "dance" is not a message type; use reset, step, state, close',
+    ),
     ('type missing', '{"data": {}}', 'UNKNOWN_TYPE', 'is not a message type'),
     ('MCP type', '{"type": "mcp", "data": {}}', 'UNKNOWN_TYPE', 'is not a message type'),
     ('extra envelope field', '{"type": "state", "x": 1}', 'VALIDATION_ERROR', 'x: unknown field'),
@@ -212,8 +552,12 @@ WS_CASES = [
     ('invalid JSON', '{"type": ', 'INVALID_JSON', 'not valid JSON'),
     ('deep nesting', '[' * 20000 + ']' * 20000, 'INVALID_JSON', 'not valid JSON (maximum recursion depth'),
     ('binary frame', b'\x00\x01', 'INVALID_JSON', 'not binary'),
-    ('message over the limit', STEP({'stop': False, 'metadata': {'x': 'x' * (MAX_REQUEST_BYTES + 1)}}), 'MESSAGE_TOO_BIG',
-     f'the limit is {MAX_REQUEST_BYTES} bytes'),
+    (
+        'message over the limit',
+        STEP({'stop': False, 'metadata': {'x': 'x' * (MAX_REQUEST_BYTES + 1)}}),
+        'MESSAGE_TOO_BIG',
+        f'the limit is {MAX_REQUEST_BYTES} bytes',
+    ),
 ]
 
 
@@ -221,27 +565,35 @@ WS_CASES = [
 def test_websocket_bad_message_gets_error_and_session_goes_on(server, case, message, code, text):
     url, proc = server
     with connect(url.replace('http', 'ws') + '/ws', open_timeout=30, max_size=None) as ws:
-        ws.send(RESET({'seed': 3})); first = json.loads(ws.recv(timeout=60))
+        ws.send(RESET({'seed': 3}))
+        first = json.loads(ws.recv(timeout=60))
         assert first['type'] == 'observation'
-        ws.send(message); err = json.loads(ws.recv(timeout=60))
+        ws.send(message)
+        err = json.loads(ws.recv(timeout=60))
         assert err['type'] == 'error' and err['data']['code'] == code, err
         assert text in err['data']['message'], err['data']['message']
-        ws.send(STEP({'slots': [0]})); after = json.loads(ws.recv(timeout=60))     # the same episode goes on
+        ws.send(STEP({'slots': [0]}))
+        after = json.loads(ws.recv(timeout=60))  # the same episode goes on
         assert after['type'] == 'observation' and after['data']['observation']['step'] == 1
-        ws.send('{"type": "state"}'); state = json.loads(ws.recv(timeout=60))
+        ws.send('{"type": "state"}')
+        state = json.loads(ws.recv(timeout=60))
         assert state['type'] == 'state' and state['data']['task_id'] == first['data']['observation']['task_id']
     assert_healthy(url, proc)
 
 
 def test_websocket_huge_finite_vector_is_clipped_as_in_process(server):
-    "1e300 is finite and valid (clipped to [-1, 1], as in-process); cast to float32 first it became inf and a server error."
+    """1e300 is finite and valid (clipped to [-1, 1], as in-process);
+    cast to float32 first it became inf and a server error."""
     url, proc = server
     vec = [-1e300, 1e300, -1e300, 1e300, -1e300, -1e300, -1e300, 0.0, 1e300, -1e300, 0.5, -1e300]
-    env = SpindleFlowEnv(world=default_world()); env.reset(seed=5)
+    env = SpindleFlowEnv(world=default_world())
+    env.reset(seed=5)
     _, ref_r, *_ = env.step(np.clip(vec, -1, 1).astype(np.float32))
     with connect(url.replace('http', 'ws') + '/ws', open_timeout=30) as ws:
-        ws.send(RESET({'seed': 5})); json.loads(ws.recv(timeout=60))
-        ws.send(STEP({'vector': vec})); r = json.loads(ws.recv(timeout=60))
+        ws.send(RESET({'seed': 5}))
+        json.loads(ws.recv(timeout=60))
+        ws.send(STEP({'vector': vec}))
+        r = json.loads(ws.recv(timeout=60))
     assert r['type'] == 'observation' and r['data']['reward'] == ref_r
     assert_healthy(url, proc)
 
@@ -250,20 +602,26 @@ def test_typed_client_session_survives_server_errors(server):
     url, _ = server
     with SpindleFlowClient(base_url=url).sync() as c:
         c.reset(seed=7)
-        with pytest.raises(RuntimeError, match='data.tier: Input should be less than or equal to 3'): c.reset(seed=7, tier=9)
-        with pytest.raises(RuntimeError, match='data.teir: unknown field'): c.reset(seed=7, teir=1)
-        with pytest.raises(RuntimeError, match='outside the roster'): c.step(SpindleFlowAction(slots=[8]))
+        with pytest.raises(RuntimeError, match='data.tier: Input should be less than or equal to 3'):
+            c.reset(seed=7, tier=9)
+        with pytest.raises(RuntimeError, match='data.teir: unknown field'):
+            c.reset(seed=7, teir=1)
+        with pytest.raises(RuntimeError, match='outside the roster'):
+            c.step(SpindleFlowAction(slots=[8]))
         r0 = c.reset(seed=7)
         assert r0.observation.step == 0 and c.state().seed == 7
 
 
 def test_websocket_message_past_transport_cap_closes_with_reason(server):
-    "Past 16x the limit the transport itself refuses the frame: the connection closes with 1009 and a reason, not silently."
+    """Past 16x the limit the transport itself refuses the frame:
+    the connection closes with 1009 and a reason, not silently."""
     url, proc = server
     from websockets.exceptions import ConnectionClosed
+
     with connect(url.replace('http', 'ws') + '/ws', open_timeout=30, max_size=None) as ws:
         ws.send(STEP({'metadata': {'x': 'x' * (16 * MAX_REQUEST_BYTES + 10)}}))
-        with pytest.raises(ConnectionClosed) as e: ws.recv(timeout=60)
+        with pytest.raises(ConnectionClosed) as e:
+            ws.recv(timeout=60)
     assert e.value.rcvd.code == 1009 and 'exceeds limit' in e.value.rcvd.reason
     assert_healthy(url, proc)
 
@@ -272,38 +630,65 @@ def test_big_bodies_refused_before_read_and_memory_stays_flat(server):
     "The issue's case: six 60 MB bodies at once got 200 and took the server from 232 to 656 MB."
     url, proc = server
     before, peak, stop = rss_mb(proc.pid), [0.0], threading.Event()
+
     def sample():
-        while not stop.is_set(): peak[0] = max(peak[0], rss_mb(proc.pid)); time.sleep(0.01)
-    sampler = threading.Thread(target=sample); sampler.start()
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb(proc.pid))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     big = b'x' * 60_000_000
-    bodies = [('/reset', b'{"colour": "' + big + b'"}'), ('/step', b'{"action": {"stop": true, "metadata": {"x": "' + big + b'"}}}')] * 3
-    def chunks():                                                  # no Content-Length: counted as it arrives
+    bodies = [
+        ('/reset', b'{"colour": "' + big + b'"}'),
+        ('/step', b'{"action": {"stop": true, "metadata": {"x": "' + big + b'"}}}'),
+    ] * 3
+
+    def chunks():  # no Content-Length: counted as it arrives
         yield b'{"colour": "'
-        for _ in range(60): yield b'x' * 1_000_000
+        for _ in range(60):
+            yield b'x' * 1_000_000
         yield b'"}'
+
     try:
         with ThreadPoolExecutor(8) as ex:
-            sized = list(ex.map(lambda pb: requests.post(url + pb[0], data=pb[1], headers={'content-type': JSON}, timeout=120), bodies))
-            chunked = list(ex.map(lambda _: requests.post(f'{url}/reset', data=chunks(), headers={'content-type': JSON}, timeout=120), range(2)))
-    finally: stop.set(); sampler.join()
+            sized = list(
+                ex.map(
+                    lambda pb: requests.post(url + pb[0], data=pb[1], headers={'content-type': JSON}, timeout=120),
+                    bodies,
+                )
+            )
+            chunked = list(
+                ex.map(
+                    lambda _: requests.post(f'{url}/reset', data=chunks(), headers={'content-type': JSON}, timeout=120),
+                    range(2),
+                )
+            )
+    finally:
+        stop.set()
+        sampler.join()
     del big
     assert [r.status_code for r in sized + chunked] == [413] * 8
     assert all(f'the limit is {MAX_REQUEST_BYTES} bytes' in r.json()['detail'] for r in sized + chunked)
     assert 'request body is 60000014 bytes' in sized[0].json()['detail']
-    assert peak[0] - before < 50, f'server RSS grew {peak[0] - before:.0f} MB ({before:.0f} -> {peak[0]:.0f})'  # before the fix: +424 MB
+    assert peak[0] - before < 50, (
+        f'server RSS grew {peak[0] - before:.0f} MB ({before:.0f} -> {peak[0]:.0f})'
+    )  # before the fix: +424 MB
     assert_healthy(url, proc)
 
 
 def test_largest_valid_request_is_under_the_limit_and_parsed(server):
     "The limit refuses nothing valid: the largest valid body is parsed (its made-up ids are then named as unknown)."
     url, proc = server
-    s = '\U0001F600'
+    s = '\U0001f600'
     body = json.dumps({'seed': 2**64 - 1, 'episode_id': s * 255, 'task': s * 128, 'roster': [s * 128] * 6, 'tier': 3})
     assert len(body) == largest_valid_request(6) and len(body) < MAX_REQUEST_BYTES
     r = requests.post(f'{url}/reset', data=body, headers={'content-type': JSON}, timeout=30)
     assert r.status_code == 422 and r.json()['detail'].startswith('task: unknown task id')
     meta = json.dumps({'action': {'stop': True, 'metadata': {'note': 'x' * (MAX_REQUEST_BYTES - 100)}}})
-    assert requests.post(f'{url}/step', data=meta, headers={'content-type': JSON}, timeout=30).status_code == 409   # read, not 413
+    assert (
+        requests.post(f'{url}/step', data=meta, headers={'content-type': JSON}, timeout=30).status_code == 409
+    )  # read, not 413
     assert_healthy(url, proc)
 
 
@@ -311,7 +696,9 @@ def test_capacity_every_refused_client_is_told(server):
     "The issue's case: of 50 simultaneous clients, 31 were closed with no message."
     url, proc = server
     wait_sessions_closed(url)
-    n = 50; barrier, done, out = threading.Barrier(n), threading.Barrier(n), [None] * n
+    n = 50
+    barrier, done, out = threading.Barrier(n), threading.Barrier(n), [None] * n
+
     def client(i):
         barrier.wait(60)
         try:
@@ -319,14 +706,18 @@ def test_capacity_every_refused_client_is_told(server):
                 ws.send(RESET({'seed': i}))
                 r = json.loads(ws.recv(timeout=120))
                 out[i] = 'session' if r['type'] == 'observation' else r['data']['message']
-                done.wait(120)                                  # hold the session until every client has its answer
-        except Exception as e: out[i] = f'{type(e).__name__}: {e}'
-    with ThreadPoolExecutor(n) as ex: list(ex.map(client, range(n)))
+                done.wait(120)  # hold the session until every client has its answer
+        except Exception as e:
+            out[i] = f'{type(e).__name__}: {e}'
+
+    with ThreadPoolExecutor(n) as ex:
+        list(ex.map(client, range(n)))
     refused = [o for o in out if o != 'session']
     assert out.count('session') == MAX_SESSIONS, out
     assert all(o.startswith(f'server at capacity ({MAX_SESSIONS} sessions)') for o in refused), set(refused)
     wait_sessions_closed(url)
-    with SpindleFlowClient(base_url=url).sync() as c: assert c.reset(seed=1).observation.task_id   # capacity is back
+    with SpindleFlowClient(base_url=url).sync() as c:
+        assert c.reset(seed=1).observation.task_id  # capacity is back
     assert_healthy(url, proc)
 
 
@@ -335,14 +726,23 @@ def test_capacity_typed_client_gets_message_or_close_reason(server):
     wait_sessions_closed(url)
     held = [SpindleFlowClient(base_url=url).sync() for _ in range(MAX_SESSIONS)]
     try:
-        for c in held: c.connect(); c.reset(seed=1)
-        with SpindleFlowClient(base_url=url).sync() as extra:           # asks at once: reads the error message
-            with pytest.raises(RuntimeError, match=rf'server at capacity \({MAX_SESSIONS} sessions\).*CAPACITY_REACHED'): extra.reset(seed=1)
-        with SpindleFlowClient(base_url=url).sync() as late:            # asks after the server gave up waiting: the close reason
+        for c in held:
+            c.connect()
+            c.reset(seed=1)
+        with SpindleFlowClient(base_url=url).sync() as extra:  # asks at once: reads the error message
+            with pytest.raises(
+                RuntimeError, match=rf'server at capacity \({MAX_SESSIONS} sessions\).*CAPACITY_REACHED'
+            ):
+                extra.reset(seed=1)
+        with SpindleFlowClient(base_url=url).sync() as late:  # asks after the server gave up waiting: the close reason
             time.sleep(6)
-            with pytest.raises(ConnectionError, match=rf'1013: server at capacity \({MAX_SESSIONS} sessions\); retry later'): late.reset(seed=1)
+            with pytest.raises(
+                ConnectionError, match=rf'1013: server at capacity \({MAX_SESSIONS} sessions\); retry later'
+            ):
+                late.reset(seed=1)
     finally:
-        for c in held: c.close()
+        for c in held:
+            c.close()
     assert_healthy(url, proc)
 
 
@@ -350,24 +750,46 @@ def test_cli_bad_port_or_port_in_use_exit_cleanly(server):
     "The real command (two runs at once: each start imports openenv-core, which imports gradio, for ~10 s)."
     url, _ = server
     busy = int(url.rsplit(':', 1)[1])
-    runs = [(['--port', '99999'], 2, 'argument --port: must be 0-65535 (0: any free port), got 99999'),
-            (['--port', str(busy)], 1, f'cannot listen on 127.0.0.1:{busy}: Address already in use; another process listens there')]
+    runs = [
+        (['--port', '99999'], 2, 'argument --port: must be 0-65535 (0: any free port), got 99999'),
+        (
+            ['--port', str(busy)],
+            1,
+            f'cannot listen on 127.0.0.1:{busy}: Address already in use; another process listens there',
+        ),
+    ]
     with ThreadPoolExecutor(len(runs)) as ex:
-        res = list(ex.map(lambda r: subprocess.run(serve_cmd() + r[0], capture_output=True, text=True, timeout=300, env=ENV), runs))
+        res = list(
+            ex.map(
+                lambda r: subprocess.run(serve_cmd() + r[0], capture_output=True, text=True, timeout=300, env=ENV), runs
+            )
+        )
     for (args, rc, text), p in zip(runs, res):
-        assert p.returncode == rc and text in p.stderr and 'Traceback' not in p.stderr + p.stdout, (args, p.returncode, p.stderr[-2000:])
+        assert p.returncode == rc and text in p.stderr and 'Traceback' not in p.stderr + p.stdout, (
+            args,
+            p.returncode,
+            p.stderr[-2000:],
+        )
 
 
-@pytest.mark.parametrize('args,rc,text', [
-    (['--port', 'x'], 2, "argument --port: expected a whole number, got 'x'"), (['--port', '-1'], 2, 'must be 0-65535'),
-    (['--host', 'no-such-host.invalid', '--port', '0'], 2, "--host 'no-such-host.invalid' does not resolve"),
-    (['--host', '192.0.2.1', '--port', '0'], 2, '--host 192.0.2.1 is not an address of this machine'),
-    (['--max-sessions', '0', '--port', '0'], 2, 'argument --max-sessions: must be >= 1, got 0'),
-    (['--max-request-bytes', '100', '--port', '0'], 2, 'max_request_bytes=100 is below the largest valid request')])
+@pytest.mark.parametrize(
+    'args,rc,text',
+    [
+        (['--port', 'x'], 2, "argument --port: expected a whole number, got 'x'"),
+        (['--port', '-1'], 2, 'must be 0-65535'),
+        (['--host', 'no-such-host.invalid', '--port', '0'], 2, "--host 'no-such-host.invalid' does not resolve"),
+        (['--host', '192.0.2.1', '--port', '0'], 2, '--host 192.0.2.1 is not an address of this machine'),
+        (['--max-sessions', '0', '--port', '0'], 2, 'argument --max-sessions: must be >= 1, got 0'),
+        (['--max-request-bytes', '100', '--port', '0'], 2, 'max_request_bytes=100 is below the largest valid request'),
+    ],
+)
 def test_cli_usage_errors(capsys, args, rc, text):
     "The same `main` in-process (the real command is above): a one-line error and the exit status, no traceback."
     from spindleflow_rl.cli import serve_main as main
-    try: got = main(args)
-    except SystemExit as e: got = e.code                          # argparse's own usage errors
+
+    try:
+        got = main(args)
+    except SystemExit as e:
+        got = e.code  # argparse's own usage errors
     err = capsys.readouterr().err
     assert got == rc and text in err and 'Traceback' not in err, err

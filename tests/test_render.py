@@ -1,6 +1,7 @@
 """The Gymnasium / Stable-Baselines3 idioms on `SpindleFlow-v0`: `make_vec_env` (which asks for `render_mode='rgb_array'`),
 each render mode through `gymnasium.make`, `RecordEpisodeStatistics`, and `RecordVideo` writing a real mp4 that is read
 back frame by frame. Needs `SpindleFlowEnv.metadata['render_modes']` to list 'ansi' and 'rgb_array' (chapter 07)."""
+
 import os
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ def play(env, seed=3):
     M = env.unwrapped.cfg.max_specialists
     rewards, info = [], {}
     for a in PLAN:
-        _, r, term, trunc, info = env.step(encode_action(M, **a)); rewards.append(r)
-        if term or trunc: break
+        _, r, term, trunc, info = env.step(encode_action(M, **a))
+        rewards.append(r)
+        if term or trunc:
+            break
     return rewards, info
 
 
@@ -28,12 +31,14 @@ def test_render_modes_declared():
     modes = SpindleFlowEnv.metadata.get('render_modes', [])
     assert 'ansi' in modes and 'rgb_array' in modes, (
         f"SpindleFlowEnv.metadata['render_modes'] is {modes}; it must list 'ansi' and 'rgb_array' (render() returns "
-        "spindleflow_rl.render.render_ansi / render_frame).")
+        "spindleflow_rl.render.render_ansi / render_frame)."
+    )
 
 
 def test_make_vec_env_sb3():
     from stable_baselines3.common.env_util import make_vec_env
-    default_world()                                          # the embedded world is shared by both envs
+
+    default_world()  # the embedded world is shared by both envs
     venv = make_vec_env('SpindleFlow-v0', n_envs=2, seed=0)
     try:
         obs = venv.reset()
@@ -44,7 +49,7 @@ def test_make_vec_env_sb3():
             obs, r, done, infos = venv.step(rng.uniform(-1, 1, (2,) + venv.action_space.shape).astype(np.float32))
             assert obs.shape[0] == 2 and r.shape == (2,) and np.isfinite(r).all()
         frames = venv.get_images()
-        assert [f.shape for f in frames] == [FRAME_SHAPE]*2
+        assert [f.shape for f in frames] == [FRAME_SHAPE] * 2
     finally:
         venv.close()
 
@@ -90,14 +95,21 @@ def test_record_video_writes_mp4(tmp_path):
     except ImportError as e:
         pytest.fail(f"RecordVideo needs moviepy and imageio-ffmpeg: pip install -e '.[video]' ({e})")
     import imageio.v2 as iio
-    env = gym.wrappers.RecordVideo(gym.make('SpindleFlow-v0', render_mode='rgb_array'), str(tmp_path/'videos'),
-                                   episode_trigger=lambda i: True, name_prefix='sf', disable_logger=True)
+
+    env = gym.wrappers.RecordVideo(
+        gym.make('SpindleFlow-v0', render_mode='rgb_array'),
+        str(tmp_path / 'videos'),
+        episode_trigger=lambda i: True,
+        name_prefix='sf',
+        disable_logger=True,
+    )
     rewards, _ = play(env)
     env.close()
-    vids = sorted((tmp_path/'videos').glob('*.mp4'))
+    vids = sorted((tmp_path / 'videos').glob('*.mp4'))
     assert len(vids) == 1 and vids[0].stat().st_size > 1000, vids
     r = iio.get_reader(str(vids[0]), 'ffmpeg')
-    frames = [f for f in r]; r.close()
-    assert len(frames) == len(rewards) + 1                      # the reset frame and one per step
+    frames = [f for f in r]
+    r.close()
+    assert len(frames) == len(rewards) + 1  # the reset frame and one per step
     assert frames[0].shape == FRAME_SHAPE
-    assert np.abs(frames[-1].astype(int) - frames[0]).mean() > 0.5    # the episode moved on
+    assert np.abs(frames[-1].astype(int) - frames[0]).mean() > 0.5  # the episode moved on

@@ -5,10 +5,12 @@ Markdown cells are copied as they are; code cells are shown as ```python blocks 
 directive that hides them (#| hide, #| exporti, #| eval: false with #| hide); image outputs that the notebook
 references by file are kept as links. `--check` exits 1 when README.md is stale.
 """
+
 import sys, json, re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
 
 def render(nb_path: Path) -> str:
     nb = json.loads(nb_path.read_text(encoding='utf-8'))
@@ -25,14 +27,17 @@ def render(nb_path: Path) -> str:
         elif cell['cell_type'] == 'code':
             lines = src.splitlines()
             directives = [l for l in lines if l.startswith('#|')]
-            if any(re.match(r'#\|\s*(hide|exporti|export|default_exp)', d) for d in directives): continue
+            if any(re.match(r'#\|\s*(hide|exporti|export|default_exp)', d) for d in directives):
+                continue
             body = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
-            if body: out += ['```python', body, '```', '']
+            if body:
+                out += ['```python', body, '```', '']
     return '\n'.join(out).rstrip() + '\n'
 
+
 def main():
-    text = render(ROOT/'nbs'/'index.ipynb')
-    readme = ROOT/'README.md'
+    text = render(ROOT / 'nbs' / 'index.ipynb')
+    readme = ROOT / 'README.md'
     if '--check' in sys.argv:
         if not readme.exists() or readme.read_text(encoding='utf-8') != text:
             print('README.md is stale: run `python tools/make_readme.py` and commit the result.', file=sys.stderr)
@@ -43,4 +48,6 @@ def main():
     print(f'wrote {readme}')
     return 0
 
-if __name__ == '__main__': sys.exit(main())
+
+if __name__ == '__main__':
+    sys.exit(main())
