@@ -34,7 +34,9 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 # optional extras; [dev] installs every one of them so CI tests everything
-extras = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('colab', 'openenv', 'app', 'video', 'ray')}
+extras = {
+    k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('colab', 'openenv', 'app', 'video', 'ray')
+}
 dev_requirements += [r for k in extras for r in extras[k] if r not in dev_requirements]
 
 setuptools.setup(
@@ -50,7 +52,9 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
     include_package_data=True,
-    package_data={cfg['lib_path']: ['configs/*.yaml', 'configs/*.yml', 'configs/*.csv', 'configs/*.jsonl', 'assets/*']},
+    package_data={
+        cfg['lib_path']: ['configs/*.yaml', 'configs/*.yml', 'configs/*.csv', 'configs/*.jsonl', 'assets/*']
+    },
     install_requires=requirements,
     extras_require={'dev': dev_requirements, **extras},
     dependency_links=cfg.get('dep_links', '').split(),

@@ -73,7 +73,8 @@ def parse_eval_md(text: str) -> dict:
         if cur is None:
             continue
         m = re.match(
-            rf'\| ([\w.+-]+) \| ({_NUM}) ± ({_NUM}) \| ({_NUM}) \[({_NUM}), ({_NUM})\] \| {_NUM} \| ({_NUM}) \|', line
+            rf'\| ([\w.+-]+) \| ({_NUM}) ± ({_NUM}) \| ({_NUM}) \[({_NUM}), ({_NUM})\] \| {_NUM} \| ({_NUM}) \|',
+            line,
         )  # policy | return ± ci | normalised [lo, hi] | quality | cost
         if m:
             cur['table'][m[1]] = {
@@ -111,12 +112,16 @@ def comparison_png(ev: dict) -> bytes:
         v = np.array([tab[p]['normalised'] for p in names])
         ci = np.array([tab[p]['normalised_ci95'] for p in names]).T
         ax.barh(range(len(names)), v, xerr=np.abs(ci - v), capsize=2, color=[col[p] for p in names])
-        ax.set_yticks(range(len(names)), ['trained policy' if p == 'policy' else p for p in names], fontsize=8)
+        ax.set_yticks(
+            range(len(names)), ['trained policy' if p == 'policy' else p for p in names], fontsize=8
+        )
         for lab in ax.get_yticklabels():
             lab.set_fontweight('bold' if lab.get_text() == 'trained policy' else 'normal')
         for y, (x, hi) in enumerate(zip(v, ci[1])):
             ax.text(max(x, hi, 0) + 0.03, y, f'{x:.2f}', va='center', fontsize=7)
-        ax.set_xlim(min(0, ci[0].min()) - 0.05, max(1, ci[1].max()) + 0.2)  # room for the numbers right of the bars
+        ax.set_xlim(
+            min(0, ci[0].min()) - 0.05, max(1, ci[1].max()) + 0.2
+        )  # room for the numbers right of the bars
         ax.axvline(0, color='black', lw=0.8)
         ax.axvline(1, color='black', lw=0.8, ls='--')
         ax.set_xlabel('normalised score, 95% CI (random 0, oracle 1)', fontsize=8)
@@ -136,12 +141,16 @@ def comparison_headline(ev: dict) -> str:
         tab = v['table']
         if 'policy' not in tab:
             continue
-        best = max((p for p in tab if p not in ('policy', 'oracle', 'random')), key=lambda p: tab[p]['normalised'])
+        best = max(
+            (p for p in tab if p not in ('policy', 'oracle', 'random')), key=lambda p: tab[p]['normalised']
+        )
         line = (
             f"- **{SPLIT_NAMES.get(s, s)}**: trained policy **{tab['policy']['normalised']:.2f}**, "
             f"best scripted baseline {best} {tab[best]['normalised']:.2f}"
         )
-        m = re.search(rf'policy − ([\w.+-]+): .* return, ({_NUM}) \[({_NUM}), ({_NUM})\] normalised', v['paired'])
+        m = re.search(
+            rf'policy − ([\w.+-]+): .* return, ({_NUM}) \[({_NUM}), ({_NUM})\] normalised', v['paired']
+        )
         if m:
             lo, hi = float(m[3]), float(m[4])
             verdict = 'level (the interval holds 0)' if lo <= 0 <= hi else 'ahead' if lo > 0 else 'behind'
@@ -219,9 +228,12 @@ def play_all(world, model, env_cfg, task, roster, seed: int) -> dict:
     from spindleflow_rl.policies import ModelPolicy
 
     opts = {'task': task} if roster is None else {'task': task, 'roster': roster}
-    pols = ({'trained policy': ModelPolicy(model, 'trained policy')} if model is not None else {}) | baseline_policies()
+    pols = (
+        {'trained policy': ModelPolicy(model, 'trained policy')} if model is not None else {}
+    ) | baseline_policies()
     return {
-        n: record_episode(SpindleFlowEnv(env_cfg, world=world), p, seed, options=opts, name=n) for n, p in pols.items()
+        n: record_episode(SpindleFlowEnv(env_cfg, world=world), p, seed, options=opts, name=n)
+        for n, p in pols.items()
     }
 
 
@@ -247,7 +259,10 @@ def step_markdown(ep: dict, t: int) -> str:
         out.append(f"**Step {t}: STOP** (the orchestrator ends the episode)")
     else:
         out.append(f"**Step {t}: {st.get('mode', '?')}**")
-        rows = ['| slot | specialist | status | latency (s) | cost (USD) | why allowed |', '|---|---|---|---|---|---|']
+        rows = [
+            '| slot | specialist | status | latency (s) | cost (USD) | why allowed |',
+            '|---|---|---|---|---|---|',
+        ]
         for c in st.get('calls') or []:
             status = c['status'] + (
                 f" → fallback {c['fallback_id']}" if c.get('recovered') and c.get('fallback_id') else ''
@@ -260,7 +275,8 @@ def step_markdown(ep: dict, t: int) -> str:
         for r in st.get('rejected') or []:
             out.append(f"- refused slot {r['slot']} (`{r['specialist_id']}`): {r['reason']}")
     terms = (
-        ', '.join(f"{k.replace('_', ' ')} {v:+.3f}" for k, v in st['reward_terms'].items() if abs(v) >= 5e-4) or 'none'
+        ', '.join(f"{k.replace('_', ' ')} {v:+.3f}" for k, v in st['reward_terms'].items() if abs(v) >= 5e-4)
+        or 'none'
     )
     out.append(
         f"Reward {st['reward']:+.3f} ({terms}). So far: cost ${st['cost_usd']:.4f}, latency {st['latency_s']:.1f}s."
@@ -328,7 +344,9 @@ def main():
     src = sb.radio('Task', ['From the task bank', 'Type a task'], key='task_source')
     if src == 'From the task bank':
         ids = bank.ids
-        tid = sb.selectbox('Bank task', ids, index=0, key='task_id', format_func=lambda i: f"{i}: {bank[i].text[:60]}")
+        tid = sb.selectbox(
+            'Bank task', ids, index=0, key='task_id', format_func=lambda i: f"{i}: {bank[i].text[:60]}"
+        )
         task = bank[tid]
     else:
         text = sb.text_area(
@@ -346,11 +364,15 @@ def main():
             st.stop()
         if task.id not in world.sub_emb:
             world.add_task(task, embedder)
-    rmode = sb.radio('Roster', ['Drawn for the task', 'Pick specialists', 'Upload a roster file'], key='roster_mode')
+    rmode = sb.radio(
+        'Roster', ['Drawn for the task', 'Pick specialists', 'Upload a roster file'], key='roster_mode'
+    )
     roster = None
     if rmode == 'Pick specialists':
         roster = (
-            sb.multiselect(f'Specialists (1 to {M})', cat.ids, default=cat.ids[:3], max_selections=M, key='roster_pick')
+            sb.multiselect(
+                f'Specialists (1 to {M})', cat.ids, default=cat.ids[:3], max_selections=M, key='roster_pick'
+            )
             or None
         )
         if roster is None:

@@ -48,7 +48,9 @@ def main():
     t0 = time.time()
     full = table(a.split, a.episodes, SimConfig(), make_baselines(a.seed, BASELINES), a.seed)
     print(f"## Baselines on {a.split} tasks, all phases ({a.episodes} episodes each)\n")
-    print('| policy | return (95% CI) | normalised (95% CI) | phase 1 | phase 2 | phase 3 | quality | specialists |')
+    print(
+        '| policy | return (95% CI) | normalised (95% CI) | phase 1 | phase 2 | phase 3 | quality | specialists |'
+    )
     print('|---|---|---|---|---|---|---|---|')
     for n, v in sorted(full.items(), key=lambda kv: -kv[1]['return']):
         nb = v['normalised_by_phase']
@@ -67,12 +69,19 @@ def main():
             if n in ('random', 'oracle', 'subtask-planner', 'adaptive-planner') or n.startswith('greedy')
         )
         print(f"\n## Ablations: each design feature switched off ({a.episodes} episodes each)\n")
-        print('| simulator | R random | best baseline (which) | R oracle | oracle - best | best normalised (95% CI) |')
+        print(
+            '| simulator | R random | best baseline (which) | R oracle | oracle - best | best normalised (95% CI) |'
+        )
         print('|---|---|---|---|---|---|')
         rows = [('all features on', full)]
         for f in FEATURES:
             rows.append(
-                (f'{f} off', table(a.split, a.episodes, SimConfig(**{f: False}), make_baselines(a.seed, names), a.seed))
+                (
+                    f'{f} off',
+                    table(
+                        a.split, a.episodes, SimConfig(**{f: False}), make_baselines(a.seed, names), a.seed
+                    ),
+                )
             )
         for label, tab in rows:
             g = best_baseline(tab)
@@ -97,7 +106,11 @@ def main():
             }
             ret = {}
             tab, _ = evaluate_split(
-                split_env_fn(a.split, sim=SimConfig(self_refine_share=share)), pols, a.episodes, a.seed, returns_out=ret
+                split_env_fn(a.split, sim=SimConfig(self_refine_share=share)),
+                pols,
+                a.episodes,
+                a.seed,
+                returns_out=ret,
             )
             d = np.asarray(ret['debate']) - np.asarray(ret['sequential'])
             print(

@@ -13,7 +13,18 @@ import argparse, itertools, shutil, tempfile, time
 from pathlib import Path
 from spindleflow_rl.embeddings import Embedder
 
-VERBS = ['build', 'review', 'refactor', 'test', 'document', 'deploy', 'profile', 'secure', 'design', 'migrate']
+VERBS = [
+    'build',
+    'review',
+    'refactor',
+    'test',
+    'document',
+    'deploy',
+    'profile',
+    'secure',
+    'design',
+    'migrate',
+]
 THINGS = [
     'a login form',
     'the payments API',

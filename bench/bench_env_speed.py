@@ -68,7 +68,9 @@ def main():
         f"steps, {eps} episodes)"
     )
     print(f"toy env, same spaces:                        {ty:,.0f} steps/s")
-    print(f"ratio SpindleFlow / toy: {sf / ty:.2f}   target >= 5,000 steps/s: {'OK' if sf >= 5000 else 'MISSED'}")
+    print(
+        f"ratio SpindleFlow / toy: {sf / ty:.2f}   target >= 5,000 steps/s: {'OK' if sf >= 5000 else 'MISSED'}"
+    )
 
 
 if __name__ == '__main__':

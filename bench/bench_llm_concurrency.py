@@ -109,15 +109,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument('--latency', type=float, default=0.5, help='seconds the server takes to answer each request')
+    ap.add_argument(
+        '--latency', type=float, default=0.5, help='seconds the server takes to answer each request'
+    )
     ap.add_argument(
         '--n-envs', default='1,8,16,32,64', help='comma-separated n_envs values; the first is the reference'
     )
     ap.add_argument(
         '--vec-envs', default='async', help='comma-separated: async, threads, dummy (each runs every n_envs)'
     )
-    ap.add_argument('--steps-per-env', type=int, default=64, help='timesteps per env (one rollout of --n-steps 64)')
-    ap.add_argument('--min-timesteps', type=int, default=64, help='at least this many timesteps per configuration')
+    ap.add_argument(
+        '--steps-per-env', type=int, default=64, help='timesteps per env (one rollout of --n-steps 64)'
+    )
+    ap.add_argument(
+        '--min-timesteps', type=int, default=64, help='at least this many timesteps per configuration'
+    )
     ap.add_argument(
         '--ref-timesteps',
         type=int,
@@ -132,10 +138,16 @@ def main(argv=None):
         help='requests in flight at most (the limiter): an API that allows hundreds',
     )
     ap.add_argument(
-        '--torch-threads', type=int, default=1, help='torch CPU threads (1: no OpenMP spinning against the env threads)'
+        '--torch-threads',
+        type=int,
+        default=1,
+        help='torch CPU threads (1: no OpenMP spinning against the env threads)',
     )
     ap.add_argument(
-        '--n-steps', type=int, default=64, help="PPO rollout length per environment (the project's default, 64)"
+        '--n-steps',
+        type=int,
+        default=64,
+        help="PPO rollout length per environment (the project's default, 64)",
     )
     ap.add_argument(
         '--learning-rate',
@@ -175,7 +187,9 @@ def main(argv=None):
             for kind in kinds:
                 for n in ns:
                     ts = a.ref_timesteps if n == 1 else max(a.min_timesteps, n * a.steps_per_env)
-                    r = run_one(srv, n, kind, ts, a.max_concurrency, root, f'{kind}-{n}', a.torch_threads, ppo)
+                    r = run_one(
+                        srv, n, kind, ts, a.max_concurrency, root, f'{kind}-{n}', a.torch_threads, ppo
+                    )
                     rows.append(r)
                     print(
                         f"  {kind:8s} n_envs {n:3d}: {r['timesteps']:5d} timesteps in {r['seconds']:6.1f}s = "

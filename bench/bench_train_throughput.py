@@ -78,7 +78,16 @@ class ToyDelegationEnv(gym.Env):
         so[:, 0] = so[:, 1] = fit
         so[:, 2] = np.where(self.empty, 0, 1)
         return np.concatenate(
-            [self.task, self.roster.ravel(), self.out.ravel(), s, self.adj.ravel(), self.called, sc, so.ravel()]
+            [
+                self.task,
+                self.roster.ravel(),
+                self.out.ravel(),
+                s,
+                self.adj.ravel(),
+                self.called,
+                sc,
+                so.ravel(),
+            ]
         ).astype(np.float32)
 
     def step(self, action):
@@ -118,7 +127,9 @@ def real_env_factory():
     return lambda: gym.make('SpindleFlow-v0')
 
 
-from spindleflow_rl.runs import FastDummyVecEnv  # the vec env spindleflow-train uses (no per-step info deepcopy)
+from spindleflow_rl.runs import (
+    FastDummyVecEnv,
+)  # the vec env spindleflow-train uses (no per-step info deepcopy)
 
 
 class TimedDummyVecEnv(FastDummyVecEnv):
@@ -179,10 +190,16 @@ def main(argv=None):
     p.add_argument(
         '--baseline-timesteps', type=int, default=1024, help='timesteps for the default MlpLstmPolicy (slow)'
     )
-    p.add_argument('--n-envs', type=int, default=DEFAULT_N_ENVS, help='DummyVecEnv copies, same for both models')
-    p.add_argument('--threads', type=int, default=1, help='torch threads, same for both (see the module docstring)')
+    p.add_argument(
+        '--n-envs', type=int, default=DEFAULT_N_ENVS, help='DummyVecEnv copies, same for both models'
+    )
+    p.add_argument(
+        '--threads', type=int, default=1, help='torch threads, same for both (see the module docstring)'
+    )
     p.add_argument('--env', choices=['auto', 'real', 'toy'], default='auto')
-    p.add_argument('--device', default='cpu', help="torch device for both models ('auto' picks CUDA when present)")
+    p.add_argument(
+        '--device', default='cpu', help="torch device for both models ('auto' picks CUDA when present)"
+    )
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--skip-baseline', action='store_true', help='only time the project model')
     a = p.parse_args(argv)
@@ -191,7 +208,9 @@ def main(argv=None):
     factory = real_env_factory() if a.env in ('auto', 'real') else None
     if factory is None and a.env == 'real':
         sys.exit('SpindleFlow-v0 is not available (spindleflow_rl.env missing?); use --env toy.')
-    env_name = 'SpindleFlow-v0 (real)' if factory else 'toy stand-in (SpindleFlow-v0 layout, 1-8-step episodes)'
+    env_name = (
+        'SpindleFlow-v0 (real)' if factory else 'toy stand-in (SpindleFlow-v0 layout, 1-8-step episodes)'
+    )
     factory = factory or ToyDelegationEnv
     print(
         f'env: {env_name}; obs dim {factory().observation_space.shape[0]}; {a.n_envs} x DummyVecEnv; '

@@ -36,7 +36,9 @@ def write_log(name: str, n: int, seed: int, out: Path):
     return write_csv(rows, d / 'log.csv'), write_csv(cat, d / 'catalog.csv', COLS)
 
 
-def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dagger: int, scorer: str = 'q') -> dict:
+def run(
+    name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dagger: int, scorer: str = 'q'
+) -> dict:
     from spindleflow_rl.backends import RecordedOutcomesBackend
     from spindleflow_rl.catalog import Catalog
     from spindleflow_rl.config import ConfigError
@@ -77,12 +79,17 @@ def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dag
         )
     prices = ll.calibrate(q, ll.RATE_GRID)
     t = time.time()
-    rep = ll.routing_report(tab, be, {'policy': ModelPolicy(model), 'q-policy': ll.QPolicy(q)}, prices, routers, seed)
+    rep = ll.routing_report(
+        tab, be, {'policy': ModelPolicy(model), 'q-policy': ll.QPolicy(q)}, prices, routers, seed
+    )
     T['evaluate'] = time.time() - t
     calls = rep.pop('calls')
-    rep['agreement'] = [ll.agreement(np.array(a), np.array(b)) for a, b in zip(calls['policy'], calls['q-policy'])]
+    rep['agreement'] = [
+        ll.agreement(np.array(a), np.array(b)) for a, b in zip(calls['policy'], calls['q-policy'])
+    ]
     rep['agreement_strong'] = [
-        ll.agreement(np.array(a), np.array(b), tab.strongest) for a, b in zip(calls['policy'], calls['q-policy'])
+        ll.agreement(np.array(a), np.array(b), tab.strongest)
+        for a, b in zip(calls['policy'], calls['q-policy'])
     ]
     axis = 'strong-call rate' if tab.M == 2 else 'spend share'
     rep.update(
@@ -103,7 +110,9 @@ def run(name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dag
     for who in ('policy', 'q-policy'):
         print(f"\n### {name}: {who} vs routers ({rep['questions']} held-out questions, by {axis})\n")
         print(ll.routing_markdown(rep, who, axis))
-    print('\nagreement of the network with the Q policy (same calls):', np.round(rep['agreement'], 2).tolist())
+    print(
+        '\nagreement of the network with the Q policy (same calls):', np.round(rep['agreement'], 2).tolist()
+    )
     print('seconds:', rep['seconds'], flush=True)
     return rep
 

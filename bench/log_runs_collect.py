@@ -66,7 +66,8 @@ def main(argv=None):
             'distil': info['distil'],
             'logged': {k: v for k, v in ev['logged'].items() if k not in ('markdown',)},
             'wall_s': {
-                m.group(2): int(m.group(3)) for m in re.finditer(rf"^({re.escape(d.name)}): (.+?) (\d+)s$", times, re.M)
+                m.group(2): int(m.group(3))
+                for m in re.finditer(rf"^({re.escape(d.name)}): (.+?) (\d+)s$", times, re.M)
             },
         }
         if (run / 'sweep.json').exists():

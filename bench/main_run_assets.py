@@ -43,7 +43,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     run = Path(a.run)
     missing = [
-        f for f in ('final.zip', 'warm_start.zip', 'config.json', 'train_summary.json') if not (run / f).exists()
+        f
+        for f in ('final.zip', 'warm_start.zip', 'config.json', 'train_summary.json')
+        if not (run / f).exists()
     ]
     if missing:
         print(
@@ -81,11 +83,15 @@ def main(argv=None) -> int:
             'return_ci95': {k: round(float(v['return_ci95']), 4) for k, v in table.items()},
             'ppo_minus_warm_start': {
                 k: _r(v)
-                for k, v in paired_difference(R['warm start + PPO'], R['warm start'], R['random'], R['oracle']).items()
+                for k, v in paired_difference(
+                    R['warm start + PPO'], R['warm start'], R['random'], R['oracle']
+                ).items()
             },
             'warm_start_minus_planner': {
                 k: _r(v)
-                for k, v in paired_difference(R['warm start'], R['adaptive-planner'], R['random'], R['oracle']).items()
+                for k, v in paired_difference(
+                    R['warm start'], R['adaptive-planner'], R['random'], R['oracle']
+                ).items()
             },
         }
         d = out['splits'][name]['ppo_minus_warm_start']

@@ -14,7 +14,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--n', type=int, default=3000, help='distinct questions')
     ap.add_argument('--seed', type=int, default=1)
-    ap.add_argument('--label-noise', type=float, default=0.03, help='share of grades flipped (an imperfect grader)')
+    ap.add_argument(
+        '--label-noise', type=float, default=0.03, help='share of grades flipped (an imperfect grader)'
+    )
     ap.add_argument('--out', default='/tmp/multi_model/log.csv', help='log CSV to write')
     ap.add_argument('--catalog', default='/tmp/multi_model/catalog.csv', help='catalog CSV to write')
     a = ap.parse_args(argv)
@@ -23,7 +25,9 @@ def main(argv=None):
     print(
         'wrote',
         write_csv(
-            MULTI_MODEL_CATALOG, a.catalog, ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+            MULTI_MODEL_CATALOG,
+            a.catalog,
+            ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'],
         ),
     )
 

@@ -34,7 +34,9 @@ def main(argv=None):
     print(
         'wrote',
         write_csv(
-            TWO_MODEL_CATALOG, a.catalog, ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+            TWO_MODEL_CATALOG,
+            a.catalog,
+            ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'],
         ),
     )
 

@@ -60,7 +60,9 @@ def run(path: Path, seed: int) -> dict:
         P = r.quality(rows)
         rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs[keep]]
         vs[n] = {
-            **ll.paired_curve(Qp, np.array([ll.play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed),
+            **ll.paired_curve(
+                Qp, np.array([ll.play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed
+            ),
             'setting': str(r.setting),
             'validation_area': float(r.val_area),
         }
@@ -121,7 +123,9 @@ def main(argv=None):
 
         os.environ['SPINDLEFLOW_CACHE'] = tempfile.mkdtemp()
         b.head_and_tail = lambda texts, embedder: list(texts)
-    args = [x for x in (argv if argv is not None else sys.argv[1:]) if not x.startswith('--out') and x != a.out]
+    args = [
+        x for x in (argv if argv is not None else sys.argv[1:]) if not x.startswith('--out') and x != a.out
+    ]
     res = {
         'command': ' '.join(['python bench/real_log_table.py'] + args),  # no output path: it may be absolute
         'embedding': 'truncated (first 256 word pieces)' if a.truncate else 'head and tail',

@@ -50,7 +50,9 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
         xs = np.array([ll.spend_axis(tab, rows, calls(k, x)) for x in ll.RATE_GRID])
         Qa = qual(k, ll.RATE_GRID)
         cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers if o != k}
-        c = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})  # the bar, as the README runs are judged
+        c = criteria(
+            {'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}}
+        )  # the bar, as the README runs are judged
         fails = [
             (round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']])
             for f in c['failing_points']
@@ -65,14 +67,18 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
     if tab.M == 2:  # the oracle: the hidden probabilities, against every router
         from spindleflow_rl.routers import make_two_model_log, at_rate
 
-        hid = {(r['task'], r['specialist_id']): r['p_right'] for r in make_two_model_log(n, seed, hidden=True)}
+        hid = {
+            (r['task'], r['specialist_id']): r['p_right'] for r in make_two_model_log(n, seed, hidden=True)
+        }
         text = {t.id: t.text for t in be.world.bank.tasks()}
         p = lambda m: np.array([hid[(text[tab.task_ids[i]], tab.ids[m])] for i in rows])
         gain, c, s = p(tab.strongest) - p(tab.cheapest), tab.cheapest, tab.strongest
         xs = np.array([round(x * len(rows)) / len(rows) for x in ll.RATE_GRID])
         Qa = np.array(
             [
-                ll.play_calls(tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1))[0]
+                ll.play_calls(
+                    tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1)
+                )[0]
                 for x in xs
             ]
         )

@@ -73,7 +73,12 @@ def clone_teacher(out: Path, rng: str, episodes: int, epochs: int, dagger: int, 
     from spindleflow_rl.runs import load_run_config, build_world, make_backend
     from spindleflow_rl.env import SpindleFlowEnv
     from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher
-    from spindleflow_rl.imitation import collect_demonstrations, behaviour_clone, dagger_round, concat_demonstrations
+    from spindleflow_rl.imitation import (
+        collect_demonstrations,
+        behaviour_clone,
+        dagger_round,
+        concat_demonstrations,
+    )
 
     a = build_parser().parse_args(train_flags(out, rng, 'bc', seed) + ['--timesteps', '512'])
     cfg = load_run_config(a.config, args_to_overrides(a))
@@ -98,7 +103,9 @@ def clone_teacher(out: Path, rng: str, episodes: int, epochs: int, dagger: int, 
             losses = behaviour_clone(self.model, demos, epochs, batch_episodes=64, lr=2e-3, seed=seed)
             rets = []
             for r in range(dagger):
-                d = dagger_round(self.model, env, teacher, max(1, episodes // 2), seed=seed + 2_000_000 + r * episodes)
+                d = dagger_round(
+                    self.model, env, teacher, max(1, episodes // 2), seed=seed + 2_000_000 + r * episodes
+                )
                 rets.append(float(d.episode_returns.mean()))
                 demos = concat_demonstrations(demos, d)
                 losses += behaviour_clone(
@@ -134,7 +141,9 @@ def main(argv=None):
     ap.add_argument('--episodes', type=int, default=3000, help='--mode bc: teacher episodes')
     ap.add_argument('--epochs', type=int, default=30)
     ap.add_argument('--dagger', type=int, default=1)
-    ap.add_argument('--finetune', type=int, default=0, help='--mode bc: PPO timesteps after cloning (0: none)')
+    ap.add_argument(
+        '--finetune', type=int, default=0, help='--mode bc: PPO timesteps after cloning (0: none)'
+    )
     ap.add_argument('--n', type=int, default=1000)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--range', default='0,300')
@@ -145,7 +154,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     write_csv(make_two_model_log(a.n, a.seed), out / 'log.csv')
     write_csv(
-        TWO_MODEL_CATALOG, out / 'catalog.csv', ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+        TWO_MODEL_CATALOG,
+        out / 'catalog.csv',
+        ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'],
     )
     (out / 'train.yaml').write_text(CONFIG.format(timesteps=a.timesteps))
     if a.mode == 'ppo':

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from spindleflow_rl.config import (
+    options_from,
     ConfigError,
     EnvConfig,
     RewardConfig,
@@ -22,7 +23,14 @@ from .files import atomic_write_text, check_output
 from .world import default_world
 from .policies import ModelPolicy, make_baselines, run_episode
 from .replay import episode_record, read_episodes, to_record
-from .runs import TrainConfig, build_world, load_model, make_backend, resolve_checkpoint, split_env_fn
+from spindleflow_rl.runs import (
+    TrainConfig,
+    build_world,
+    load_model,
+    make_backend,
+    resolve_checkpoint,
+    split_env_fn,
+)
 
 # %% auto #0
 __all__ = ['gaussian_alternatives', 'model_distribution', 'decode_choice', 'AuditedPolicy', 'record_audited', 'audit_episodes',
@@ -95,6 +103,7 @@ class AuditedPolicy:
         self.steps: list = []
 
     def reset(self, env):
+        "Reset the wrapped policy for a new episode and forget the steps recorded so far."
         self.policy.reset(env)
         self.steps = []
 
@@ -138,7 +147,8 @@ def _act(self: AuditedPolicy, env, obs, info):
                 'mask': [bool(x) for x in info['action_mask']],
                 'called': env.dag.called,
                 'scalars': {
-                    k: round(float(v), 4) for k, v in zip(getattr(env, 'scalar_names', SCALAR_FEATURES), obs[sl])
+                    k: round(float(v), 4)
+                    for k, v in zip(getattr(env, 'scalar_names', SCALAR_FEATURES), obs[sl])
                 },
             },
             'chose': decode_choice(a, env.cfg.max_specialists),
@@ -157,7 +167,9 @@ def record_audited(env, policy, seed: int, split: str = '', name: str | None = N
     ap = AuditedPolicy(policy, top_k)
     s = run_episode(env, ap, seed, record=True)
     cat = env.world.catalog
-    rec = episode_record(s, name or ap.name, split, seed, env.task, {sid: cat[sid].role for sid in s['roster'] if sid})
+    rec = episode_record(
+        s, name or ap.name, split, seed, env.task, {sid: cat[sid].role for sid in s['roster'] if sid}
+    )
     for st, pr in zip(rec['steps'], ap.steps):
         st['policy'] = pr
     return rec
@@ -170,7 +182,9 @@ def audit_episodes(episodes, world=None, threshold: float = DEFAULT_FIT_THRESHOL
     out = []
     for i, e in enumerate(episodes):
         ep = to_record(e, f"episode {i}")
-        ctx = AuditContext.from_world(world, ep['task']['id'], ep['roster'], ep['summary'].get('budget_s'), threshold)
+        ctx = AuditContext.from_world(
+            world, ep['task']['id'], ep['roster'], ep['summary'].get('budget_s'), threshold
+        )
         tr = bool(ep['summary'].get('truncated'))
         claims, v = audit_episode(ep['steps'], ctx, tr)
         out.append({'record': ep, 'ctx': ctx, 'claims': claims, 'verification': v})
@@ -194,15 +208,9 @@ def _best_baseline(audited, split, target, eval_report=None) -> str | None:
         cand = {n: float(np.mean(v)) for n, v in by.items()}
     return max(cand, key=cand.get) if cand else None
 
-# %% ../nbs/15_audit.ipynb #3fe6f335
-def audit_report(audited: list[dict], target: str | None = None, eval_report: dict | None = None) -> dict:
-    "The structured report of a run's decisions (see the text above); `target` defaults to 'policy' when present."
-    if not audited:
-        raise ConfigError("audit_report: no episodes. Record some (spindleflow-eval --record N, or record_audited).")
-    names = list(dict.fromkeys(a['record']['policy'] for a in audited))
-    target = target or ('policy' if 'policy' in names else names[0])
-    if target not in names:
-        raise ConfigError(f"policy {target!r} is not among the recorded ones {names}; pass --policy with one of them.")
+# %% ../nbs/15_audit.ipynb #eae2abe8
+def _policy_stats(audited: list[dict], names: list) -> dict:
+    "Per policy: episodes, mean return, how often the explanation verifies and justifies, calls and failures."
     pols = {}
     for n in names:
         A = [a for a in audited if a['record']['policy'] == n]
@@ -215,9 +223,44 @@ def audit_report(audited: list[dict], target: str | None = None, eval_report: di
             'calls': len(calls),
             'calls_without_reason': sum(not c.justified for c in calls),
             'failures': sum(c.kind == 'outcome' for a in A for c in a['claims']),
-            'recoveries': sum(c.kind == 'outcome' and c.extra.get('recovered') for a in A for c in a['claims']),
+            'recoveries': sum(
+                c.kind == 'outcome' and c.extra.get('recovered') for a in A for c in a['claims']
+            ),
         }
-    key = lambda a: (a['record']['split'], a['record']['task']['id'], a['record'].get('seed'))
+    return pols
+
+# %% ../nbs/15_audit.ipynb #22079c34
+def _deviation(g: dict, split, tid, seed, target: str, best: str) -> dict:
+    "Where `target`'s plan first departs from `best`'s on one task (1-based step), and what each said there."
+    pa, pb = _plan(g[target]['record']), _plan(g[best]['record'])
+    t = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb))) + 1
+
+    def at(a):
+        "The texts of audited episode `a`'s claims at step `t` (skips left out)."
+        return [c.text for c in a['claims'] if c.step == t and c.kind != 'skip']
+
+    return {
+        'split': split,
+        'task_id': tid,
+        'seed': seed,
+        'baseline': best,
+        'step': t,
+        'target_path': g[target]['record']['summary'].get('path', ''),
+        'baseline_path': g[best]['record']['summary'].get('path', ''),
+        'return_diff': g[target]['record']['summary'].get('return', 0.0)
+        - g[best]['record']['summary'].get('return', 0.0),
+        'target_said': at(g[target]),
+        'baseline_said': at(g[best]),
+    }
+
+# %% ../nbs/15_audit.ipynb #ae3023f9
+def _plans_and_deviations(audited: list[dict], target: str, eval_report: dict | None) -> tuple[list, list]:
+    "Per (split, task, seed): every policy's plan, and where `target` deviates from the best baseline."
+
+    def key(a):
+        "The `(split, task id, seed)` of audited episode `a`: the policies' episodes are grouped by it."
+        return (a['record']['split'], a['record']['task']['id'], a['record'].get('seed'))
+
     groups = {}
     for a in audited:
         groups.setdefault(key(a), {})[a['record']['policy']] = a
@@ -242,24 +285,12 @@ def audit_report(audited: list[dict], target: str | None = None, eval_report: di
         )
         best = _best_baseline(audited, split, target, eval_report)
         if target in g and best in g and _plan(g[target]['record']) != _plan(g[best]['record']):
-            pa, pb = _plan(g[target]['record']), _plan(g[best]['record'])
-            t = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb))) + 1
-            at = lambda a: [c.text for c in a['claims'] if c.step == t and c.kind != 'skip']
-            deviations.append(
-                {
-                    'split': split,
-                    'task_id': tid,
-                    'seed': seed,
-                    'baseline': best,
-                    'step': t,
-                    'target_path': g[target]['record']['summary'].get('path', ''),
-                    'baseline_path': g[best]['record']['summary'].get('path', ''),
-                    'return_diff': g[target]['record']['summary'].get('return', 0.0)
-                    - g[best]['record']['summary'].get('return', 0.0),
-                    'target_said': at(g[target]),
-                    'baseline_said': at(g[best]),
-                }
-            )
+            deviations.append(_deviation(g, split, tid, seed, target, best))
+    return plans, deviations
+
+# %% ../nbs/15_audit.ipynb #a82c8191
+def _target_failures(audited: list[dict], target: str) -> list[dict]:
+    "Every failure of `target`'s episodes, whether it recovered, and the decision that came next."
     failures = []
     for a in audited:
         if a['record']['policy'] != target:
@@ -279,7 +310,12 @@ def audit_report(audited: list[dict], target: str | None = None, eval_report: di
                     'next': nxt,
                 }
             )
-    episodes = [
+    return failures
+
+# %% ../nbs/15_audit.ipynb #c2e25267
+def _target_episodes(audited: list[dict], target: str) -> list[dict]:
+    "Per episode of `target`: its verdict, every claim and why, and per step the outputs and nonzero reward terms."
+    return [
         {
             'policy': a['record']['policy'],
             'split': a['record']['split'],
@@ -314,6 +350,24 @@ def audit_report(audited: list[dict], target: str | None = None, eval_report: di
         for a in audited
         if a['record']['policy'] == target
     ]
+
+# %% ../nbs/15_audit.ipynb #3fe6f335
+def audit_report(audited: list[dict], target: str | None = None, eval_report: dict | None = None) -> dict:
+    "The structured report of a run's decisions (see the text above); `target` defaults to 'policy' when present."
+    if not audited:
+        raise ConfigError(
+            "audit_report: no episodes. Record some (spindleflow-eval --record N, or record_audited)."
+        )
+    names = list(dict.fromkeys(a['record']['policy'] for a in audited))
+    target = target or ('policy' if 'policy' in names else names[0])
+    if target not in names:
+        raise ConfigError(
+            f"policy {target!r} is not among the recorded ones {names}; pass --policy with one of them."
+        )
+    pols = _policy_stats(audited, names)
+    plans, deviations = _plans_and_deviations(audited, target, eval_report)
+    failures = _target_failures(audited, target)
+    episodes = _target_episodes(audited, target)
     th = audited[0]['ctx'].threshold
     return {
         'target': target,
@@ -395,7 +449,8 @@ def render_markdown(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
         L.append('No call of the audited policy failed in these episodes.')
     for f in rep['failures']:
         L.append(
-            f"- {E(f['task_id'])} (seed {f['seed']}): {E(f['what'])}" + (f"; next: {E(f['next'])}" if f['next'] else '')
+            f"- {E(f['task_id'])} (seed {f['seed']}): {E(f['what'])}"
+            + (f"; next: {E(f['next'])}" if f['next'] else '')
         )
     L += ['', f"## Decisions of {E(rep['target'])}, step by step", '']
     for e in rep['episodes']:
@@ -419,7 +474,9 @@ def render_markdown(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
             if s['policy']:
                 L.append(f"- step {s['step']} alternatives: {E(_alt_text(s['policy']))}")
             for o in s['outputs']:
-                L.append(f"- step {s['step']} {E(o['specialist_id'])} ({E(o['status'])}) wrote: {E(o['output'][:200])}")
+                L.append(
+                    f"- step {s['step']} {E(o['specialist_id'])} ({E(o['status'])}) wrote: {E(o['output'][:200])}"
+                )
         L.append('')
     return '\n'.join(L)
 
@@ -428,10 +485,14 @@ _AUDIT_CSS = """body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 8px;text-align:left}th{background:#f3f3f3}
 .ok{color:#2a7a2a}.bad{color:#c0392b}.out{color:#555;font-size:12px}code{font-size:12px}li{margin:2px 0}"""
 
-
+# %% ../nbs/15_audit.ipynb #c16c14d6
 def render_html(rep: dict, title: str = 'SpindleFlow RL: audit') -> str:
     "The report as one self-contained HTML page; every string from a record goes through `html.escape`."
-    E = lambda s: html.escape(str(s), quote=True)
+
+    def E(s):
+        "`str(s)` HTML-escaped, quotes included."
+        return html.escape(str(s), quote=True)
+
     h = [
         f'<!DOCTYPE html><html lang="en"><head><meta '
         f'charset="utf-8"><title>{E(title)}</title><style>{_AUDIT_CSS}</style></head><body>',
@@ -509,10 +570,13 @@ def write_audit(rep: dict, out_dir, title: str = 'SpindleFlow RL: audit', force:
     out = Path(out_dir)
     files = [out / 'audit.json', out / 'audit.md', out / 'audit.html']
     if not force and any(f.exists() for f in files):
-        raise ConfigError(f"{out} already holds an audit; pass --out to write elsewhere or --force to replace it.")
+        raise ConfigError(
+            f"{out} already holds an audit; pass --out to write elsewhere or --force to replace it."
+        )
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(
-        files[0], json.dumps(rep, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+        files[0],
+        json.dumps(rep, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)),
     )
     atomic_write_text(files[1], render_markdown(rep, title) + '\n')
     atomic_write_text(files[2], render_html(rep, title))
@@ -576,9 +640,15 @@ class AuditOptions:
         lo=0,
     )
     split: list = param(
-        ['heldout'], 'split(s) for --record (repeatable)', choices=('train', 'heldout', 'unseen-roster'), many=True
+        [],
+        'split(s) for --record (repeatable)',
+        choices=('train', 'heldout', 'unseen-roster'),
+        many=True,
+        show='heldout',
     )
-    baselines: str = param('random,call-all-parallel,greedy-topk-seq,greedy-topk-par', 'baselines for --record')
+    baselines: str = param(
+        'random,call-all-parallel,greedy-topk-seq,greedy-topk-par', 'baselines for --record'
+    )
     seed: int = param(0, 'seed of the recorded episodes', lo=0, hi=2**32 - 1)
     threshold: float = param(
         DEFAULT_FIT_THRESHOLD,
@@ -590,19 +660,29 @@ class AuditOptions:
     )
 
 
-def audit_run(
-    source,
-    out=None,
-    policy=None,
-    record: int = 0,
-    splits=None,
-    baselines=AuditOptions.baselines,
-    seed: int = 0,
-    threshold: float = DEFAULT_FIT_THRESHOLD,
-    overwrite: bool = False,
-) -> tuple[dict, list]:
-    """Audit a run's episodes (recorded ones, or `record` new ones per split) in the run's own world, and write the report
-    into `out`; `(report, files)`. The output folder is checked before any work; `splits` without recording is refused."""
+_AUDIT_POSITIONAL = (
+    'source',
+    'out',
+    'policy',
+    'record',
+    'split',
+    'baselines',
+    'seed',
+    'threshold',
+    'overwrite',
+)
+
+# %% ../nbs/15_audit.ipynb #076afbfb
+def audit_run(opts: AuditOptions | None = None, *old, **given) -> tuple[dict, list]:
+    """Audit a run's episodes (recorded ones, or `record` new ones per split) in the run's own world, and write the
+    report into `out`; `(report, files)`. `opts` is an `AuditOptions` (the fields of `spindleflow-audit`), or pass
+    keywords naming its fields: `audit_run(source='runs/r1', record=5)`. The output folder is checked before any work;
+    `split` without recording is refused. The 0.1.0 form `audit_run(source, out, policy, ...)` still works, with a
+    DeprecationWarning."""
+    if 'splits' in given:  # the 0.1.0 keyword
+        given['split'] = given.pop('splits')
+    o = options_from(AuditOptions, opts, old, _AUDIT_POSITIONAL, given, 'audit_run')
+    source, out, policy, record, splits = o.source, o.out or None, o.policy or None, o.record, o.split or None
     src = Path(source)
     if not str(source).strip() or not src.exists():
         raise ConfigError(f"{src}: no such run folder, checkpoint or episodes file.")
@@ -620,14 +700,23 @@ def audit_run(
         Path(out) if out else (src / 'audit' if src.is_dir() else src.parent / f'{src.stem}_audit'),
         '--out',
         'dir',
-        overwrite,
+        o.overwrite,
     )
-    eval_report = json.loads((src / 'eval.json').read_text()) if src.is_dir() and (src / 'eval.json').exists() else None
+    eval_report = (
+        json.loads((src / 'eval.json').read_text()) if src.is_dir() and (src / 'eval.json').exists() else None
+    )
     if records:
         recs, world = _record_run(
-            src, record or 5, tuple(splits or ('heldout',)), seed, tuple(b for b in baselines.split(',') if b)
+            src,
+            record or 5,
+            tuple(splits or ('heldout',)),
+            o.seed,
+            tuple(b for b in o.baselines.split(',') if b),
         )
     else:
-        recs, world = read_episodes(src / 'episodes.jsonl' if src.is_dir() else src), _run_world(_run_cfg(src))[0]
-    rep = audit_report(audit_episodes(recs, world=world, threshold=threshold), policy, eval_report)
+        recs, world = (
+            read_episodes(src / 'episodes.jsonl' if src.is_dir() else src),
+            _run_world(_run_cfg(src))[0],
+        )
+    rep = audit_report(audit_episodes(recs, world=world, threshold=o.threshold), policy, eval_report)
     return rep, write_audit(rep, out, f"SpindleFlow RL: audit of {src.name}", force=True)

@@ -15,7 +15,12 @@ from .embeddings import get_embedder
 from .catalog import Catalog, Specialist, patch_into
 from .tasks import Task, Subtask, TaskBank
 from .world import World, fit_from_cosine
-from .fast_sim import simulate_step_single, _single_core, _row_means32, _fast_params  # appendix 93
+from spindleflow_rl.fast_sim import (
+    simulate_step_single,
+    _single_core,
+    _row_means32,
+    _fast_params,
+)  # appendix 93
 
 # %% auto #0
 __all__ = ['MODES', 'N_DRAWS', 'RECORDED_COLUMNS', 'WIDE_TASK_COLUMNS', 'WIDE_CATEGORY_COLUMNS', 'BASELINE_POLICIES',
@@ -43,7 +48,15 @@ def param_table(self, fail_factor: float, train_only: bool = False) -> tuple:
         rel = 1 - np.minimum(0.6, (1 - self.rel) * fail_factor)
         fb_rel = (1 - np.minimum(0.6, (1 - self.rel[fbc]) * fail_factor)) * has_fb
         rows = np.stack(
-            [rel, self.lat_mu, self.lat_sigma, self.cost, fb_rel, self.lat_mu[fbc] * has_fb, self.cost[fbc] * has_fb]
+            [
+                rel,
+                self.lat_mu,
+                self.lat_sigma,
+                self.cost,
+                fb_rel,
+                self.lat_mu[fbc] * has_fb,
+                self.cost[fbc] * has_fb,
+            ]
         )
         t = tables[(fail_factor, train_only)] = (rows, has_fb, fbc)
     return t
@@ -63,6 +76,7 @@ class ModeParams:
 
     @classmethod
     def from_action(cls, a) -> 'ModeParams':
+        "Decode the four parameter slots `a` (each clipped to [-1, 1]) into the ranges noted on the fields."
         a = [min(1.0, max(-1.0, float(x))) for x in a]
         return cls(
             rounds=int(1 + min(2, int(math.floor((a[0] + 1) * 1.5)))),
@@ -90,6 +104,7 @@ class CallResult:
 
     @property
     def usable(self) -> bool:
+        "Whether the call gave an output: it succeeded, or its fallback recovered it."
         return self.status == 'ok' or self.recovered
 
 
@@ -134,15 +149,43 @@ class ExecutionBackend(Protocol):
     name: str
     world: World
 
-    def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None: ...
-    def execute(self, slots: Sequence[int], mode: str, params: ModeParams, rng: np.random.Generator) -> StepResult: ...
-    def coverage(self) -> np.ndarray: ...
-    def baseline(self) -> dict: ...
-    def conflict_multiplier(self) -> float: ...
-    def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None: ...
-    def on_reset(self, env) -> None: ...
-    def spent_usd(self) -> float | None: ...
-    def call_stats(self) -> dict | None: ...
+    def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
+        "Start the episode described by `ctx`; `rng` draws whatever the backend randomises."
+        ...
+
+    def execute(
+        self, slots: Sequence[int], mode: str, params: ModeParams, rng: np.random.Generator
+    ) -> StepResult:
+        "Call the specialists in roster `slots` in `mode` with `params`; the step's `StepResult`."
+        ...
+
+    def coverage(self) -> np.ndarray:
+        "Per-subtask quality so far, `(k,)`."
+        ...
+
+    def baseline(self) -> dict:
+        "The answer `quality_delta` is measured against: a dict with `'quality'` `(k,)`, `'embedding'` and `'text'`."
+        ...
+
+    def conflict_multiplier(self) -> float:
+        "Quality multiplier of this episode's unresolved conflicts (1.0: no conflicts)."
+        ...
+
+    def specialists_for(self, task: Task, roster_split: str | None = None) -> list | None:
+        "Specialist ids a roster for `task` may be drawn from; `None`: the environment's roster split."
+        ...
+
+    def on_reset(self, env) -> None:
+        "Called at the end of the environment's reset, once the episode's DAG and roster exist."
+        ...
+
+    def spent_usd(self) -> float | None:
+        "Money spent so far over all episodes by the backend's own meter; `None`: the environment adds it up."
+        ...
+
+    def call_stats(self) -> dict | None:
+        "Real calls made so far and how many failed; `None`: the backend makes no real calls."
+        ...
 
 
 class Backend:
@@ -203,9 +246,11 @@ class SimState:
 
     @classmethod
     def zeros(cls, K, k):
+        "The start state of `K` samples over `k` subtasks: zero quality, latency and cost, multiplier 1."
         return cls(np.zeros((K, k), np.float32), np.zeros(K), np.zeros(K), np.ones(K))
 
     def copy(self):
+        "An independent copy (every array copied)."
         return SimState(self.q.copy(), self.latency.copy(), self.cost.copy(), self.conflict_mult.copy())
 
 
@@ -223,9 +268,7 @@ def deps_ready(q, deps, threshold=0.5):
     return ~blocked
 
 # %% ../nbs/05_backends.ipynb #567fdbb6
-N_DRAWS = (
-    10  # uniforms per call: fail, kind, latency (2), fallback ok, conflict, resolution, fallback latency (2), spare
-)
+N_DRAWS = 10  # uniforms per call: fail, kind, latency (2), fallback ok, conflict, resolution, fallback latency (2), spare
 
 
 def _lognormal(mu, sigma, z):
@@ -267,7 +310,9 @@ def call_outcomes(p: EpisodeParams, sl: np.ndarray, mp: ModeParams, sim: SimConf
         fb_try, _lognormal(p.fb_lat_mu[sl] * mp.effort, p.lat_sigma[sl], _normal(u[..., 7], u[..., 8])), 0.0
     )
     ok = status == 0
-    fit = np.where(ok[..., None], p.fit[sl][None], np.where(fb_ok[..., None], p.fb_fit[sl][None], 0.0))  # (K, n, k)
+    fit = np.where(
+        ok[..., None], p.fit[sl][None], np.where(fb_ok[..., None], p.fb_fit[sl][None], 0.0)
+    )  # (K, n, k)
     return {
         'status': status,
         'ok': ok,
@@ -311,7 +356,9 @@ def draw_conflicts(
     return sim.conflict_quality ** out['unresolved']
 
 # %% ../nbs/05_backends.ipynb #d6cba2c5
-def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray):
+def simulate_step(
+    p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParams, sim: SimConfig, u: np.ndarray
+):
     """Run one group of calls on every sample of `s` (modified in place). Returns per-call arrays (K, n) and
     per-sample counts (K,): a dict with status codes (0 ok, 1 timeout, 2 error), recovered, latency, cost,
     contribution, and conflicts (unresolved, resolved)."""
@@ -348,8 +395,12 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
     else:  # side by side: every call sees only the work done before this step
         ready = deps_ready(s.q, p.deps) if sim.dependencies else np.ones_like(s.q, bool)
         v = fit * np.where(ready, 1.0, sim.dependency_factor)[:, None, :] * eff
-        if mode == 'debate':  # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
-            v = np.minimum(1.0, v * (1 + 0.04 * mp.rounds * mp.agreement * (1.0 if n > 1 else sim.self_refine_share)))
+        if (
+            mode == 'debate'
+        ):  # one voice is self-refinement: a share of a debate's gain (cross-checking needs two)
+            v = np.minimum(
+                1.0, v * (1 + 0.04 * mp.rounds * mp.agreement * (1.0 if n > 1 else sim.self_refine_share))
+            )
         out['v'][:] = v
         q = s.q
         for c in range(n):
@@ -360,7 +411,9 @@ def simulate_step(p: EpisodeParams, s: SimState, slots, mode: str, mp: ModeParam
             call_cost = call_cost * (1 + 0.3 * mp.rounds)
         s.latency += step_lat
         if sim.conflicts and n > 1:
-            s.conflict_mult = s.conflict_mult * draw_conflicts(p, sl, mode, mp, sim, u, co['ok'] | co['fb_ok'], out)
+            s.conflict_mult = s.conflict_mult * draw_conflicts(
+                p, sl, mode, mp, sim, u, co['ok'] | co['fb_ok'], out
+            )
     s.q = q.astype(np.float32)
     s.cost += call_cost.sum(1)
     out.update(
@@ -378,7 +431,9 @@ _PHASE_FAIL = {1: 1.0, 2: 1.0, 3: 1.5}  # harder phases: specialists fail more o
 _PHASE_CONFLICT = {1: 0.6, 2: 0.8, 3: 1.0}  # ... and disagree more often
 
 
-def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.random.Generator) -> EpisodeParams:
+def hidden_params(
+    world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.random.Generator
+) -> EpisodeParams:
     "Draw the hidden parameters of an episode: fits (cosine-based plus noise), reliabilities, latencies, fallbacks."
     M, k = len(ctx.roster), len(ctx.task.subtasks)
     full = None not in ctx.roster
@@ -386,7 +441,9 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
     ta = world.task_arrays(ctx.task) if ctx.task.id in world.sub_emb else None
     fit_all = ta['fit_all'] if ta is not None else fit_from_cosine(world.cat_emb @ ctx.sub_emb.T)
     full = full and ta is not None  # the fast path uses the task's cached arrays
-    train_only = ctx.roster_split == 'train'  # training never reaches a held-out specialist, not even as a fallback
+    train_only = (
+        ctx.roster_split == 'train'
+    )  # training never reaches a held-out specialist, not even as a fallback
     fit = fit_all.take(idx, 0)  # = fit_all[idx] (take is faster on small arrays)
     if sim.fit_noise > 0:  # = np.clip(fit + rng.normal(0, fit_noise, (M, k)), 0, 1), the same draws
         fit = np.minimum(np.maximum(fit + sim.fit_noise * rng.standard_normal((M, k)), 0), 1)
@@ -396,7 +453,9 @@ def hidden_params(world: World, ctx: EpisodeContext, sim: SimConfig, rng: np.ran
         rel, lat_mu, lat_sigma, cost, fb_rel, fb_lat, fb_cost = rows.take(idx, 1)
         empty = np.zeros(M, bool)
         has_fb = hf.take(idx)
-        fb_fit = ta['fb_fit_train' if train_only else 'fb_fit_all'].take(idx, 0)  # = fit_all[fallback of idx] * has_fb
+        fb_fit = ta['fb_fit_train' if train_only else 'fb_fit_all'].take(
+            idx, 0
+        )  # = fit_all[fallback of idx] * has_fb
     else:
         empty = np.array([r is None for r in ctx.roster])
         rel = 1 - np.minimum(0.6, (1 - world.rel[idx]) * pf)
@@ -504,6 +563,8 @@ class SimulatedBackend(Backend):
         self._baselines = {}
 
     def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
+        """Draw the episode's hidden parameters with `rng` and start from zero quality, latency and cost.
+        The task's generalist baseline is computed on its first episode and kept."""
         self.ctx = ctx
         self.params = hidden_params(self.world, ctx, self.sim, rng)
         self.state = SimState.zeros(1, len(ctx.task.subtasks))
@@ -517,15 +578,20 @@ class SimulatedBackend(Backend):
         return {**self.__dict__, '_baselines': {}}
 
     def coverage(self) -> np.ndarray:
+        "Per-subtask quality so far, `(k,)` (a copy)."
         return self.state.q[0].copy()
 
     def conflict_multiplier(self) -> float:
+        "Quality multiplier of the episode's unresolved conflicts so far (1.0: none)."
         return float(self.state.conflict_mult[0])
 
     def baseline(self) -> dict:
+        "The task's generalist single answer (`generalist_baseline`), set by `begin_episode`."
         return self._baseline
 
     def execute(self, slots, mode, params, rng) -> StepResult:
+        """Simulate one group of calls to roster `slots` in `mode`, outcomes drawn with `rng`, and advance the episode.
+        `RuntimeError` before `begin_episode`; `ValueError` for a mode not in `MODES`."""
         if self.ctx is None:
             raise RuntimeError("begin_episode() must be called before execute()")
         if mode not in MODES:
@@ -540,44 +606,10 @@ class SimulatedBackend(Backend):
             )
             Va = np.array(V, np.float32)  # (n, k), as simulate_step's 'v'
             contrib = _row_means32(Va).tolist() if Va.shape[1] else Va.mean(-1).tolist()
-            cat, roster, subtasks = self.world.catalog, self.ctx.roster, self.ctx.task.subtasks
             fb_index = self.world.fallback_index(self.ctx.roster_split == 'train')
             for c, m in enumerate(slots):
-                sid = roster[m]
-                spec = cat[sid]
-                st = _STATUS[status[c]]
-                fbi = fb_index[self.world.index[sid]]
-                fb = cat.ids[fbi] if (st != 'ok' and fbi >= 0 and self.sim.unreliability) else None
-                rec = bool(recs[c])
-                v = Va[c]
-                usable = st == 'ok' or rec
-                author = self.world.cat_emb[self.world.index[fb]] if (rec and fb) else self.ctx.roster_emb[m]
-                emb = (
-                    output_embedding(v, self.ctx.sub_emb, author)
-                    if usable
-                    else np.zeros(self.world.emb_dim, np.float32)
-                )
-                vl = v.tolist()
-                best = vl.index(max(vl)) if vl else 0  # = np.argmax: the first maximum
-                who = cat[fb].role if (rec and fb) else spec.role
-                text = (
-                    f"{who}: worked on '{subtasks[best].text}' (quality {vl[best]:.2f})"
-                    if usable
-                    else f"{spec.role}: {st}" + (f"; fallback {fb} failed too" if fb else "")
-                )
                 calls.append(
-                    CallResult(
-                        slot=m,
-                        specialist_id=sid,
-                        status=st,
-                        output_text=text,
-                        embedding=emb,
-                        latency_s=lat[c],
-                        cost_usd=cost[c],
-                        fallback_id=fb,
-                        recovered=rec,
-                        contribution=contrib[c],
-                    )
+                    self._call_result(m, status[c], recs[c], Va[c], lat[c], cost[c], contrib[c], fb_index)
                 )
             if cf is not None:
                 for (a, b), x, y in zip(pairs, cf, rs):
@@ -591,6 +623,44 @@ class SimulatedBackend(Backend):
             conflicts=conflicts,
             coverage=self.coverage(),
         )
+
+# %% ../nbs/05_backends.ipynb #b649d3b9
+@patch_into(SimulatedBackend)
+def _call_result(self, m: int, code: int, recovered, v, lat, cost, contrib, fb_index) -> CallResult:
+    """The `CallResult` of the call to roster slot `m` (status `code`, its contribution `v` per subtask): the fallback
+    that stepped in, an output embedding when the call is usable, and a short output text."""
+    cat, subtasks = self.world.catalog, self.ctx.task.subtasks
+    sid = self.ctx.roster[m]
+    spec = cat[sid]
+    st = _STATUS[code]
+    fbi = fb_index[self.world.index[sid]]
+    fb = cat.ids[fbi] if (st != 'ok' and fbi >= 0 and self.sim.unreliability) else None
+    rec = bool(recovered)
+    usable = st == 'ok' or rec
+    author = self.world.cat_emb[self.world.index[fb]] if (rec and fb) else self.ctx.roster_emb[m]
+    emb = (
+        output_embedding(v, self.ctx.sub_emb, author) if usable else np.zeros(self.world.emb_dim, np.float32)
+    )
+    vl = v.tolist()
+    best = vl.index(max(vl)) if vl else 0  # = np.argmax: the first maximum
+    who = cat[fb].role if (rec and fb) else spec.role
+    text = (
+        f"{who}: worked on '{subtasks[best].text}' (quality {vl[best]:.2f})"
+        if usable
+        else f"{spec.role}: {st}" + (f"; fallback {fb} failed too" if fb else "")
+    )
+    return CallResult(
+        slot=m,
+        specialist_id=sid,
+        status=st,
+        output_text=text,
+        embedding=emb,
+        latency_s=lat,
+        cost_usd=cost,
+        fallback_id=fb,
+        recovered=rec,
+        contribution=contrib,
+    )
 
 # %% ../nbs/05_backends.ipynb #87bb57e0
 RECORDED_COLUMNS = (
@@ -737,7 +807,9 @@ def load_recorded_outcomes(path, catalog: Catalog | None = None) -> list[dict]:
     out = []
     for path in log_files(path):
         for n, r in _read_table(path):
-            row = _typed_row(r, f"{path}: row {n}" + (f" (model {r['specialist_id']!r})" if r.get('_wide') else ''))
+            row = _typed_row(
+                r, f"{path}: row {n}" + (f" (model {r['specialist_id']!r})" if r.get('_wide') else '')
+            )
             if catalog is not None and row['specialist_id'] not in catalog.ids:
                 raise ConfigError(
                     f"{path}: row {n}: unknown specialist {row['specialist_id']!r}. Add it to the catalog "
@@ -857,7 +929,9 @@ def head_and_tail(texts, embedder) -> list[str]:
     long = [i for i, t in enumerate(out) if len(t) > 2 * half]  # a word piece holds >= 1 character
     if not long:
         return out
-    for i, ids in zip(long, tok([out[i] for i in long], add_special_tokens=False, verbose=False)['input_ids']):
+    for i, ids in zip(
+        long, tok([out[i] for i in long], add_special_tokens=False, verbose=False)['input_ids']
+    ):
         if len(ids) > 2 * half:
             out[i] = tok.decode(ids[:half]) + ' ... ' + tok.decode(ids[-half:])
     return out
@@ -891,7 +965,10 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
     parts = [
         np.asarray(embedder.encode(view[i : i + batch]), np.float32)
         for i in tqdm(
-            range(0, len(texts), batch), desc='embedding log', unit='batch', disable=not progress or len(texts) <= batch
+            range(0, len(texts), batch),
+            desc='embedding log',
+            unit='batch',
+            disable=not progress or len(texts) <= batch,
         )
     ]
     E = np.concatenate(parts)
@@ -904,7 +981,7 @@ def embed_texts(texts, embedder, progress: bool = False, cache_dir=None, batch: 
         pass  # a read-only cache only costs speed
     return E
 
-
+# %% ../nbs/05_backends.ipynb #fc16b508
 class _KnownEmbedder:
     "An embedder that answers from precomputed vectors and asks the real one only for texts it has not seen."
 
@@ -915,6 +992,7 @@ class _KnownEmbedder:
         return getattr(self.embedder, k)
 
     def encode(self, texts):
+        "`(len(texts), dim)` float32 vectors: known texts from `known`, the rest embedded once and added to it."
         miss = [t for t in dict.fromkeys(texts) if t not in self.known]
         if miss:
             self.known.update(zip(miss, np.asarray(self.embedder.encode(miss), np.float32)))
@@ -946,16 +1024,21 @@ class RecordedOutcomesBackend(Backend):
         if answer not in ANSWER_RULES:
             raise ConfigError(f"answer must be one of {ANSWER_RULES}, got {answer!r}.")
         if baseline == 'generalist' and not len(world.generalist_idx):
-            raise ConfigError("baseline='generalist' needs a generalist in the catalog; use baseline='cheapest'.")
+            raise ConfigError(
+                "baseline='generalist' needs a generalist in the catalog; use baseline='cheapest'."
+            )
         self.world, self.sim, self.rows = world, sim or SimConfig(), rows
         self.baseline_policy, self.answer_rule, self.roster_split = baseline, answer, roster_split
         self.index = recorded_index(rows)
         self.duplicates = duplicate_report(self.index)
         texts = sorted({r['response'] for r in rows if r['response']})
-        self._emb = dict(zip(texts, embed_texts(texts, embedder, progress))) if texts and embedder is not None else {}
+        self._emb = (
+            dict(zip(texts, embed_texts(texts, embedder, progress))) if texts and embedder is not None else {}
+        )
         self.ctx = None
 
 # %% ../nbs/05_backends.ipynb #f2765b8b
+# params: the log file, then one keyword per column or setting of the log, each with its default
 @patch_into(RecordedOutcomesBackend, cls_method=True)
 def from_file(
     cls,
@@ -1043,6 +1126,8 @@ def _draw(self, sid: str, rng) -> dict | None:
 
 @patch_into(RecordedOutcomesBackend)
 def begin_episode(self, ctx, rng):
+    """Start the episode of `ctx` at zero quality, latency and cost. Baseline: a logged answer of the task's cheapest
+    logged specialist (generalist with `baseline_policy='generalist'`); none, or a failed call: quality 0."""
     self.ctx = ctx
     self.latency = 0.0
     self.cost = 0.0
@@ -1069,16 +1154,19 @@ def begin_episode(self, ctx, rng):
 
 @patch_into(RecordedOutcomesBackend)
 def coverage(self):
+    "Per-subtask quality of the answer kept so far (see `answer_rule`), `(k,)` (a copy)."
     return self.q.copy()
 
 
 @patch_into(RecordedOutcomesBackend)
 def conflict_multiplier(self) -> float:
+    "Always 1.0: replayed calls report no conflicts."
     return self.cmult
 
 
 @patch_into(RecordedOutcomesBackend)
 def baseline(self):
+    "The logged single answer set by `begin_episode`: `{'specialist_id', 'policy', 'quality', 'embedding', 'text'}`."
     return self._baseline
 
 # %% ../nbs/05_backends.ipynb #22daf539
@@ -1113,7 +1201,9 @@ def execute(self, slots, mode, params, rng) -> StepResult:
             if self.answer_rule == 'last' or pick > self._best:
                 self.q[:] = v
                 self._best = pick
-        calls.append(CallResult(m, sid, r['status'], text[:200], emb, r['latency_s'], r['cost_usd'], contribution=v))
+        calls.append(
+            CallResult(m, sid, r['status'], text[:200], emb, r['latency_s'], r['cost_usd'], contribution=v)
+        )
         lats.append(r['latency_s'])
     lat = sum(lats) if mode == 'sequential' else max(lats, default=0.0)
     cost = sum(c.cost_usd for c in calls)

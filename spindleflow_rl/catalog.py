@@ -108,7 +108,9 @@ class Specialist:
     @property
     def capability_text(self) -> str:
         "The text that is embedded: role, specialization and capability."
-        return '. '.join(x.strip().rstrip('.') for x in (self.role, self.specialization, self.capability)) + '.'
+        return (
+            '. '.join(x.strip().rstrip('.') for x in (self.role, self.specialization, self.capability)) + '.'
+        )
 
     @classmethod
     def required_fields(cls) -> list[str]:
@@ -129,13 +131,16 @@ class Specialist:
             raise ConfigError(f"{where}: unknown field(s) {unknown}. Valid fields: {valid}.")
         missing = [k for k in cls.required_fields() if k not in d]
         if missing:
-            raise ConfigError(f"{where}: missing field(s) {missing}. Required fields: {cls.required_fields()}.")
+            raise ConfigError(
+                f"{where}: missing field(s) {missing}. Required fields: {cls.required_fields()}."
+            )
         try:
             return cls(**d)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
 
     def to_dict(self) -> dict:
+        "The fields as a plain dict (lists copied), as `from_dict` reads them."
         return asdict(self)
 
 # %% ../nbs/02_catalog.ipynb #9da6c8d0
@@ -172,12 +177,17 @@ class Catalog:
     "An ordered, validated set of `Specialist`s with embeddings, a held-out split and roster sampling."
 
     def __init__(
-        self, specialists: Sequence[Specialist], source: str = '<catalog>', labels: Sequence[str] | None = None
+        self,
+        specialists: Sequence[Specialist],
+        source: str = '<catalog>',
+        labels: Sequence[str] | None = None,
     ):
         "`labels[i]` names entry `i` in error messages (default `specialists[i]`; `row N` for a CSV file)."
         self.source, specs = str(source), list(specialists)
         if not specs:
-            raise ConfigError(f"{self.source}: the catalog is empty. Add at least one entry under `specialists:`.")
+            raise ConfigError(
+                f"{self.source}: the catalog is empty. Add at least one entry under `specialists:`."
+            )
         lab = list(labels) if labels is not None else [f"specialists[{i}]" for i in range(len(specs))]
         index = {}
         for i, s in enumerate(specs):
@@ -220,14 +230,18 @@ class Catalog:
             raise KeyError(f"No specialist {sid!r} in {self.source}. Known ids: {self.ids}") from None
 
     def __repr__(self):
-        return f"Catalog({len(self)} specialists, {len(self.domains())} domains, from {Path(self.source).name})"
+        return (
+            f"Catalog({len(self)} specialists, {len(self.domains())} domains, from {Path(self.source).name})"
+        )
 
     @property
     def ids(self) -> list[str]:
+        "Specialist ids in catalog order (the rows of `.embeddings()`)."
         return list(self._specs)
 
     @property
     def specialists(self) -> list[Specialist]:
+        "The `Specialist`s in catalog order."
         return list(self._specs.values())
 
     def index(self, sid: str) -> int:
@@ -258,7 +272,9 @@ def from_yaml(cls, path) -> Catalog:
     for i, e in enumerate(entries):
         sid = e.get('id') if isinstance(e, dict) else None
         specs.append(
-            Specialist.from_dict(e, where=f"{path}: specialists[{i}] " + (f"(id {sid!r})" if sid else "(no id)"))
+            Specialist.from_dict(
+                e, where=f"{path}: specialists[{i}] " + (f"(id {sid!r})" if sid else "(no id)")
+            )
         )
     return cls(specs, source=path)
 
@@ -352,7 +368,9 @@ def _file_entry(raw: dict, where: str) -> Specialist:
         )
     d = {_FILE_ALIASES.get(str(k).strip(), str(k).strip()): v for k, v in raw.items() if k is not None}
     d = {
-        k: (v.strip() if isinstance(v, str) else v) for k, v in d.items() if not (isinstance(v, str) and not v.strip())
+        k: (v.strip() if isinstance(v, str) else v)
+        for k, v in d.items()
+        if not (isinstance(v, str) and not v.strip())
     }
     unknown = sorted(set(d) - set(_FILE_FIELDS))
     if unknown:
@@ -420,10 +438,16 @@ def from_file(cls, path) -> Catalog:
                 f"{path}: the first line must be a header naming the columns, with at least `id` and "
                 f"`capability` (got {head or None})."
             )
-        rows = [(f"row {n}", r) for n, r in recs if any((v or '').strip() for v in r.values() if isinstance(v, str))]
+        rows = [
+            (f"row {n}", r)
+            for n, r in recs
+            if any((v or '').strip() for v in r.values() if isinstance(v, str))
+        ]
         for lab, r in rows:
             if None in r:
-                raise ConfigError(f"{path}: {lab}: more cells than header columns; quote cells that contain commas.")
+                raise ConfigError(
+                    f"{path}: {lab}: more cells than header columns; quote cells that contain commas."
+                )
     elif suffix in ('.yaml', '.yml'):
         data = load_yaml(path, expect=None)
         if isinstance(data, dict):
@@ -494,7 +518,9 @@ def roster_embeddings(self: Catalog, roster: Sequence[str | None], embedder=None
 
 # %% ../nbs/02_catalog.ipynb #dee94e35
 @patch_into(Catalog)
-def near_duplicate_groups(self: Catalog, threshold: float = 0.6, embeddings=None, embedder=None) -> list[list[str]]:
+def near_duplicate_groups(
+    self: Catalog, threshold: float = 0.6, embeddings=None, embedder=None
+) -> list[list[str]]:
     "Connected components of the graph linking specialists whose capability cosine is `>= threshold` (catalog order)."
     E = np.asarray(self._embeddings(embedder) if embeddings is None else embeddings, np.float32)
     E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
@@ -503,6 +529,7 @@ def near_duplicate_groups(self: Catalog, threshold: float = 0.6, embeddings=None
     parent = list(range(n))
 
     def root(i):
+        "Representative of `i`'s group (union-find; halves the path on the way)."
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
@@ -532,6 +559,8 @@ def split(
     held: set = set()
 
     def can_hold(ids) -> bool:
+        """Whether `ids` can join the held-out set: none is a generalist or already held, and every domain
+        they belong to keeps at least `min_train` training specialists that are not generalists."""
         if any(self[s].generalist or s in held for s in ids):
             return False
         h, touched = held | set(ids), {self[s].domain for s in ids}  # only the domains this hold-out changes
@@ -563,6 +592,58 @@ def split(
         held.add(min(gens, key=lambda g: (float(C[ix[g], train_rows].max()) if train_rows else 0.0, ix[g])))
     return [s for s in self.ids if s not in held], [s for s in self.ids if s in held]
 
+# %% ../nbs/02_catalog.ipynb #f0819ba6
+def _roster_pool_rows(cat: Catalog, E: np.ndarray, pool: Sequence[str] | None) -> tuple:
+    """`(E, key, pool ids, their embedding rows transposed)` for a roster pool (`None`: the whole catalog),
+    deduped, validated and gathered once per distinct pool and cached on the catalog."""
+    key = tuple(cat.ids if pool is None else pool)
+    pc = getattr(cat, '_roster_pool', None)
+    if pc is None or pc[0] is not E or pc[1] != key:
+        pool = list(dict.fromkeys(key))
+        unknown = [p for p in pool if p not in cat]
+        if unknown:
+            raise KeyError(f"pool ids not in the catalog {cat.source}: {unknown}")
+        pc = cat._roster_pool = (
+            E,
+            key,
+            pool,
+            E[[cat.index(p) for p in pool]].T.copy() if len(pool) else None,
+        )
+    return pc
+
+# %% ../nbs/02_catalog.ipynb #658ac3d4
+def _subtask_matrix(subtask_embeddings, dim: int) -> np.ndarray:
+    "The subtask embeddings as a float32 `(k, dim)` matrix: one row per subtask, `(0, dim)` for none."
+    Q = np.asarray(subtask_embeddings, dtype=np.float32)
+    if Q.size == 0:
+        Q = np.zeros((0, dim), np.float32)  # no subtasks: distractors only
+    if Q.ndim == 1:
+        Q = Q[None]
+    if Q.ndim != 2 or (len(Q) and Q.shape[1] != dim):
+        raise ValueError(
+            f"subtask_embeddings must have shape (k, {dim}), got {np.shape(subtask_embeddings)}."
+        )
+    return Q
+
+# %% ../nbs/02_catalog.ipynb #785efa5c
+def _roster_rankings(cat: Catalog, subtask_embeddings, Q: np.ndarray, pc: tuple, n_rows: int) -> tuple:
+    """`(subtask array, its bytes, per-row pool rankings, pool by best cosine to any subtask, pool cache)`,
+    cached on the catalog per (subtask array, pool, rows): a task's rankings are reused across resets."""
+    P = len(pc[2])
+    orders = cat.__dict__.setdefault('_roster_orders', {})
+    ck = (id(subtask_embeddings), id(pc), n_rows)
+    oc = orders.get(ck)
+    qb = Q.tobytes()  # (compared too: an array edited in place is re-ranked)
+    if oc is None or oc[0] is not subtask_embeddings or oc[4] is not pc or oc[1] != qb:
+        sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
+        # row r picks among its top 2 unused: only its first r+2 entries matter
+        rows = (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, : n_rows + 2].tolist() if n_rows else []
+        by_max = (-sims.max(0)).argsort(kind='stable').tolist() if len(sims) else []
+        if len(orders) >= 4096:
+            orders.clear()
+        oc = orders[ck] = (subtask_embeddings, qb, rows, by_max, pc)
+    return oc
+
 # %% ../nbs/02_catalog.ipynb #b95182a7
 @patch_into(Catalog)
 def sample_roster(
@@ -585,39 +666,11 @@ def sample_roster(
     M = int(max_specialists)
     fd = _fast_draws(rng)  # numpy's own draws, without its per-call overhead
     E = self._embeddings(embedder)
-    key = tuple(self.ids if pool is None else pool)
-    pc = getattr(self, '_roster_pool', None)
-    if (
-        pc is None or pc[0] is not E or pc[1] != key
-    ):  # dedup, validate and gather the pool's rows once per distinct pool
-        pool = list(dict.fromkeys(key))
-        unknown = [p for p in pool if p not in self]
-        if unknown:
-            raise KeyError(f"pool ids not in the catalog {self.source}: {unknown}")
-        pc = self._roster_pool = (E, key, pool, E[[self.index(p) for p in pool]].T.copy() if len(pool) else None)
+    pc = _roster_pool_rows(self, E, pool)
     pool, P = pc[2], len(pc[2])
-    Q = np.asarray(subtask_embeddings, dtype=np.float32)
-    if Q.size == 0:
-        Q = np.zeros((0, E.shape[1]), np.float32)  # no subtasks: distractors only
-    if Q.ndim == 1:
-        Q = Q[None]
-    if Q.ndim != 2 or (len(Q) and Q.shape[1] != E.shape[1]):
-        raise ValueError(f"subtask_embeddings must have shape (k, {E.shape[1]}), got {np.shape(subtask_embeddings)}.")
+    Q = _subtask_matrix(subtask_embeddings, E.shape[1])
     n_rows = min(len(Q), M, P)  # rows that get a pick (one per subtask while slots and pool last)
-    orders = self.__dict__.setdefault(
-        '_roster_orders', {}
-    )  # rankings per (subtask array, pool, M): a task's are reused
-    ck = (id(subtask_embeddings), id(pc), n_rows)
-    oc = orders.get(ck)
-    qb = Q.tobytes()  # (compared too: an array edited in place is re-ranked)
-    if oc is None or oc[0] is not subtask_embeddings or oc[4] is not pc or oc[1] != qb:
-        sims = Q @ pc[3] if P else np.zeros((len(Q), 0), np.float32)  # (k, P)
-        # row r picks among its top 2 unused: only its first r+2 entries matter
-        rows = (-sims[:n_rows]).argsort(axis=1, kind='stable')[:, : n_rows + 2].tolist() if n_rows else []
-        by_max = (-sims.max(0)).argsort(kind='stable').tolist() if len(sims) else []
-        if len(orders) >= 4096:
-            orders.clear()
-        oc = orders[ck] = (subtask_embeddings, qb, rows, by_max, pc)
+    oc = _roster_rankings(self, subtask_embeddings, Q, pc, n_rows)
     chosen: list[int] = []
     taken = set()
     for order in oc[2]:

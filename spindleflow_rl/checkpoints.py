@@ -31,10 +31,13 @@ def inspect_checkpoint(path) -> dict:
     is an intact SpindleFlow checkpoint; else `CheckpointError`."""
     p = Path(path)
     if not p.exists():
-        raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
+        raise CheckpointError(
+            p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.'
+        )
     if p.is_dir():
         raise CheckpointError(
-            p, 'is a folder without latest.json or final.zip: not a run. Pass a run folder or a .zip checkpoint.'
+            p,
+            'is a folder without latest.json or final.zip: not a run. Pass a run folder or a .zip checkpoint.',
         )
     try:
         head = open(p, 'rb').read(4)
@@ -42,7 +45,8 @@ def inspect_checkpoint(path) -> dict:
         raise CheckpointError(p, f'cannot be read ({e.strerror or e}).') from None
     if not head:
         raise CheckpointError(
-            p, 'is empty (0 bytes): not a checkpoint. spindleflow-train writes checkpoints/step_*.zip and final.zip.'
+            p,
+            'is empty (0 bytes): not a checkpoint. spindleflow-train writes checkpoints/step_*.zip and final.zip.',
         )
     try:
         zf = zipfile.ZipFile(p)
@@ -59,7 +63,9 @@ def inspect_checkpoint(path) -> dict:
     with zf:
         missing = [m for m in ('data', 'policy.pth') if m not in zf.namelist()]
         if missing:
-            raise CheckpointError(p, f'is a zip but not a Stable-Baselines3 checkpoint (no {", ".join(missing)}).')
+            raise CheckpointError(
+                p, f'is a zip but not a Stable-Baselines3 checkpoint (no {", ".join(missing)}).'
+            )
         try:
             bad = zf.testzip()
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
@@ -87,14 +93,18 @@ def inspect_checkpoint(path) -> dict:
 
 # %% ../nbs/94a_checkpoints.ipynb #2584485e
 _ACTIVATIONS = {
-    f"<class 'torch.nn.modules.activation.{n}'>": n for n in ('ReLU', 'Tanh', 'ELU', 'GELU', 'LeakyReLU', 'SiLU')
+    f"<class 'torch.nn.modules.activation.{n}'>": n
+    for n in ('ReLU', 'Tanh', 'ELU', 'GELU', 'LeakyReLU', 'SiLU')
 }
 
 
 def _box(v: dict, key: str, z):
     from gymnasium.spaces import Box
 
-    toks = lambda s: {t for t in str(s).strip('[]').split() if t != '...'}
+    def toks(s):
+        "The distinct entries of a printed NumPy array (`low`, `high`), brackets and '...' dropped, e.g. {'-inf'}."
+        return {t for t in str(s).strip('[]').split() if t != '...'}
+
     sh = v.get('_shape') or []
     try:
         shape = tuple(int(x) for x in (json.loads(sh) if isinstance(sh, str) else sh))
@@ -114,7 +124,8 @@ def _constant(v: dict, key: str, z) -> float:
     if s.startswith('ConstantSchedule(val=') and s.endswith(')'):
         return float(s[len('ConstantSchedule(val=') : -1])
     raise CheckpointError(
-        z, f"its {key} is the schedule {s or v.get(':type:')}: only constant schedules load without unpickling."
+        z,
+        f"its {key} is the schedule {s or v.get(':type:')}: only constant schedules load without unpickling.",
     )
 
 
@@ -135,7 +146,9 @@ def _policy_kwargs(v: dict, z) -> dict:
         elif s in _ACTIVATIONS:
             out[k] = getattr(nn, _ACTIVATIONS[s])
         elif s.startswith('<'):
-            raise CheckpointError(z, f"its policy setting {k} is {s[:80]}: not a plain value or a known class.")
+            raise CheckpointError(
+                z, f"its policy setting {k} is {s[:80]}: not a plain value or a known class."
+            )
         else:
             try:
                 out[k] = ast.literal_eval(s)  # an older SB3 wrote the values as their repr
@@ -169,7 +182,8 @@ def safe_objects(data: dict, z) -> dict:
             out[k] = collections.deque(maxlen=int(data.get('_stats_window_size', 100)))
         else:
             raise CheckpointError(
-                z, f"holds a pickled object {k!r} that this version does not rebuild; refusing to unpickle it."
+                z,
+                f"holds a pickled object {k!r} that this version does not rebuild; refusing to unpickle it.",
             )
     return out
 
@@ -199,7 +213,9 @@ RESUME_MAGIC = b'SPINDLEFLOW-RESUME/1\n'
 
 def resume_key_path() -> Path:
     "Where this user's signing key is: `$SPINDLEFLOW_RESUME_KEY`, else `<cache>/keys/resume.key`."
-    return Path(os.environ.get('SPINDLEFLOW_RESUME_KEY') or default_cache_dir() / 'keys' / 'resume.key').expanduser()
+    return Path(
+        os.environ.get('SPINDLEFLOW_RESUME_KEY') or default_cache_dir() / 'keys' / 'resume.key'
+    ).expanduser()
 
 
 def resume_key() -> bytes:
@@ -246,7 +262,9 @@ def read_resume_state(path, zip_path, trust: bool = False) -> tuple[dict | None,
             return None, f"{p} is cut short ({len(payload):,} of {size:,} bytes)"
         ok = hmac.compare_digest(
             mac,
-            hmac.new(resume_key(), hashlib.sha256(Path(zip_path).read_bytes()).digest() + payload, 'sha256').digest(),
+            hmac.new(
+                resume_key(), hashlib.sha256(Path(zip_path).read_bytes()).digest() + payload, 'sha256'
+            ).digest(),
         )
     else:
         payload, ok = blob, False
@@ -286,7 +304,8 @@ def read_latest(p: Path) -> dict:
         ) from None
     if not isinstance(st, dict) or not isinstance(st.get('checkpoint'), str):
         raise CheckpointError(
-            p, "is not a run's latest.json (no 'checkpoint' entry). Pass the run folder spindleflow-train wrote."
+            p,
+            "is not a run's latest.json (no 'checkpoint' entry). Pass the run folder spindleflow-train wrote.",
         )
     return st
 
@@ -312,7 +331,12 @@ def _state_for(st: dict, run_dir: Path, z: Path, data: dict) -> dict:
         'checkpoint': str(z),
         'resume_state': str(rs) if rs.exists() else None,
         'run_dir': str(run_dir),
-        'curriculum': {'idx': len(hist), 'start': hist[-1]['end'] if hist else 0, 'recent': [], 'history': hist},
+        'curriculum': {
+            'idx': len(hist),
+            'start': hist[-1]['end'] if hist else 0,
+            'recent': [],
+            'history': hist,
+        },
     }
 
 # %% ../nbs/94a_checkpoints.ipynb #6b2765c5
@@ -337,7 +361,9 @@ def resolve_checkpoint(path, fallback: bool = True) -> tuple[Path, dict]:
         raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     p = Path(path)
     if not p.exists():
-        raise CheckpointError(p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.')
+        raise CheckpointError(
+            p, 'not found. Pass a run folder (with latest.json), a latest.json or a .zip checkpoint.'
+        )
     if p.is_dir():
         p = p / 'latest.json'
     if p.suffix == '.json':
@@ -365,7 +391,9 @@ def resolve_checkpoint(path, fallback: bool = True) -> tuple[Path, dict]:
             return prev, _state_for(st, run_dir, prev, inspect_checkpoint(prev))
     if p.suffix == '.zip':
         data = inspect_checkpoint(p)
-        st_path = next((d / 'latest.json' for d in (p.parent, p.parent.parent) if (d / 'latest.json').exists()), None)
+        st_path = next(
+            (d / 'latest.json' for d in (p.parent, p.parent.parent) if (d / 'latest.json').exists()), None
+        )
         if st_path is None:
             return p, {'run_dir': str(p.parent)}
         st = read_latest(st_path)
@@ -379,7 +407,8 @@ def resolve_checkpoint(path, fallback: bool = True) -> tuple[Path, dict]:
 # %% ../nbs/94a_checkpoints.ipynb #7d1509dc
 def load_model(checkpoint, device: str = 'cpu'):
     """`(model, run config, zip)` for a run folder (its `final.zip`, else its latest checkpoint), a `latest.json` or any
-    checkpoint zip, loaded without unpickling (`load_policy`). A damaged `final.zip`: the checkpoint it was copied from."""
+    checkpoint zip, loaded without unpickling (`load_policy`). A damaged `final.zip`: the checkpoint it was copied
+    from."""
     p = Path(checkpoint)
     if str(checkpoint).strip() and p.is_dir() and (p / 'final.zip').exists():
         st = read_latest(p / 'latest.json') if (p / 'latest.json').exists() else {}

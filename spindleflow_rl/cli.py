@@ -45,6 +45,8 @@ def _converter(md: dict, flag: str):
     kind = md.get('kind') or str
 
     def conv(text: str):
+        """`text` as the field's kind (int, float, comma-separated floats or text), checked against its `param`. Raises
+        `argparse.ArgumentTypeError` (a usage error) when it is empty, malformed or out of range."""
         if not text.strip() and not md.get('flag_empty_ok'):
             raise argparse.ArgumentTypeError("must not be empty (leave the flag out for the default)")
         try:
@@ -57,7 +59,9 @@ def _converter(md: dict, flag: str):
             else:
                 v = text
         except ValueError:
-            what = {int: 'a whole number', float: 'a number'}.get(kind, 'numbers separated by commas, e.g. 0,2')
+            what = {int: 'a whole number', float: 'a number'}.get(
+                kind, 'numbers separated by commas, e.g. 0,2'
+            )
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         try:
             return check_value(md, v, '')
@@ -71,8 +75,9 @@ def _converter(md: dict, flag: str):
 def add_fields(
     ap, cls, section: str | None = None, only=(), skip=(), defaults: dict | None = None
 ) -> argparse.ArgumentParser:
-    """One flag per field of dataclass `cls` (the fields in `only` when given; never those marked `cli=False`), its type,
-    allowed values and help from the field's `param`, the default shown from `defaults` (else the field's). Flags parse
+    """One flag per field of dataclass `cls` (the fields in `only` when given; never those marked `cli=False`), its
+    type, allowed values and help from the field's `param`, the default shown from `defaults` (else the field's). Flags
+    parse
     to `None` when absent; their `dest` is `section.field` (or the field's name), for `overrides`."""
     for f in fields(cls):
         md = {'kind': type(f.default) if f.default is not dataclasses.MISSING else list, **f.metadata}
@@ -135,7 +140,10 @@ def _internal_error(prog: str, e: BaseException) -> int:
         where = f" Details: {p}."
     except OSError:
         pass
-    print(f"{prog}: internal error: {type(e).__name__}: {str(e)[:300]}.{where} Please report it.", file=sys.stderr)
+    print(
+        f"{prog}: internal error: {type(e).__name__}: {str(e)[:300]}.{where} Please report it.",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -163,7 +171,10 @@ def run_command(prog: str, body, *args) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1  # training diverged (NonFiniteError)
     except OSError as e:
-        print(f"{prog}: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}.", file=sys.stderr)
+        print(
+            f"{prog}: error: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}.",
+            file=sys.stderr,
+        )
         return 1
     except Exception as e:
         return _internal_error(prog, e)
@@ -178,8 +189,10 @@ def read_env_files(env_file: str | None):
 
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    "An argparse parser for command `prog`; its help says that `.env` in the working folder is read first."
     return argparse.ArgumentParser(
-        prog=prog, description=description + ' Reads .env from the working folder first (variables already set win).'
+        prog=prog,
+        description=description + ' Reads .env from the working folder first (variables already set win).',
     )
 
 # %% ../nbs/97_cli.ipynb #8ed34198
@@ -216,7 +229,9 @@ def train_parser() -> argparse.ArgumentParser:
     from spindleflow_rl.runs import TrainConfig  # lazy: loads torch and SB3 (~1.5 s)
 
     shipped = load_yaml(config_path('train.yaml'))
-    ap = parser('spindleflow-train', 'Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO), then evaluate it.')
+    ap = parser(
+        'spindleflow-train', 'Train an orchestrator policy on SpindleFlow-v0 (LSTM PPO), then evaluate it.'
+    )
     add_fields(ap, TrainOptions)
     add_fields(ap, TrainConfig, 'train', defaults=shipped.get('train'))
     for sec, names in TRAIN_EXTRA:
@@ -282,7 +297,9 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
 
     t = cfg['train']
     st = json.loads((run / 'latest.json').read_text()) if (run / 'latest.json').exists() else {}
-    summ = json.loads((run / 'train_summary.json').read_text()) if (run / 'train_summary.json').exists() else {}
+    summ = (
+        json.loads((run / 'train_summary.json').read_text()) if (run / 'train_summary.json').exists() else {}
+    )
     if summ.get('stopped_for_cost'):
         return (
             "evaluation skipped: training used the --max-cost-usd budget. Resume with a larger budget, or evaluate "
@@ -293,7 +310,11 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
         return {'episodes': t.eval_episodes} if t.eval_episodes else ''
     spent, played = spend_from(st), int(st.get('episodes') or 0)
     n_pol = len(PAID_BASELINES) + 2  # the policy, the scripted baselines and the LLM planner
-    episodes = t.eval_episodes if explicit else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played // n_pol))
+    episodes = (
+        t.eval_episodes
+        if explicit
+        else min(t.paid_eval_episodes, max(PAID_EVAL_MIN_EPISODES, played // n_pol))
+    )
     if not episodes:
         return ''
     budget, why = (
@@ -387,7 +408,11 @@ def _check_log_learner(cfg: dict, ov: dict) -> dict:
     """Flags the chosen learner would ignore are refused by name; on a log, `--cost-coef` is the price the run is
     reported at (`train.log_price`)."""
     t, given = cfg['train'], ov.get('train', {})
-    flag = lambda k: '--' + k.replace('_', '-')
+
+    def flag(k):
+        "Config field `k` as its command-line flag: `log_price` -> `--log-price`."
+        return '--' + k.replace('_', '-')
+
     if t.backend != 'recorded':
         bad = [flag(k) for k in LOG_ONLY + FULL_INFO_ONLY if k in given]
         if bad:
@@ -469,7 +494,8 @@ def _eval(argv) -> int:
     from spindleflow_rl.runs import SPLITS  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
-        parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'), EvalOptions
+        parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'),
+        EvalOptions,
     ).parse_args(argv)
     read_env_files(a.env_file)
     if a.demo_mode:
@@ -511,7 +537,9 @@ def _eval_sweep(a) -> int:
     from spindleflow_rl.log_runs import sweep_log_run, ROUTERS  # lazy: loads torch and SB3 (~1.5 s)
 
     bad = [
-        '--' + k.replace('_', '-') for k in SWEEP_IGNORES if getattr(a, k) is not None and getattr(a, k) is not False
+        '--' + k.replace('_', '-')
+        for k in SWEEP_IGNORES
+        if getattr(a, k) is not None and getattr(a, k) is not False
     ]
     if a.backend not in (None, 'recorded'):
         bad.append(f"--backend {a.backend}")
@@ -531,7 +559,9 @@ def _eval_sweep(a) -> int:
                 f"--baselines {a.baselines!r} with --sweep names the routers to compare: {', '.join(ROUTERS)} (got "
                 f"{unknown or 'none'})."
             )
-    sweep_log_run(a.checkpoint, a.sweep, a.json, bool(a.overwrite), a.seed or 0, a.recorded, a.catalog, routers)
+    sweep_log_run(
+        a.checkpoint, a.sweep, a.json, bool(a.overwrite), a.seed or 0, a.recorded, a.catalog, routers
+    )
     return 0
 
 
@@ -583,22 +613,10 @@ def _export(argv) -> int:
     ).parse_args(argv)
     os.environ.setdefault('HF_HUB_OFFLINE', '1')
     os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
-    o = {f.name: _opt(a, ExportOptions, f.name) for f in fields(ExportOptions)}
-    roster = [r.strip() for r in a.roster.split(',')] if a.roster is not None else None
-    if roster is not None and not all(roster):
+    if a.roster is not None and not a.roster.strip():  # given but empty: not the roster drawn for the task
         raise ConfigError(f"--roster {a.roster!r}: an empty id; write id1,id2,... (ids of the catalog).")
-    res = export_workflow(
-        a.checkpoint or DEMO_POLICY,
-        a.task,
-        o['out'],
-        a.catalog,
-        o['seed'],
-        roster,
-        o['model'],
-        o['provider'],
-        o['max_tokens'],
-        overwrite=o['overwrite'],
-    )
+    o = {f.name: _opt(a, ExportOptions, f.name) for f in fields(ExportOptions)}
+    res = export_workflow(ExportOptions(**o))
     print(
         f"task {res['info']['task']}\nplan {res['info']['plan']}\n{res['info']['simulated episode']}\n"
         f"wrote {o['out']} ({res['workflow']['workflow']['type']} workflow, {len(res['workflow']['agents'])} agents)"
@@ -615,12 +633,11 @@ def _audit(argv) -> int:
     from spindleflow_rl.audit import AuditOptions, audit_run  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
-        parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."), AuditOptions
+        parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."),
+        AuditOptions,
     ).parse_args(argv)
     o = {f.name: _opt(a, AuditOptions, f.name) for f in fields(AuditOptions)}
-    rep, files = audit_run(
-        a.source, a.out, a.policy, o['record'], a.split, o['baselines'], o['seed'], o['threshold'], o['overwrite']
-    )
+    rep, files = audit_run(AuditOptions(**o))
     for n, v in rep['policies'].items():
         print(
             f"{n:22s} episodes {v['episodes']:3d}  claims verified {v['verified']:.2f}  every decision justified "
@@ -639,7 +656,7 @@ def audit_main(argv=None) -> int:
 
 
 def _sweep(argv) -> int:
-    from spindleflow_rl.sweep import SweepOptions, run_sweep, parse_assignments  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.sweep import SweepOptions, run_sweep  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
         parser(
@@ -651,17 +668,7 @@ def _sweep(argv) -> int:
     ).parse_args(argv)
     read_env_files(a.env_file)
     o = {f.name: _opt(a, SweepOptions, f.name) for f in fields(SweepOptions)}
-    run_sweep(
-        parse_assignments(a.sweep),
-        parse_assignments(o['set'], many=False),
-        a.config,
-        o['out'],
-        o['eval_episodes'],
-        o['engine'],
-        a.address,
-        o['cpus_per_trial'],
-        o['max_concurrent'],
-    )
+    run_sweep(SweepOptions(**o))
     return 0
 
 
@@ -671,7 +678,11 @@ def sweep_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #6e5f3ff0
 def _serve(argv) -> int:
-    from spindleflow_rl.openenv import ServeOptions, listen_socket, make_app  # lazy: needs the [openenv] extra; ~4 s
+    from spindleflow_rl.openenv import (  # lazy: needs the [openenv] extra; ~4 s
+        ServeOptions,
+        listen_socket,
+        make_app,
+    )
 
     a = add_fields(
         parser(

@@ -35,7 +35,9 @@ class ThreadedVecEnv(DummyVecEnv):
 
     def _step_one(self, i: int, action=None):
         t0 = time.perf_counter()
-        obs, rew, terminated, truncated, info = self.envs[i].step(self.actions[i] if action is None else action)
+        obs, rew, terminated, truncated, info = self.envs[i].step(
+            self.actions[i] if action is None else action
+        )
         done = terminated or truncated
         info['TimeLimit.truncated'] = truncated and not terminated
         reset_info = None
@@ -51,6 +53,7 @@ class ThreadedVecEnv(DummyVecEnv):
         return self.envs[i].reset(seed=self._seeds[i], **opts)
 
     def close(self) -> None:
+        "Shut the thread pool down (waiting for steps still running), then close the environments."
         self._pool.shutdown(wait=True)
         super().close()
 
@@ -223,7 +226,9 @@ class AsyncRollout:
 
     def __init__(self, venv: AsyncVecEnv, model, buffer, n_steps: int):
         if model.use_sde:
-            raise ConfigError("asynchronous collection does not support use_sde: drop it or use --vec-env threads.")
+            raise ConfigError(
+                "asynchronous collection does not support use_sde: drop it or use --vec-env threads."
+            )
         self.venv, self.model, self.buffer, self.n_steps, n = venv, model, buffer, int(n_steps), venv.num_envs
         self.obs, self.starts = (
             np.array(model._last_obs, copy=True),
@@ -240,6 +245,8 @@ class AsyncRollout:
         self.delivered, self.stop, self.for_cost, self.error = 0, False, False, None
 
     def flat_states(self, s: RNNStates | None = None) -> tuple:
+        """The LSTM states `s` (default: the rollout's own) as the four tensors `(pi h, pi c, vf h, vf c)`,
+        not copies: writing into them changes `s`."""
         s = s or self.states
         return (s.pi[0], s.pi[1], s.vf[0], s.vf[1])
 
@@ -271,7 +278,11 @@ def act(self):
     old = self.flat_states()
     for i in todo:
         t = self.steps[i]
-        b.observations[t, i], b.actions[t, i], b.episode_starts[t, i] = self.obs[i], actions[i], self.starts[i]
+        b.observations[t, i], b.actions[t, i], b.episode_starts[t, i] = (
+            self.obs[i],
+            actions[i],
+            self.starts[i],
+        )
         b.values[t, i], b.log_probs[t, i] = values[i], log_probs[i]
         for name, s in zip(_STATE_ARRAYS, old):
             getattr(b, name)[t, :, i] = s[:, i].cpu().numpy()
@@ -364,7 +375,9 @@ def finish(self):
     m._last_obs, m._last_episode_starts, m._last_lstm_states = self.obs, self.starts, self.states
     with th.no_grad():
         values = m.policy.predict_values(
-            obs_as_tensor(self.obs, m.device), self.states.vf, th.tensor(self.starts, dtype=th.float32, device=m.device)
+            obs_as_tensor(self.obs, m.device),
+            self.states.vf,
+            th.tensor(self.starts, dtype=th.float32, device=m.device),
         )
     b.pos, b.full = self.n_steps, True
     b.compute_returns_and_advantage(last_values=values, dones=self.starts)
@@ -372,8 +385,10 @@ def finish(self):
 # %% ../nbs/09a_concurrency.ipynb #a041a4aa
 @patch_into(AsyncVecEnv)
 def collect_rollouts(self, model, callback, rollout_buffer, n_rollout_steps: int) -> bool:
-    """`RecurrentPPO.collect_rollouts`, asynchronously: fills `rollout_buffer` (n_steps x n_envs) and returns False when a
-    callback or the cost budget stopped it (an error, or Ctrl-C, is raised). Whatever stops it, nothing is left in flight."""
+    """`RecurrentPPO.collect_rollouts`, asynchronously: fills `rollout_buffer` (n_steps x n_envs) and returns False when
+    a
+    callback or the cost budget stopped it (an error, or Ctrl-C, is raised). Whatever stops it, nothing is left in
+    flight."""
     model.policy.set_training_mode(False)
     rollout_buffer.reset()
     callback.on_rollout_start()
@@ -383,7 +398,9 @@ def collect_rollouts(self, model, callback, rollout_buffer, n_rollout_steps: int
         while run.delivered < run.n_steps and not run.stop:
             run.act()
             if not run.pending:
-                raise RuntimeError(f"asynchronous rollout stalled at row {run.delivered}: steps {run.steps.tolist()}")
+                raise RuntimeError(
+                    f"asynchronous rollout stalled at row {run.delivered}: steps {run.steps.tolist()}"
+                )
             run.land(wait(list(run.pending), return_when=FIRST_COMPLETED)[0])
             if not run.deliver(callback):
                 run.stop = True

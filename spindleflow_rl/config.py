@@ -97,7 +97,9 @@ def read_user_text(path, what: str = 'input', max_bytes: int = MAX_USER_FILE_BYT
             f"{p}: the {what} file cannot be read ({e.strerror or e}). Check that it is a readable file."
         ) from None
     if len(data) > max_bytes:
-        raise ConfigError(f"{p}: the {what} file is larger than {max_bytes >> 20} MiB; split it or pass a smaller one.")
+        raise ConfigError(
+            f"{p}: the {what} file is larger than {max_bytes >> 20} MiB; split it or pass a smaller one."
+        )
     try:
         return data.decode('utf-8-sig')
     except UnicodeDecodeError as e:
@@ -121,6 +123,7 @@ def read_csv(path, what: str = 'input', field_limit: int = CSV_FIELD_LIMIT) -> t
     seen = [0]  # lines handed to the reader: the line an error is on
 
     def lines():
+        "Yield the text's lines (line ends kept), counting them in `seen[0]` for the error message."
         for ln in io.StringIO(text, newline=''):
             seen[0] += 1
             yield ln
@@ -153,10 +156,13 @@ def load_yaml(path, expect: type = dict, what: str = 'YAML') -> Any:
             f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}. Fix the syntax and retry."
         ) from None
     if expect is not None and not isinstance(data, expect):
-        raise ConfigError(f"{path}: expected a YAML {expect.__name__} at the top level, got {type(data).__name__}.")
+        raise ConfigError(
+            f"{path}: expected a YAML {expect.__name__} at the top level, got {type(data).__name__}."
+        )
     return data
 
 # %% ../nbs/00a_config.ipynb #c0d1a5ea
+# params: dataclasses.field's default plus one keyword per command-line property of the option
 def param(
     default,
     help: str = '',
@@ -215,7 +221,8 @@ def allowed(md: dict) -> str:
 def options_from(cls, opts, old: tuple, names: tuple, given: dict, what: str):
     """The options of `what`, a function taking one `cls` dataclass: `opts` (a `cls`, or None for its defaults) with
     the `given` fields replaced. Positional values (`opts` itself when it is not a `cls`, then `old`) fill `names` in
-    order: one alone is the natural first argument, more are the 0.1.0 form and warn. An unknown name is a `TypeError`."""
+    order: one alone is the natural first argument, more are the 0.1.0 form and warn. An unknown name is a
+    `TypeError`."""
     if opts is not None and not isinstance(opts, cls):
         old, opts = (opts, *old), None
     if len(old) > len(names):
@@ -230,7 +237,9 @@ def options_from(cls, opts, old: tuple, names: tuple, given: dict, what: str):
     given = {**dict(zip(names, old)), **given}
     bad = sorted(set(given) - {f.name for f in fields(cls)})
     if bad:
-        raise TypeError(f"{what} got unknown option(s) {', '.join(bad)}; the options are {cls.__name__}'s fields.")
+        raise TypeError(
+            f"{what} got unknown option(s) {', '.join(bad)}; the options are {cls.__name__}'s fields."
+        )
     return dataclasses.replace(opts or cls(), **given)
 
 # %% ../nbs/00a_config.ipynb #5ab5e5d2
@@ -283,11 +292,15 @@ class ConfigBase:
 
     @classmethod
     def from_dict(cls, d: dict | None, where: str = ''):
+        """Build from the mapping `d` (None: all defaults); `ConfigError` naming `where` (default: the class) and
+        the key for an unknown key, a value of the wrong type or range, or fields that contradict each other."""
         d = dict(d or {})
         valid = {f.name: f for f in fields(cls)}
         unknown = sorted(set(d) - set(valid))
         if unknown:
-            raise ConfigError(f"{where or cls.__name__}: unknown key(s) {unknown}. Valid keys: {sorted(valid)}.")
+            raise ConfigError(
+                f"{where or cls.__name__}: unknown key(s) {unknown}. Valid keys: {sorted(valid)}."
+            )
         kw = {k: check_value(cls.field_meta(k), v, f"{where or cls.__name__}.{k}") for k, v in d.items()}
         out = cls(**kw)
         out.check_fields(where or cls.__name__)
@@ -307,15 +320,19 @@ class ConfigBase:
         "Check every field against its `param` and the relations between them (after `replace`, for instance)."
         for f in fields(self):
             check_value(
-                type(self).field_meta(f.name), getattr(self, f.name), f"{where or type(self).__name__}.{f.name}"
+                type(self).field_meta(f.name),
+                getattr(self, f.name),
+                f"{where or type(self).__name__}.{f.name}",
             )
         self.check_fields(where or type(self).__name__)
         return self
 
     def to_dict(self) -> dict:
+        "The fields as a plain dict, as `from_dict` reads them."
         return asdict(self)
 
     def replace(self, **kw):
+        "A copy with the fields in `kw` changed; not checked: call `.validate()` on the result."
         return dataclasses.replace(self, **kw)
 
 # %% ../nbs/00a_config.ipynb #5e98743b
@@ -352,14 +369,20 @@ class RewardConfig(ConfigBase):
     efficiency_coef: float = param(0.05, "per specialist beyond the task's expected count", lo=0)
     timeout_penalty: float = param(0.3, 'per timed-out call', lo=0)
     error_penalty: float = param(0.2, 'per failed call', lo=0)
-    fallback_discount: float = param(0.5, 'failure penalty multiplier when a fallback recovered the call', lo=0, hi=1)
+    fallback_discount: float = param(
+        0.5, 'failure penalty multiplier when a fallback recovered the call', lo=0, hi=1
+    )
     recovery_bonus: float = param(0.1, 'per failure recovered by a fallback', lo=0)
     conflict_penalty: float = param(0.1, 'per unresolved conflict', lo=0)
     conflict_bonus: float = param(0.05, 'per resolved conflict', lo=0)
     consistency_coef: float = param(0.1, 'times the Dirichlet-prior path consistency', lo=0)
-    consistency_alpha: float = param(1.0, 'Dirichlet prior concentration over delegation paths', lo=0, lo_open=True)
+    consistency_alpha: float = param(
+        1.0, 'Dirichlet prior concentration over delegation paths', lo=0, lo_open=True
+    )
     latency_weight: float = param(0.3, 'times the fraction of the latency budget overrun', lo=0)
-    explanation_bonus: float = param(0.05, 'when the delegation is auditable (every call has an allowed reason)', lo=0)
+    explanation_bonus: float = param(
+        0.05, 'when the delegation is auditable (every call has an allowed reason)', lo=0
+    )
     invalid_action_penalty: float = param(0.02, 'per ignored (masked / cyclic / repeated) selection', lo=0)
     quality_scale: float = param(1.0, 'multiplies quality_delta', lo=0, lo_open=True)
     cost_coef: float = param(
@@ -375,15 +398,21 @@ class SimConfig(ConfigBase):
     unreliability: bool = param(True, "calls fail by each specialist's reliability; fallbacks apply")
     latency_budget: bool = param(True, 'tasks carry a latency budget; overruns are penalised')
     conflicts: bool = param(True, 'overlapping specialists run in parallel may conflict')
-    fit_noise: float = param(0.05, 'per-episode noise on the specialist/subtask fit (hidden parameter)', lo=0, hi=1)
+    fit_noise: float = param(
+        0.05, 'per-episode noise on the specialist/subtask fit (hidden parameter)', lo=0, hi=1
+    )
     dependency_factor: float = param(
         0.0, 'quality multiplier for a subtask worked on before its prerequisites were covered', lo=0, hi=1
     )
-    diminishing: float = param(0.20, 'weight of a second contribution to an already covered subtask', lo=0, hi=1)
+    diminishing: float = param(
+        0.20, 'weight of a second contribution to an already covered subtask', lo=0, hi=1
+    )
     baseline_quality: float = param(
         0.35, 'quality of the single generalist call that quality_delta is measured against', lo=0, hi=1
     )
-    debate_conflict_resolution: float = param(0.8, 'probability one debate round resolves a conflict', lo=0, hi=1)
+    debate_conflict_resolution: float = param(
+        0.8, 'probability one debate round resolves a conflict', lo=0, hi=1
+    )
     conflict_quality: float = param(0.70, 'quality multiplier per unresolved conflict', lo=0, hi=1)
     conflict_overlap: float = param(
         0.35, 'capability cosine from which two specialists run side by side may conflict', lo=-1, hi=1
@@ -404,18 +433,26 @@ class EnvConfig(ConfigBase):
     emb_dim: int = param(384, 'embedding size D (all-MiniLM-L6-v2)', lo=1)
     max_steps: int = param(8, 'step cap; reaching it truncates the episode', lo=1, hi=1000)
     max_depth: int = param(4, 'deepest delegation chain the DAG allows', lo=1)
-    phase: int = param(1, 'curriculum phase of the sampled tasks (1, 2, 3); 0 = all phases', choices=(0, 1, 2, 3))
+    phase: int = param(
+        1, 'curriculum phase of the sampled tasks (1, 2, 3); 0 = all phases', choices=(0, 1, 2, 3)
+    )
     split: str = param('train', 'task split: train / heldout / all', choices=('train', 'heldout', 'all'))
     roster_split: str = param(
-        'train', 'specialist split: train / unseen (held-out specialists) / all', choices=('train', 'unseen', 'all')
+        'train',
+        'specialist split: train / unseen (held-out specialists) / all',
+        choices=('train', 'unseen', 'all'),
     )
     tier: int = param(
         0, 'reward tier locked at reset: 0 heuristic, 1 embedding, 2 LLM, 3 strong LLM', choices=(0, 1, 2, 3)
     )
     backend: str = param('sim', 'sim / recorded / openai', choices=('sim', 'recorded', 'openai'))
     n_relevant: int = param(3, 'roster slots filled with relevant specialists (rest are distractors)', lo=0)
-    rehearsal: float = param(0.0, 'share of episodes drawn from earlier phases (curriculum rehearsal)', lo=0, hi=1)
-    score_lo: float = param(0.70, 'run-time output scorer: a subtask cosine at or below this scores 0 ...', lo=-1, hi=1)
+    rehearsal: float = param(
+        0.0, 'share of episodes drawn from earlier phases (curriculum rehearsal)', lo=0, hi=1
+    )
+    score_lo: float = param(
+        0.70, 'run-time output scorer: a subtask cosine at or below this scores 0 ...', lo=-1, hi=1
+    )
     score_hi: float = param(
         0.97, '... and at or above this scores 1 (linear between; calibrated in chapter 07)', lo=-1, hi=1
     )
@@ -440,6 +477,7 @@ def patch_into(cls, cls_method: bool = False):
     "Decorator: attach a function to `cls` as a method (a classmethod with `cls_method`), like fastcore's `patch_to`."
 
     def deco(f):
+        "Set `f` on `cls` under its own name; return `f` unchanged."
         f.__qualname__ = f"{cls.__name__}.{f.__name__}"
         setattr(cls, f.__name__, classmethod(f) if cls_method else f)
         return f
@@ -457,7 +495,9 @@ SCALAR_FEATURES = (
     'cost_used',
     'n_called_fraction',
 )
-COST_COEF_SCALAR = 'cost_coef'  # the 9th scalar, log1p(the episode's cost_coef), when EnvConfig.cost_coef_range is set
+COST_COEF_SCALAR = (
+    'cost_coef'  # the 9th scalar, log1p(the episode's cost_coef), when EnvConfig.cost_coef_range is set
+)
 SLOT_FEATURES = (
     'fit_open_ready',
     'fit_open',
@@ -469,7 +509,7 @@ SLOT_FEATURES = (
     'call_cost',
 )
 
-
+# %% ../nbs/00a_config.ipynb #4c907185
 @dataclass(frozen=True)
 class ObsLayout:
     "Offsets of each part of the flat observation for `max_specialists` slots and `emb_dim`-d embeddings."
@@ -481,10 +521,12 @@ class ObsLayout:
 
     @property
     def n_nodes(self):
+        "Number of nodes of the delegation DAG: orchestrator, `max_specialists` slots, aggregator, fallback, resolver."
         return self.max_specialists + 4
 
     @property
     def sizes(self) -> dict:
+        "Length of each named part of the flat observation, in layout order."
         M, D = self.max_specialists, self.emb_dim
         return {
             'task': D,
@@ -499,6 +541,7 @@ class ObsLayout:
 
     @property
     def slices(self) -> dict:
+        "The `slice` of each named part in the flat observation, in layout order."
         out, i = {}, 0
         for k, n in self.sizes.items():
             out[k] = slice(i, i + n)
@@ -507,10 +550,12 @@ class ObsLayout:
 
     @property
     def obs_dim(self) -> int:
+        "Length of the flat observation: the sum of `sizes`."
         return sum(self.sizes.values())
 
     @property
     def action_dim(self) -> int:
+        "Length of the action: stop, one logit per slot, the mode and its four parameters."
         return self.max_specialists + 6
 
     def split(self, obs):

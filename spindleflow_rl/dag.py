@@ -65,6 +65,7 @@ class DelegationDAG:
 
     @property
     def empty_slots(self) -> list[int]:
+        "Roster slots without a specialist this episode, lowest first."
         return [b - 1 for b in iter_bits(self._empty_bits)]
 
     def __repr__(self):
@@ -216,7 +217,9 @@ def set_empty_slots(self, slots) -> None:
         idx = [self._slot(s) for s in slots]
     clash = [s for s in idx if (self._called_bits >> (s + 1)) & 1]
     if clash:
-        raise ValueError(f"set_empty_slots: slots {clash} were already called; set empty slots right after reset().")
+        raise ValueError(
+            f"set_empty_slots: slots {clash} were already called; set empty slots right after reset()."
+        )
     self._empty_bits = 0
     for s in idx:
         self._empty_bits |= 1 << (s + 1)
@@ -235,7 +238,9 @@ def action_mask(self, parent: int | None = None) -> np.ndarray:
     p = self._parent(parent)
     if self._depth[p] >= self.max_depth:
         return np.zeros(self.max_specialists, bool)
-    bad = self._called_bits | self._empty_bits | self._anc[p] | (1 << p)  # a slot reaching p would close a cycle
+    bad = (
+        self._called_bits | self._empty_bits | self._anc[p] | (1 << p)
+    )  # a slot reaching p would close a cycle
     return self._slots.free(bad)
 
 
@@ -339,7 +344,11 @@ _NODE_COLORS = {
 
 @patch_into(DelegationDAG)
 def draw(
-    self, ax=None, roster: Sequence[str | None] | None = None, active_only: bool = True, show_refused: bool = False
+    self,
+    ax=None,
+    roster: Sequence[str | None] | None = None,
+    active_only: bool = True,
+    show_refused: bool = False,
 ):
     "Draw the graph left to right by depth (matplotlib); `roster` names label the slots. Returns the axes."
     import networkx as nx, matplotlib.pyplot as plt

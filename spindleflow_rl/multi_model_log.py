@@ -25,7 +25,9 @@ class LoggedModel:
     skill: dict = field(
         default_factory=dict
     )  # subject strengths (+) and weaknesses (-) in log-odds: what it was trained on
-    self_noise: float = 1.0  # spread between its own confidence and its true chance: large = weak self-knowledge
+    self_noise: float = (
+        1.0  # spread between its own confidence and its true chance: large = weak self-knowledge
+    )
     overconfidence: float = 1.0  # log-odds its wording adds to its confidence: it sounds surer than it is
     think: float = 80.0  # mean reasoning tokens before the answer on a question of difficulty 0
     think_growth: float = (
@@ -120,7 +122,11 @@ MULTI_MODELS['frontier'] = LoggedModel(
 
 # %% ../nbs/18a_multi_model_log.ipynb #4eb00a11
 def make_multi_model_log(
-    n_questions: int = 200, seed: int = 0, models: dict | None = None, trick_sd: float = 0.8, label_noise: float = 0.03
+    n_questions: int = 200,
+    seed: int = 0,
+    models: dict | None = None,
+    trick_sd: float = 0.8,
+    label_noise: float = 0.03,
 ) -> list[dict]:
     """A seeded synthetic log of `models` (default `MULTI_MODELS`) answering `n_questions` distinct questions.
     `trick_sd`: spread of the per-question trickiness every model shares (correlated errors); `label_noise`: share of
@@ -140,11 +146,14 @@ def make_multi_model_log(
             ok = rng.random() < p
             answer = right if ok else wrong[int(rng.integers(len(wrong)))]
             text = _wording(
-                float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence)), answer, rng
+                float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence)),
+                answer,
+                rng,
             )
             t_in, t_out = (
                 60 + len(q) // 4,
-                len(text) // 4 + int(m.think * np.exp(m.think_growth * (diff + trick)) * rng.lognormal(0, 0.4)),
+                len(text) // 4
+                + int(m.think * np.exp(m.think_growth * (diff + trick)) * rng.lognormal(0, 0.4)),
             )
             lat = (m.ttft + t_out / m.tok_s) * float(rng.lognormal(0, 0.25))
             status = 'timeout' if rng.random() < m.fail_rate else 'ok'

@@ -11,7 +11,15 @@ import numpy as np
 from .config import patch_into
 from .world import World, default_world
 from .embeddings import get_embedder
-from .backends import Backend, ModeParams, CallResult, Conflict, StepResult, EpisodeContext, MODES
+from spindleflow_rl.backends import (
+    Backend,
+    ModeParams,
+    CallResult,
+    Conflict,
+    StepResult,
+    EpisodeContext,
+    MODES,
+)
 from .rewards import JudgeScorer, JudgeUnavailable
 from spindleflow_rl.llm import (
     OpenAIConfig,
@@ -56,9 +64,11 @@ class _Run:
 
     @property
     def usable(self) -> bool:
+        "Whether the output can be used: the call succeeded, or a fallback recovered it."
         return self.status == 'ok' or self.recovered
 
     def add(self, r: LLMReply):
+        "Book one reply on this run: its latency, priced cost, money spent, tokens and cache hit."
         self.latency_s += r.latency_s
         self.priced_usd += r.priced_usd
         self.spent_usd += r.cost_usd
@@ -68,6 +78,8 @@ class _Run:
         self.cached += int(r.cached)
 
     def tokens(self) -> dict:
+        """The run's usage for `CallResult.tokens`: prompt and completion tokens, replies, whether every reply was
+        cached, and money spent."""
         return {
             'prompt': self.prompt_tokens,
             'completion': self.completion_tokens,
@@ -129,24 +141,30 @@ class OpenAIBackend(Backend):
     # -- totals --
     @property
     def total_cost_usd(self) -> float:
+        "Money spent since construction by specialists and the baseline, in USD (cached replies are free)."
         return self.meter.cost_usd
 
     def spent_usd(self) -> float:
+        "Money spent since construction by specialists and the baseline, in USD (`total_cost_usd`)."
         return self.meter.cost_usd  # the hook `SpindleFlowEnv.spent_usd` reads (chapter 05)
 
     def call_stats(self) -> dict:
+        "The client's call counts (`{'calls', 'failed', 'server', 'last_error'}`), judges sharing it included."
         return self.client.call_stats()  # every call through its client (specialists, generalist, judges)
 
     @property
     def total_tokens(self) -> int:
+        "Prompt plus completion tokens since construction (specialists and baseline)."
         return self.meter.total_tokens
 
     @property
     def episode_cost_usd(self) -> float:
+        "Money spent in the current episode by specialists and the baseline, in USD."
         return self.episode_meter.cost_usd
 
     @property
     def episode_tokens(self) -> int:
+        "Prompt plus completion tokens in the current episode (specialists and baseline)."
         return self.episode_meter.total_tokens
 
     def usage(self) -> dict:
@@ -156,6 +174,7 @@ class OpenAIBackend(Backend):
 # %% ../nbs/05a_openai.ipynb #68e66d28
 @patch_into(OpenAIBackend)
 def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
+    "Start an episode on `ctx`: zero coverage, no earlier outputs or unresolved conflicts, a fresh episode meter."
     self.ctx = ctx
     self.q = np.zeros(len(ctx.task.subtasks), np.float32)
     self.outputs, self.n_unresolved = [], 0
@@ -164,11 +183,13 @@ def begin_episode(self, ctx: EpisodeContext, rng: np.random.Generator) -> None:
 
 @patch_into(OpenAIBackend)
 def coverage(self) -> np.ndarray:
+    "`(k,)` per-subtask quality so far: the best fit of any usable output to each subtask (a copy)."
     return self.q.copy()
 
 
 @patch_into(OpenAIBackend)
 def conflict_multiplier(self) -> float:
+    "`conflict_quality` to the power of this episode's unresolved conflicts (1.0: none)."
     return float(self.cfg.conflict_quality**self.n_unresolved)
 
 
@@ -188,7 +209,10 @@ def baseline(self) -> dict:
     ]
     try:
         r = self.client.chat(
-            self.cfg.generalist_model, msgs, max_tokens=self.cfg.max_tokens, meters=(self.meter, self.episode_meter)
+            self.cfg.generalist_model,
+            msgs,
+            max_tokens=self.cfg.max_tokens,
+            meters=(self.meter, self.episode_meter),
         )
         text, failed = r.text.strip(), not r.text.strip()
     except LLMCallFailed as e:
@@ -248,7 +272,10 @@ def _context(self, items) -> str:
     P = self.prompts
     return '\n'.join(
         [P['context_header']]
-        + [fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars)) for a, role, t in items]
+        + [
+            fill(P['context_item'], id=a, role=role, text=_cut(t, self.cfg.context_chars))
+            for a, role, t in items
+        ]
     )
 
 
@@ -267,7 +294,10 @@ def _system(self, spec) -> str:
 
 @patch_into(OpenAIBackend)
 def _ask(self, sid: str, user: str, timeout: float) -> LLMReply:
-    msgs = [{'role': 'system', 'content': self._system(self.world.catalog[sid])}, {'role': 'user', 'content': user}]
+    msgs = [
+        {'role': 'system', 'content': self._system(self.world.catalog[sid])},
+        {'role': 'user', 'content': user},
+    ]
     return self.client.chat(
         self.cfg.specialist_model,
         msgs,
@@ -317,6 +347,9 @@ def _run_call(self, slot: int, context: list, timeout: float) -> _Run:
 # %% ../nbs/05a_openai.ipynb #d6d9f5d1
 @patch_into(OpenAIBackend)
 def execute(self, slots, mode, params, rng) -> StepResult:
+    """Call the specialists of `slots` in `mode` (sequential: each sees the answers before it; debate: revision
+    rounds), fit the answers to the subtasks and raise `coverage`. Raises `RuntimeError` before
+    `begin_episode` and `ValueError` for an unknown mode."""
     if self.ctx is None:
         raise RuntimeError("begin_episode() must be called before execute()")
     if mode not in MODES:
@@ -345,7 +378,9 @@ def execute(self, slots, mode, params, rng) -> StepResult:
             step_latency += extra
         conflicts = [
             Conflict(
-                runs[a].slot, runs[b].slot, bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos)
+                runs[a].slot,
+                runs[b].slot,
+                bool(mode == 'debate' and float(embs[a] @ embs[b]) >= self.cfg.conflict_cos),
             )
             for a, b in pairs
         ]
@@ -414,6 +449,7 @@ def _debate(self, runs, embs, earlier, params: ModeParams, timeout: float):
         current = {i: runs[i].text for i in idx}
 
         def revise(i):
+            "Ask debater `i` to revise its answer given the others'; returns (its usage as a `_Run`, status, text)."
             others = '\n'.join(
                 fill(
                     P['context_item'],
@@ -477,10 +513,12 @@ class LLMJudge:
 
     @property
     def cost_usd(self) -> float:
+        "Money this judge's own calls have spent, in USD (cached replies are free)."
         return self.meter.cost_usd
 
     @property
     def total_tokens(self) -> int:
+        "Prompt plus completion tokens of this judge's calls."
         return self.meter.total_tokens
 
     def __call__(self, task, answer_text: str, baseline_text: str) -> tuple[float, float]:
@@ -496,36 +534,45 @@ class LLMJudge:
         else:
             d = self._grade(
                 P['strong_judge_system'],
-                fill(P['strong_judge_user'], task=text, answer_1=_cut(answer_text, n), answer_2=_cut(baseline_text, n)),
+                fill(
+                    P['strong_judge_user'],
+                    task=text,
+                    answer_1=_cut(answer_text, n),
+                    answer_2=_cut(baseline_text, n),
+                ),
                 ('score_1', 'score_2'),
             )
             a, b = d['score_1'], d['score_2']
         return a / 10.0, b / 10.0
 
-    def _grade(self, system: str, user: str, keys) -> dict:
-        msgs = [{'role': 'system', 'content': system}, {'role': 'user', 'content': user}]
-        err = ''
-        for attempt in range(self.cfg.judge_attempts):
-            try:
-                r = self.client.chat(self.model, msgs, max_tokens=self.cfg.judge_max_tokens, meters=(self.meter,))
-            except LLMCallFailed as e:
-                raise JudgeUnavailable(f"tier {self.tier} judge ({self.model}) unavailable: {e}") from None
-            try:
-                out = parse_judge_reply(r.text, keys)
-                objs = extract_json_objects(r.text)
-                self.last_rationale = str(next((o.get('rationale', '') for o in objs if 'rationale' in o), ''))[:500]
-                return out
-            except ValueError as e:
-                self.n_malformed += 1
-                err = str(e)
-                msgs = msgs + [
-                    {'role': 'assistant', 'content': r.text},
-                    {'role': 'user', 'content': fill(self.prompts['json_retry'], keys=', '.join(keys))},
-                ]
-        raise JudgeUnavailable(
-            f"tier {self.tier} judge ({self.model}) gave no valid judgement in "
-            f"{self.cfg.judge_attempts} attempts: {err}"
-        )
+# %% ../nbs/05a_openai.ipynb #9f37ec5e
+@patch_into(LLMJudge)
+def _grade(self, system: str, user: str, keys) -> dict:
+    msgs = [{'role': 'system', 'content': system}, {'role': 'user', 'content': user}]
+    err = ''
+    for attempt in range(self.cfg.judge_attempts):
+        try:
+            r = self.client.chat(self.model, msgs, max_tokens=self.cfg.judge_max_tokens, meters=(self.meter,))
+        except LLMCallFailed as e:
+            raise JudgeUnavailable(f"tier {self.tier} judge ({self.model}) unavailable: {e}") from None
+        try:
+            out = parse_judge_reply(r.text, keys)
+            objs = extract_json_objects(r.text)
+            self.last_rationale = str(next((o.get('rationale', '') for o in objs if 'rationale' in o), ''))[
+                :500
+            ]
+            return out
+        except ValueError as e:
+            self.n_malformed += 1
+            err = str(e)
+            msgs = msgs + [
+                {'role': 'assistant', 'content': r.text},
+                {'role': 'user', 'content': fill(self.prompts['json_retry'], keys=', '.join(keys))},
+            ]
+    raise JudgeUnavailable(
+        f"tier {self.tier} judge ({self.model}) gave no valid judgement in "
+        f"{self.cfg.judge_attempts} attempts: {err}"
+    )
 
 # %% ../nbs/05a_openai.ipynb #ef079998
 def make_judge_scorers(

@@ -46,7 +46,9 @@ __all__ = ['MAX_REQUEST_BYTES', 'SpindleFlowAction', 'SpindleFlowObservation', '
            'compliance_report', 'verify_openenv_compliance']
 
 # %% ../nbs/13_openenv.ipynb #b8a50b77
-_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # a JSON number: not NaN/inf, not a boolean
+_Finite = Annotated[
+    float, Field(strict=True, allow_inf_nan=False)
+]  # a JSON number: not NaN/inf, not a boolean
 _Unit = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-1, le=1)]
 _Slot = Annotated[int, Field(strict=True, ge=0)]
 _SPELLED_DEFAULTS = {'stop': False, 'slots': [], 'mode': 'sequential', 'params': [0.0, 0.0, 0.0, 0.0]}
@@ -57,11 +59,13 @@ class SpindleFlowAction(Action):
     / `slots` + `mode` + `params` (turned into that vector)."""
 
     vector: Optional[list[_Finite]] = Field(
-        None, description="raw action: M+6 finite numbers for a roster of M slots, clipped to [-1, 1] as in-process"
+        None,
+        description="raw action: M+6 finite numbers for a roster of M slots, clipped to [-1, 1] as in-process",
     )
     stop: bool = Field(False, strict=True, description="true or false: stop the episode, then with no slots")
     slots: list[_Slot] = Field(
-        default_factory=list, description="roster slots to call, integers 0..M-1, each once, first = called first"
+        default_factory=list,
+        description="roster slots to call, integers 0..M-1, each once, first = called first",
     )
     mode: Literal['sequential', 'parallel', 'debate'] = Field(
         'sequential', description="delegation mode: sequential, parallel or debate"
@@ -116,7 +120,9 @@ class SpindleFlowObservation(Observation):
     action_mask: list[bool] = Field(default_factory=list, description="roster slots that may be called next")
     task_id: str = ''
     task_text: str = ''
-    roster: list[Optional[str]] = Field(default_factory=list, description="specialist id per slot (null: empty slot)")
+    roster: list[Optional[str]] = Field(
+        default_factory=list, description="specialist id per slot (null: empty slot)"
+    )
     step: int = 0
     truncated: bool = Field(False, description="episode ended by the step limit")
     reward_terms: dict[str, float] = Field(
@@ -171,7 +177,9 @@ class SpindleFlowStepRequest(BaseModel):
     "The body of `POST /step`: the action, plus OpenEnv's optional `timeout_s` and `request_id`."
 
     model_config = ConfigDict(extra='forbid')
-    action: SpindleFlowAction = Field(description="the decision: `vector`, or `stop` / `slots` / `mode` / `params`")
+    action: SpindleFlowAction = Field(
+        description="the decision: `vector`, or `stop` / `slots` / `mode` / `params`"
+    )
     timeout_s: Optional[Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]] = Field(
         None, description="a positive number of seconds, accepted for OpenEnv compatibility"
     )
@@ -216,7 +224,9 @@ def _explain(e: dict, model: type[BaseModel], prefix: tuple) -> dict:
             break
         info = owner.model_fields[p]
         owner = (
-            info.annotation if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) else None
+            info.annotation
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+            else None
         )
     field, fields = _field(prefix + loc), ', '.join(model.model_fields)
     if kind == 'extra_forbidden':
@@ -239,11 +249,15 @@ def _explain(e: dict, model: type[BaseModel], prefix: tuple) -> dict:
     return {'field': field, 'message': f"{field}: {msg}" if field else msg, 'type': kind}
 
 
-def explain_errors(errors: list, model: type[BaseModel], prefix: tuple = (), limit: int = 20) -> tuple[str, list[dict]]:
+def explain_errors(
+    errors: list, model: type[BaseModel], prefix: tuple = (), limit: int = 20
+) -> tuple[str, list[dict]]:
     """Pydantic `errors` against `model` as (one message naming
     every field, `[{field, message, type}]`), at most `limit`."""
     out = [_explain(e, model, tuple(prefix)) for e in errors[:limit]]
-    msg = '; '.join(o['message'] for o in out) + (f"; and {len(errors) - limit} more" if len(errors) > limit else '')
+    msg = '; '.join(o['message'] for o in out) + (
+        f"; and {len(errors) - limit} more" if len(errors) > limit else ''
+    )
     return (msg if len(errors) == 1 else f"{len(errors)} problems: {msg}"), out
 
 # %% ../nbs/13_openenv.ipynb #683859ec
@@ -297,7 +311,9 @@ class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservati
         except ValidationError as e:
             raise InvalidActionError(*explain_errors(e.errors(), SpindleFlowResetRequest)) from None
         self._check_ids(req)
-        opts = {k: v for k, v in (('task', req.task), ('roster', req.roster), ('tier', req.tier)) if v is not None}
+        opts = {
+            k: v for k, v in (('task', req.task), ('roster', req.roster), ('tier', req.tier)) if v is not None
+        }
         try:
             obs, info = self.env.reset(seed=req.seed, options=opts or None)
         except ConfigError as e:
@@ -308,7 +324,9 @@ class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservati
         self._sync_state()
         return self._observation(obs, info)
 
-    def step(self, action: SpindleFlowAction, timeout_s: Optional[float] = None, **kwargs) -> SpindleFlowObservation:
+    def step(
+        self, action: SpindleFlowAction, timeout_s: Optional[float] = None, **kwargs
+    ) -> SpindleFlowObservation:
         "Take one decision; a malformed one raises `InvalidActionError` and leaves the episode as it was."
         n = self.M + 6
         if action.vector is not None and len(action.vector) != n:
@@ -335,17 +353,21 @@ class SpindleFlowEnvironment(Environment[SpindleFlowAction, SpindleFlowObservati
 
     @property
     def state(self) -> SpindleFlowState:
+        "The session's `SpindleFlowState`, brought up to date after every reset and step."
         return self._state
 
-    def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(
-            name='SpindleFlow-v0',
-            version=__version__,
-            author='SpindleFlow RL team',
-            description="An orchestrator learns which LLM specialists to call, in which delegation mode (sequential, "
-            "parallel, debate), and when to stop; simulated backend, reward against a generalist baseline.",
-            documentation_url='https://spindleflow.github.io/spindleflow-rl',
-        )
+# %% ../nbs/13_openenv.ipynb #38c03887
+@patch_into(SpindleFlowEnvironment)
+def get_metadata(self) -> EnvironmentMetadata:
+    "SpindleFlow-v0's name, version, author, description and documentation URL."
+    return EnvironmentMetadata(
+        name='SpindleFlow-v0',
+        version=__version__,
+        author='SpindleFlow RL team',
+        description="An orchestrator learns which LLM specialists to call, in which delegation mode (sequential, "
+        "parallel, debate), and when to stop; simulated backend, reward against a generalist baseline.",
+        documentation_url='https://spindleflow.github.io/spindleflow-rl',
+    )
 
 # %% ../nbs/13_openenv.ipynb #7523290e
 def _unknown(field: str, value: str, known: list, what: str) -> dict:
@@ -383,7 +405,11 @@ def _check_ids(self, req: SpindleFlowResetRequest):
 @patch_into(SpindleFlowEnvironment)
 def _observation(self, obs, info: dict, reward=None, done=False, truncated=False) -> SpindleFlowObservation:
     e = self.env
-    plain = lambda x: json.loads(json.dumps(x, default=float))  # numpy scalars -> JSON numbers
+
+    def plain(x):
+        "`x` with plain JSON values only: numpy scalars become numbers (a `json` round trip)."
+        return json.loads(json.dumps(x, default=float))  # numpy scalars -> JSON numbers
+
     return SpindleFlowObservation(
         vector=obs.tolist(),
         action_mask=[bool(x) for x in info['action_mask']],
@@ -405,7 +431,12 @@ def _sync_state(self):
     e, s = self.env, self._state
     s.task_id, s.roster, s.tier, s.step_count = e.task.id, list(e.roster), int(e.tier), int(e.t)
     s.called, s.edges = [int(x) for x in e.dag.called], e.dag_edges()
-    s.latency_s, s.cost_usd, s.episode_return, s.done = float(e.latency), float(e.cost), float(e.return_), bool(e._done)
+    s.latency_s, s.cost_usd, s.episode_return, s.done = (
+        float(e.latency),
+        float(e.cost),
+        float(e.return_),
+        bool(e._done),
+    )
     s.budget_s = float(e.budget) if math.isfinite(e.budget) else None
 
 # %% ../nbs/13_openenv.ipynb #00c1359e
@@ -414,14 +445,26 @@ MAX_REQUEST_BYTES = 64 * 1024
 
 def largest_valid_request(M: int = 6) -> int:
     "Bytes of the largest valid reset or step body for a roster of `M` (every field at its maximum, `metadata` empty)."
-    s = lambda n: '\U0001f600' * n  # 12 bytes per character once JSON-escaped
+
+    def s(n):
+        "`n` emoji: the longest a field of `n` characters can be once JSON-escaped."
+        return '\U0001f600' * n  # 12 bytes per character once JSON-escaped
+
     x = -2.2250738585072014e-308  # the longest float repr
-    reset = SpindleFlowResetRequest(seed=2**64 - 1, episode_id=s(255), task=s(128), roster=[s(128)] * M, tier=3)
-    step = SpindleFlowStepRequest(action=SpindleFlowAction(vector=[x] * (M + 6)), timeout_s=-x, request_id=s(255))
-    spelled = SpindleFlowStepRequest(
-        action=SpindleFlowAction(slots=list(range(M)), mode='parallel', params=[x] * 4), timeout_s=-x, request_id=s(255)
+    reset = SpindleFlowResetRequest(
+        seed=2**64 - 1, episode_id=s(255), task=s(128), roster=[s(128)] * M, tier=3
     )
-    return max(len(json.dumps(m.model_dump(exclude={'action': {'metadata'}}))) for m in (reset, step, spelled))
+    step = SpindleFlowStepRequest(
+        action=SpindleFlowAction(vector=[x] * (M + 6)), timeout_s=-x, request_id=s(255)
+    )
+    spelled = SpindleFlowStepRequest(
+        action=SpindleFlowAction(slots=list(range(M)), mode='parallel', params=[x] * 4),
+        timeout_s=-x,
+        request_id=s(255),
+    )
+    return max(
+        len(json.dumps(m.model_dump(exclude={'action': {'metadata'}}))) for m in (reset, step, spelled)
+    )
 
 # %% ../nbs/13_openenv.ipynb #d5ec656f
 async def _send_json(send, status: int, content: dict):
@@ -465,6 +508,7 @@ class RequestSizeLimit:
         replayed = False
 
         async def replay():
+            "The buffered body as one `http.request` message the first time; after that, the next message of `receive`."
             nonlocal replayed
             if replayed:
                 return await receive()
@@ -550,7 +594,8 @@ async def _ws_reply(env: SpindleFlowEnvironment, frame: dict, max_bytes: int) ->
     except Exception as e:  # a server bug: say so, log it, keep the session
         _log.exception('SpindleFlow WebSocket session: %s', kind)
         return _ws_error(
-            'INTERNAL_ERROR', f"internal server error ({type(e).__name__}); the session goes on, please report it"
+            'INTERNAL_ERROR',
+            f"internal server error ({type(e).__name__}); the session goes on, please report it",
         )
     return WSObservationResponse(data=serialize_observation(obs)).model_dump_json()
 
@@ -562,12 +607,14 @@ class SessionSlots:
         self.max, self.active = max_sessions, 0
 
     def take(self) -> bool:
+        "Count one more open session; False, and nothing counted, when all `max_sessions` are in use."
         if self.active >= self.max:
             return False
         self.active += 1
         return True
 
     def free(self):
+        "Count one session as closed: the counterpart of a `take` that returned True."
         self.active -= 1
 
 
@@ -632,14 +679,23 @@ def _http_routes(app, factory, slots: SessionSlots, max_bytes: int):
     from starlette.concurrency import run_in_threadpool
 
     async def run(method: str, *args, **kwargs) -> dict:
+        "The serialised observation `method(*args, **kwargs)` returns on a fresh environment, closed afterwards."
         env = factory()
         try:
             return serialize_observation(await run_in_threadpool(getattr(env, method), *args, **kwargs))
         finally:
             env.close()
 
-    @app.post('/reset', response_model=ResetResponse, tags=['Environment Control'], summary='Reset a fresh environment')
-    async def reset(request: SpindleFlowResetRequest = Body(default_factory=SpindleFlowResetRequest)) -> ResetResponse:
+    @app.post(
+        '/reset',
+        response_model=ResetResponse,
+        tags=['Environment Control'],
+        summary='Reset a fresh environment',
+    )
+    async def reset(
+        request: SpindleFlowResetRequest = Body(default_factory=SpindleFlowResetRequest),
+    ) -> ResetResponse:
+        "Reset a fresh environment with the fields the request sets; the first observation."
         return await run('reset', **request.model_dump(exclude_unset=True))
 
     @app.post(
@@ -649,21 +705,28 @@ def _http_routes(app, factory, slots: SessionSlots, max_bytes: int):
         summary='Step a fresh environment (stateless: 409; play episodes over /ws)',
     )
     async def step(request: SpindleFlowStepRequest) -> StepResponse:
+        "Step a fresh environment: 409, as no episode has started (422 for a malformed action). Play episodes over /ws."
         return await run('step', request.action)
 
     @app.get('/capacity', tags=['Health'], summary='Open WebSocket sessions and the limits')
     async def capacity() -> dict:
+        "How many WebSocket sessions are open, the most allowed and the largest request body in bytes."
         return {'active_sessions': slots.active, 'max_sessions': slots.max, 'max_request_bytes': max_bytes}
 
     @app.websocket('/ws')
     async def ws(websocket: WebSocket):
+        "One WebSocket session (`ws_session`): its own environment, every message answered."
         await ws_session(websocket, factory, slots, max_bytes)
 
 
 def _json_rpc_reply(raw) -> dict:
     """The answer to one JSON-RPC message: a parse or request error,
     or 'method not found' (SpindleFlow-v0 has no MCP tools)."""
-    err = lambda code, message, id=None: {'jsonrpc': '2.0', 'id': id, 'error': {'code': code, 'message': message}}
+
+    def err(code, message, id=None):
+        "A JSON-RPC 2.0 error reply with `code` and `message`; `id` is the request's (None when unknown)."
+        return {'jsonrpc': '2.0', 'id': id, 'error': {'code': code, 'message': message}}
+
     try:
         req = json.loads(raw)
     except (ValueError, RecursionError) as e:
@@ -679,20 +742,26 @@ def _json_rpc_reply(raw) -> dict:
         rid,
     )
 
-
+# %% ../nbs/13_openenv.ipynb #d20726e4
 def _mcp_routes(app):
-    @app.post('/mcp', tags=['Environment Info'], summary='JSON-RPC endpoint (SpindleFlow-v0 has no MCP tools)')
+    @app.post(
+        '/mcp', tags=['Environment Info'], summary='JSON-RPC endpoint (SpindleFlow-v0 has no MCP tools)'
+    )
     async def mcp(request: Request) -> dict:
+        "The JSON-RPC reply to the body: a parse or request error, or 'method not found'."
         return _json_rpc_reply(await request.body())
 
     @app.websocket('/mcp')
     async def mcp_ws(websocket: WebSocket):
+        "JSON-RPC over a WebSocket: each frame (text or bytes) answered as POST /mcp answers, until the client leaves."
         from starlette.websockets import WebSocketDisconnect
 
         await websocket.accept()
         try:
             while (frame := await websocket.receive())['type'] != 'websocket.disconnect':
-                await websocket.send_text(json.dumps(_json_rpc_reply(frame.get('text') or frame.get('bytes') or b'')))
+                await websocket.send_text(
+                    json.dumps(_json_rpc_reply(frame.get('text') or frame.get('bytes') or b''))
+                )
         except WebSocketDisconnect:
             pass
 
@@ -708,16 +777,20 @@ def _error_handlers(app):
     models = {'/reset': SpindleFlowResetRequest, '/step': SpindleFlowStepRequest}
 
     async def invalid_body(request, exc):
+        "422: the body's validation errors, explained per field against the route's request model."
         msg, errs = explain_errors(exc.errors(), models.get(request.url.path, SpindleFlowStepRequest))
         return JSONResponse(status_code=422, content={'detail': msg, 'errors': errs})
 
     async def invalid(request, exc):
+        "422 for an `InvalidActionError`: its message and its per-field errors."
         return JSONResponse(status_code=422, content={'detail': str(exc), 'errors': exc.errors})
 
     async def not_started(request, exc):
+        "409 for an `EpisodeNotStartedError` (a step before reset or after the episode ended), with its message."
         return JSONResponse(status_code=409, content={'detail': str(exc)})
 
     async def unparsable(request, exc):  # FastAPI's 400 "error parsing the body", with the reason
+        "400 saying why the body could not be parsed; any other HTTP error gets FastAPI's own answer."
         if exc.status_code != 400 or exc.__cause__ is None:
             return await http_exception_handler(request, exc)
         return JSONResponse(
@@ -729,10 +802,13 @@ def _error_handlers(app):
         )
 
     async def bug(request, exc):
+        "500 for any other exception, logged with its traceback; the client is told only the exception's type."
         _log.error('SpindleFlow OpenEnv server: %s %s failed', request.method, request.url.path, exc_info=exc)
         return JSONResponse(
             status_code=500,
-            content={'detail': f"internal server error ({type(exc).__name__}): a server bug, please report it"},
+            content={
+                'detail': f"internal server error ({type(exc).__name__}): a server bug, please report it"
+            },
         )
 
     app.add_exception_handler(RequestValidationError, invalid_body)
@@ -742,7 +818,9 @@ def _error_handlers(app):
     app.add_exception_handler(Exception, bug)
 
 # %% ../nbs/13_openenv.ipynb #e8758f62
-def make_app(max_sessions: int = 16, env_kwargs: dict | None = None, max_request_bytes: int = MAX_REQUEST_BYTES):
+def make_app(
+    max_sessions: int = 16, env_kwargs: dict | None = None, max_request_bytes: int = MAX_REQUEST_BYTES
+):
     """The OpenEnv FastAPI app for SpindleFlow-v0: up to `max_sessions`
     WebSocket sessions, requests up to `max_request_bytes`."""
     if max_sessions < 1:
@@ -756,7 +834,11 @@ def make_app(max_sessions: int = 16, env_kwargs: dict | None = None, max_request
             f"roster size): use at least {need} (default {MAX_REQUEST_BYTES})."
         )
     app = create_app(
-        factory, SpindleFlowAction, SpindleFlowObservation, env_name='spindleflow', max_concurrent_envs=max_sessions
+        factory,
+        SpindleFlowAction,
+        SpindleFlowObservation,
+        env_name='spindleflow',
+        max_concurrent_envs=max_sessions,
     )
     app.router.routes[:] = [
         r for r in app.router.routes if getattr(r, 'path', None) not in ('/reset', '/step', '/ws', '/mcp')
@@ -784,11 +866,13 @@ def listen_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to host:port. `ConfigError`: a host that
     does not resolve or is not this machine's; `OSError`: the rest."""
     try:
-        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
-            0
-        ]
+        family, kind, proto, _, addr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except socket.gaierror as e:
-        raise ConfigError(f"--host {host!r} does not resolve ({e.strerror}): use e.g. 127.0.0.1 or 0.0.0.0") from None
+        raise ConfigError(
+            f"--host {host!r} does not resolve ({e.strerror}): use e.g. 127.0.0.1 or 0.0.0.0"
+        ) from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -9,7 +9,14 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 from .config import ConfigError, SimConfig, RewardConfig, patch_into
 from .world import fit_from_cosine
-from .backends import SimState, ModeParams, SimulatedBackend, simulate_step, N_DRAWS, EpisodeParams
+from spindleflow_rl.backends import (
+    SimState,
+    ModeParams,
+    SimulatedBackend,
+    simulate_step,
+    N_DRAWS,
+    EpisodeParams,
+)
 from .env import SpindleFlowEnv, encode_action
 from .tasks import NOMINAL_CALL_S
 from spindleflow_rl.llm import (
@@ -41,8 +48,13 @@ class Policy(Protocol):
 
     A policy may also carry a `name` (its label in reports) and, when it spends money itself, `cost_usd`."""
 
-    def reset(self, env) -> None: ...
-    def act(self, env, obs, info) -> np.ndarray: ...
+    def reset(self, env) -> None:
+        "Start the episode `env` has just reset to: clear whatever state the policy keeps between steps."
+        ...
+
+    def act(self, env, obs, info) -> np.ndarray:
+        "The next action: a float32 vector of `env.action_space`'s shape."
+        ...
 
 # %% ../nbs/07a_policies.ipynb #dbe903d8
 class RandomPolicy:
@@ -54,9 +66,11 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
 
     def reset(self, env):
+        "Nothing to reset: the generator runs on across episodes."
         pass
 
     def act(self, env, obs, info):
+        "A float32 vector of `env.action_space`'s shape, each entry uniform in [-1, 1] (the mask is ignored)."
         return self.rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
 
 
@@ -67,9 +81,11 @@ class CallAllPolicy:
         self.mode, self.name = mode, f'call-all-{mode}'
 
     def reset(self, env):
+        "Start the episode: the next `act` calls the roster."
         self.done = False
 
     def act(self, env, obs, info):
+        "First step: every allowed slot in one group in `mode`; then STOP."
         M = env.cfg.max_specialists
         if self.done:
             return encode_action(M, stop=True)
@@ -86,9 +102,11 @@ class GreedyTopKPolicy:
         self.name = f"greedy-top{'k' if k is None else k}-{mode[:3]}"
 
     def reset(self, env):
+        "Start the episode: the next `act` makes the call."
         self.done = False
 
     def act(self, env, obs, info):
+        "First step: the `k` allowed slots most similar to the task, most similar first, in one group; then STOP."
         M = env.cfg.max_specialists
         if self.done:
             return encode_action(M, stop=True)
@@ -116,7 +134,12 @@ def _step_action(
     ok = [int(s) for s in slots if info['action_mask'][s]]
     if not ok:
         return encode_action(M, stop=True)
-    prm = (0.0, 0.0, float(np.clip((timeout_mult - 2.0) / 0.8, -1, 1)), float(np.clip((effort - 1.0) / 0.3, -1, 1)))
+    prm = (
+        0.0,
+        0.0,
+        float(np.clip((timeout_mult - 2.0) / 0.8, -1, 1)),
+        float(np.clip((effort - 1.0) / 0.3, -1, 1)),
+    )
     return encode_action(M, slots=ok, mode='parallel' if len(ok) > 1 else solo_mode, params=prm)
 
 
@@ -126,6 +149,8 @@ class SubtaskPlannerPolicy:
     name = 'subtask-planner'
 
     def reset(self, env):
+        """Plan the episode: per dependency level, the best-fitting slot for each subtask among those no earlier level
+        used (subtasks of a level may share one); levels left without a slot are dropped."""
         C, lv = _slot_cosines(env), env.task.levels
         used, self.plan, self.i = set(), [], 0
         for L in sorted(set(lv)):
@@ -140,6 +165,7 @@ class SubtaskPlannerPolicy:
                 self.plan.append(step)
 
     def act(self, env, obs, info):
+        "The plan's next level as one step (its allowed slots, parallel when several); STOP when the plan is done."
         if self.i >= len(self.plan):
             return encode_action(env.cfg.max_specialists, stop=True)
         self.i += 1
@@ -168,9 +194,13 @@ class AdaptivePlannerPolicy:
             self.name = f'adaptive-planner-{solo_mode}'
 
     def reset(self, env):
+        "Nothing to reset: each step is decided from the environment's current state."
         pass
 
     def act(self, env, obs, info):
+        """One step: the best allowed slot of each subtask below `cover` whose prerequisites reach 0.5, kept if its
+        expected gain beats the extra-call and latency penalties and its capability cosine to the slots already
+        chosen is at most `max_pair_cos`; STOP when none is kept."""
         M, q, k = env.cfg.max_specialists, env.scores, len(env.task.subtasks)
         deps = [[i for i in range(k) if env.deps[j, i]] for j in range(k)]
         targets = [j for j in range(k) if q[j] < self.cover and all(q[i] >= 0.5 for i in deps[j])]
@@ -233,7 +263,9 @@ def plan_returns(
             status, rec = r['status'], r['recovered']
             to, er = (status == 1), (status == 2)
             R -= rc.timeout_penalty * (to & ~rec).sum(1) + rc.error_penalty * (er & ~rec).sum(1)
-            R -= rc.fallback_discount * (rc.timeout_penalty * (to & rec).sum(1) + rc.error_penalty * (er & rec).sum(1))
+            R -= rc.fallback_discount * (
+                rc.timeout_penalty * (to & rec).sum(1) + rc.error_penalty * (er & rec).sum(1)
+            )
             R += rc.recovery_bonus * rec.sum(1)
             R += -rc.conflict_penalty * r['unresolved'] + rc.conflict_bonus * r['resolved']
             n_calls += len(slots)
@@ -285,10 +317,14 @@ def enumerate_plans(
             plans.append([(list(sub), 'parallel', dflt)])
             for r in (1, 2, 3):
                 plans.append([(list(sub), 'debate', ModeParams(rounds=r))])
-            layers = [[m for m in by_dep if lvl[primary[m]] == L] for L in sorted({lvl[primary[m]] for m in sub})]
+            layers = [
+                [m for m in by_dep if lvl[primary[m]] == L] for L in sorted({lvl[primary[m]] for m in sub})
+            ]
             if 1 < len(layers) < n:
                 for mode in ('parallel', 'debate'):
-                    plans.append([(g, mode if len(g) > 1 else 'sequential', ModeParams(rounds=1)) for g in layers])
+                    plans.append(
+                        [(g, mode if len(g) > 1 else 'sequential', ModeParams(rounds=1)) for g in layers]
+                    )
     return plans
 
 # %% ../nbs/07a_policies.ipynb #92d510ac
@@ -301,18 +337,23 @@ class OraclePolicy:
         self.K, self.max_calls, self.seed = K, max_calls, seed
 
     def reset(self, env: SpindleFlowEnv):
+        """Enumerate plans of up to `max_calls` calls and keep the one with the best expected return over `K` draws.
+        Raises `TypeError` unless `env` runs the simulated backend."""
         be = env.backend
         if not isinstance(be, SimulatedBackend):
             raise TypeError("the oracle needs the simulated backend's hidden parameters")
         p = be.params
         plans = enumerate_plans(p, self.max_calls)
         base = float(np.mean(be.baseline()['quality']))
-        vals = plan_returns(p, plans, be.sim, env.reward_cfg, base, env.task.expected_specialists, self.K, self.seed)
+        vals = plan_returns(
+            p, plans, be.sim, env.reward_cfg, base, env.task.expected_specialists, self.K, self.seed
+        )
         self.plan, self.value = plans[int(np.argmax(vals))], float(vals.max())
         self.n_plans = len(plans)
         self.i = 0
 
     def act(self, env, obs, info):
+        "The plan's next step (slots, mode and mode parameters) as an action; STOP when the plan is done."
         M = env.cfg.max_specialists
         if self.i >= len(self.plan):
             return encode_action(M, stop=True)
@@ -327,7 +368,9 @@ class OraclePolicy:
         return encode_action(M, slots=slots, mode=mode, params=np.clip(prm, -1, 1))
 
 # %% ../nbs/07a_policies.ipynb #31a45ed0
-def run_episode(env: SpindleFlowEnv, policy, seed: int, options: dict | None = None, record: bool = False) -> dict:
+def run_episode(
+    env: SpindleFlowEnv, policy, seed: int, options: dict | None = None, record: bool = False
+) -> dict:
     "Play one episode of `policy` from `env.reset(seed=seed)`; return the summary (plus the trace if `record`)."
     obs, info = env.reset(seed=seed, options=options)
     policy.reset(env)
@@ -370,9 +413,11 @@ class ModelPolicy:
         self.model, self.name, self.deterministic = model, name, deterministic
 
     def reset(self, env):
+        "Clear the recurrent state and mark the next prediction as an episode start."
         self.state, self.start = None, np.ones((1,), dtype=bool)
 
     def act(self, env, obs, info):
+        "The model's action for `obs`, carrying its recurrent state from one step to the next."
         a, self.state = self.model.predict(
             obs, state=self.state, episode_start=self.start, deterministic=self.deterministic
         )
@@ -407,7 +452,9 @@ def make_baselines(seed: int = 0, names=BASELINES) -> dict:
         'greedy-top3-par': lambda: GreedyTopKPolicy(3, 'parallel'),
         'subtask-planner': SubtaskPlannerPolicy,
         'adaptive-planner': AdaptivePlannerPolicy,  # chapter 07a's planners
-        'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(**TUNED_ADAPTIVE),  # its knobs tuned on training tasks
+        'adaptive-planner-tuned': lambda: AdaptivePlannerPolicy(
+            **TUNED_ADAPTIVE
+        ),  # its knobs tuned on training tasks
         'oracle': lambda: OraclePolicy(K=16, seed=seed),
     }
     unknown = [n for n in names if n not in mk]
@@ -416,7 +463,11 @@ def make_baselines(seed: int = 0, names=BASELINES) -> dict:
     return {n: mk[n]() for n in names}
 
 
-TEACHERS = ('adaptive-planner', 'subtask-planner', 'bayes-cascade')  # bayes-cascade: recorded logs only (chapter 18)
+TEACHERS = (
+    'adaptive-planner',
+    'subtask-planner',
+    'bayes-cascade',
+)  # bayes-cascade: recorded logs only (chapter 18)
 
 
 def check_teacher(name: str) -> str:
@@ -455,7 +506,9 @@ class LLMPlannerPolicy:
 
     name = 'llm-planner'
 
-    def __init__(self, cfg: OpenAIConfig | None = None, client: LLMClient | None = None, prompts: dict | None = None):
+    def __init__(
+        self, cfg: OpenAIConfig | None = None, client: LLMClient | None = None, prompts: dict | None = None
+    ):
         self.cfg = cfg or (client.cfg if client is not None else OpenAIConfig())
         self.client = client or LLMClient(self.cfg)
         self.prompts = prompts or load_prompts(self.cfg.prompts_path)
@@ -465,9 +518,11 @@ class LLMPlannerPolicy:
 
     @property
     def cost_usd(self) -> float:
+        "Money the planner's own calls have spent, in USD (cached replies are free)."
         return self.meter.cost_usd
 
     def act(self, env, obs, info):
+        "First step: the planned slots that are allowed, in the planned mode; then STOP."
         M = env.cfg.max_specialists
         if self.done:
             return encode_action(M, stop=True)
@@ -476,9 +531,11 @@ class LLMPlannerPolicy:
         slots = [s for s in self.last_plan['slots'] if mask[s]]
         return encode_action(M, slots=slots, mode=self.last_plan['mode'])
 
-
+# %% ../nbs/07a_policies.ipynb #12074f61
 @patch_into(LLMPlannerPolicy)
 def reset(self, env):
+    """Ask the planner model for the episode's plan (retried on malformed JSON) and store it in `last_plan`; on
+    failure fall back to the slot most similar to the task. A sequential plan keeps at most `max_depth` ids."""
     cat, P = env.world.catalog, self.prompts
     live = [(s, cat[sid]) for s, sid in enumerate(env.roster) if sid is not None]
     slot_of = {sp.id: s for s, sp in live}

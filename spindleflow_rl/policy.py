@@ -28,7 +28,10 @@ __all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES',
            'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
 
 # %% ../nbs/08_policy.ipynb #6cd1795f
-SCALAR_COUNTS = (len(SCALAR_FEATURES), len(SCALAR_FEATURES) + 1)  # 8, or 9 with the cost-conditioned observation
+SCALAR_COUNTS = (
+    len(SCALAR_FEATURES),
+    len(SCALAR_FEATURES) + 1,
+)  # 8, or 9 with the cost-conditioned observation
 
 
 def infer_layout(obs_dim: int, emb_dim: int = 384) -> ObsLayout:
@@ -107,7 +110,9 @@ class SlotScorer(nn.Module):
             raise ConfigError(f"a slot scorer's spec needs the keys {sorted(need)}, got {spec!r}.")
         N, M, d, D = int(spec['n']), int(spec['specialists']), int(spec['mf_dim']), emb_dim
         if len(spec['text']) != M:
-            raise ConfigError(f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists.")
+            raise ConfigError(
+                f"a slot scorer's spec: 'text' has {len(spec['text'])} flags for {M} specialists."
+            )
         G = spec.get('q')
         if G is not None and (isinstance(G, bool) or not isinstance(G, int) or G < 1):
             raise ConfigError(
@@ -115,8 +120,16 @@ class SlotScorer(nn.Module):
             )
         nb = spec.get('blocks', 3)
         if nb not in (3, 4):
-            raise ConfigError(f"a slot scorer's spec: 'blocks' is the number of prompt models, 3 or 4, got {nb!r}.")
-        self.spec, self.k, self.M, self.D, self.has_q = dict(spec), min(int(spec['k']), N), M, D, G is not None
+            raise ConfigError(
+                f"a slot scorer's spec: 'blocks' is the number of prompt models, 3 or 4, got {nb!r}."
+            )
+        self.spec, self.k, self.M, self.D, self.has_q = (
+            dict(spec),
+            min(int(spec['k']), N),
+            M,
+            D,
+            G is not None,
+        )
         self.blocks = nb
         shapes = dict(
             cap=(M, D),
@@ -148,21 +161,19 @@ class SlotScorer(nn.Module):
         for name, shape in shapes.items():
             self.register_buffer(name, th.zeros(shape, dtype=th.float64))
         self.n_features = len(SCORER_FEATURES) + (len(Q_FEATURES) if self.has_q else 0)
-        self.folds = (
-            None  # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
-        )
-        self.given = (
-            None  # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
-        )
+        self.folds = None  # (keys, fold ids, scorers): out-of-fold scores for the fitting questions (training only, never saved)
+        self.given = None  # the next batch's scores, computed once for a fixed set of observations (chapter 18b's `fit_network`)
 
-    def load_arrays(self, arrays: dict) -> SlotScorer:
-        "Fill the buffers from numpy arrays named as they are (shapes checked); returns `self`."
-        for name, buf in self.named_buffers(recurse=False):
-            a = th.as_tensor(np.asarray(arrays[name], np.float64))
-            if tuple(a.shape) != tuple(buf.shape):
-                raise ConfigError(f"slot scorer: {name} has shape {tuple(a.shape)}, expected {tuple(buf.shape)}.")
-            buf.copy_(a)
-        return self
+# %% ../nbs/08_policy.ipynb #9b0c6dcc
+@patch_into(SlotScorer)
+def load_arrays(self, arrays: dict) -> SlotScorer:
+    "Fill the buffers from numpy arrays named as they are (shapes checked); returns `self`."
+    for name, buf in self.named_buffers(recurse=False):
+        a = th.as_tensor(np.asarray(arrays[name], np.float64))
+        if tuple(a.shape) != tuple(buf.shape):
+            raise ConfigError(f"slot scorer: {name} has shape {tuple(a.shape)}, expected {tuple(buf.shape)}.")
+        buf.copy_(a)
+    return self
 
 # %% ../nbs/08_policy.ipynb #75ee4ac8
 @patch_into(SlotScorer)
@@ -212,10 +223,14 @@ def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
             slot_obs[..., 7].double() * 0.05,
             slot_obs[..., 6].double() * 60.0,
         )  # the env's call_cost, call_latency
-        o = (th.stack([th.log(cost.clamp_min(1e-9)), th.log1p(lat)], -1) - self.obs_mu[idx]) / self.obs_sd[idx]
+        o = (th.stack([th.log(cost.clamp_min(1e-9)), th.log1p(lat)], -1) - self.obs_mu[idx]) / self.obs_sd[
+            idx
+        ]
         inp = th.cat([x.unsqueeze(1).expand(B, S, D), a, o], -1)  # (B, S, 2D+2)
         Pa = th.einsum('bsi,mij->bsmj', inp, self.ans_W) + self.ans_b  # every answerer's model ...
-        Pa = Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)  # ... the slot's own
+        Pa = (
+            Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)
+        )  # ... the slot's own
         n = ans.sum(1, keepdim=True)
         P = th.where(n > 0, (Pa * ans.unsqueeze(-1)).sum(1) / n.clamp_min(1), P)
     return (P, Z0, Pa, o, ans) if parts else P
@@ -231,7 +246,11 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
     B, S = idx.shape
     p, G = self.q_prices, len(self.q_prices)
     free = known * (1 - (called_mask.double() > 0.5).double())  # known, not called yet
-    lin = lambda j: th.einsum('bi,bim->bm', Z0, self.q0_W[j]) + self.q0_b[j]
+
+    def lin(j):
+        "`(B, specialists)` first-decision Q values at price grid index `j` `(B,)`: `Z0` through `q0_W[j]`, `q0_b[j]`."
+        return th.einsum('bi,bim->bm', Z0, self.q0_W[j]) + self.q0_b[j]
+
     if G == 1:
         V0 = lin(th.zeros(B, dtype=th.long, device=Z0.device))
     else:
@@ -258,9 +277,13 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
 def slot_features(self, x, a, called_mask, slot_obs, idx, known, c=None) -> th.Tensor:
     "`(B, slots, n_features)` float64: [probability, known] per slot, and with a Q its `advantage` at price `c`."
     if not self.has_q:
-        return th.stack([self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx) * known, known], -1)
+        return th.stack(
+            [self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx) * known, known], -1
+        )
     P, Z0, Pa, o, ans = self.quality(x, a, called_mask, slot_obs, idx, known, parts=True)
-    return th.stack([P.gather(1, idx) * known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1)
+    return th.stack(
+        [P.gather(1, idx) * known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1
+    )
 
 
 @patch_into(SlotScorer)
@@ -292,7 +315,9 @@ def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> 
         F = x.new_zeros(*idx.shape, self.n_features)
         for g in th.unique(f).tolist():
             on = f == g
-            F[on] = (self if g < 0 else scorers[g]).slot_features(*(t[on] if t is not None else None for t in args))
+            F[on] = (self if g < 0 else scorers[g]).slot_features(
+                *(t[on] if t is not None else None for t in args)
+            )
     return F.float()
 
 # %% ../nbs/08_policy.ipynb #5baa89e7
@@ -311,7 +336,9 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
         scorer: dict | None = None,
     ):
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
-            raise ConfigError(f"SpindleFlowEncoder needs a flat Box observation space, got {observation_space}.")
+            raise ConfigError(
+                f"SpindleFlowEncoder needs a flat Box observation space, got {observation_space}."
+            )
         L = infer_layout(observation_space.shape[0], emb_dim)
         M = L.max_specialists
         super().__init__(observation_space, features_dim=context_dim + M * slot_features)
@@ -323,11 +350,15 @@ class SpindleFlowEncoder(BaseFeaturesExtractor):
             slot_features,
             context_dim,
         )
-        assert L.slices['scratchpad'].stop == (2 * M + 2) * emb_dim  # task, roster, called, scratchpad are contiguous
+        assert (
+            L.slices['scratchpad'].stop == (2 * M + 2) * emb_dim
+        )  # task, roster, called, scratchpad are contiguous
         self.proj = nn.Linear(
             emb_dim, slot_dim
         )  # ONE projection for every roster slot, called slot, task and scratchpad
-        self.scorer = SlotScorer(scorer, emb_dim) if scorer else None  # a run-time scorer (chapter 18b), else none
+        self.scorer = (
+            SlotScorer(scorer, emb_dim) if scorer else None
+        )  # a run-time scorer (chapter 18b), else none
         if self.scorer is not None and self.scorer.has_q and L.n_scalars != len(SCALAR_FEATURES) + 1:
             raise ConfigError(
                 "a slot scorer that carries a Q needs the cost-conditioned observation (the price is one of "
@@ -363,20 +394,41 @@ def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
     dup = (rr - 3 * self._eye - 3 * empty.unsqueeze(1)).amax(-1).clamp_min(0)  # closest other roster slot
     got = (rc - 3 * (1 - called).unsqueeze(1)).amax(-1).clamp_min(0)  # closest output produced so far
     rel = th.stack(
-        [rt, rs, (rt - best_t) * filled, (rs - best_s) * filled, dup * filled, got * filled, cs, ct, called, empty], -1
+        [
+            rt,
+            rs,
+            (rt - best_t) * filled,
+            (rs - best_s) * filled,
+            dup * filled,
+            got * filled,
+            cs,
+            ct,
+            called,
+            empty,
+        ],
+        -1,
     )
     g = obs[:, L.slices['adjacency']] @ self._graph
     graph = g[:, : M * N_GRAPH].reshape(-1, M, N_GRAPH)
     misc = th.cat(
-        [obs[:, L.slices['scalars']], g[:, M * N_GRAPH :], empty.mean(-1, keepdim=True), called.mean(-1, keepdim=True)],
+        [
+            obs[:, L.slices['scalars']],
+            g[:, M * N_GRAPH :],
+            empty.mean(-1, keepdim=True),
+            called.mean(-1, keepdim=True),
+        ],
         -1,
     )
-    so = obs[:, L.slices['slot_obs']].reshape(-1, M, L.n_slot_features)  # the env's per-slot run-time features
+    so = obs[:, L.slices['slot_obs']].reshape(
+        -1, M, L.n_slot_features
+    )  # the env's per-slot run-time features
     if self.scorer is not None:  # a scorer carried in the policy: its per-slot scores
         so = th.cat(
             [
                 so,
-                self.scorer(V[:, 0], V[:, 1 : M + 1], V[:, M + 1 : 2 * M + 1], called, so, obs[:, L.slices['scalars']]),
+                self.scorer(
+                    V[:, 0], V[:, 1 : M + 1], V[:, M + 1 : 2 * M + 1], called, so, obs[:, L.slices['scalars']]
+                ),
             ],
             -1,
         )
@@ -419,10 +471,13 @@ class SlotPointerExtractor(nn.Module):
     def __init__(self, in_dim: int, slot_dim_total: int, net_arch, activation_fn: type[nn.Module] = nn.Tanh):
         super().__init__()
         pi, vf = (
-            (net_arch.get('pi', []), net_arch.get('vf', [])) if isinstance(net_arch, dict) else (net_arch, net_arch)
+            (net_arch.get('pi', []), net_arch.get('vf', []))
+            if isinstance(net_arch, dict)
+            else (net_arch, net_arch)
         )
 
         def mlp(sizes):
+            "`(layers, width)`: a `Linear` and an activation per entry of `sizes`, `in_dim` inputs, `width` outputs."
             layers, d = [], in_dim
             for n in sizes:
                 layers += [nn.Linear(d, n), activation_fn()]
@@ -434,12 +489,15 @@ class SlotPointerExtractor(nn.Module):
         self.in_dim, self.latent_dim_pi = in_dim, self.pi_dim + slot_dim_total
 
     def forward_actor(self, latent: th.Tensor) -> th.Tensor:
+        "`(B, pi_dim + slot_dim_total)`: the policy MLP on `[lstm_out, context]`, the per-slot features after it."
         return th.cat([self.policy_net(latent[:, : self.in_dim]), latent[:, self.in_dim :]], 1)
 
     def forward_critic(self, latent: th.Tensor) -> th.Tensor:
+        "`(B, latent_dim_vf)`: the value MLP on `[lstm_out, context]` (the per-slot features left out)."
         return self.value_net(latent[:, : self.in_dim])
 
     def forward(self, latent: th.Tensor):
+        "`(actor latent, critic latent)`, what SB3 asks of an `mlp_extractor`."
         return self.forward_actor(latent), self.forward_critic(latent)
 
 
@@ -455,6 +513,7 @@ class SlotPointerHead(nn.Module):
         self.other = nn.Linear(pi_dim, 6)  # meta, mode, 4 mode params
 
     def forward(self, latent_pi: th.Tensor) -> th.Tensor:
+        "`(B, n_slots + 6)` action means: meta, each slot's selection logit, mode, then the 4 mode params."
         a, s = latent_pi[:, : self.pi_dim], latent_pi[:, self.pi_dim :].reshape(-1, self.M, self.S)
         logits = self.score(th.tanh(self.slot_in(s) + self.ctx_in(a).unsqueeze(1))).squeeze(-1)
         o = self.other(a)
@@ -518,7 +577,9 @@ def _build(self, lr_schedule) -> None:
     super(SpindleFlowPolicy, self)._build(lr_schedule)
     fe = self.features_extractor
     self.action_net = SlotPointerHead(self.mlp_extractor.pi_dim, fe.M, fe.slot_features, self.scorer_hidden)
-    self.log_std = nn.Parameter(th.full((7,), float(self.log_std_init)))  # meta, (shared) slot, mode, 4 params
+    self.log_std = nn.Parameter(
+        th.full((7,), float(self.log_std_init))
+    )  # meta, (shared) slot, mode, 4 params
     if self.ortho_init:
         for m, g in (
             (self.action_net.slot_in, np.sqrt(2)),
@@ -545,7 +606,9 @@ def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
 @patch_into(SpindleFlowPolicy)
 def _process_sequence(self, features, lstm_states, episode_starts, lstm):
     "LSTM over the context only (one call, `lstm_sequence`); latent = `[lstm_out, features]`."
-    out, states = lstm_sequence(features[:, : self.features_extractor.context_dim], lstm_states, episode_starts, lstm)
+    out, states = lstm_sequence(
+        features[:, : self.features_extractor.context_dim], lstm_states, episode_starts, lstm
+    )
     return th.cat([out, features], 1), states
 
 
@@ -591,17 +654,23 @@ class SpindleFlowPPO(RecurrentPPO):
     def collect_rollouts(self, env, callback, rollout_buffer, n_rollout_steps: int) -> bool:
         """A vec env that collects rollouts itself (`AsyncVecEnv`,
         chapter 09a: asynchronously) does; else sb3-contrib's loop."""
-        if getattr(type(env), 'collect_rollouts', None) is not None:  # (a class attribute: wrappers do not forward it)
+        if (
+            getattr(type(env), 'collect_rollouts', None) is not None
+        ):  # (a class attribute: wrappers do not forward it)
             return env.collect_rollouts(self, callback, rollout_buffer, n_rollout_steps)
         return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
 
 # %% ../nbs/08_policy.ipynb #9aff8899
-_sizes = lambda v: (
-    isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)
-)
-_ok_net_arch = lambda na: (
-    _sizes(na) or (isinstance(na, dict) and set(na) <= {'pi', 'vf'} and all(_sizes(v) for v in na.values()))
-)
+def _sizes(v):
+    return isinstance(v, (list, tuple)) and all(
+        isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v
+    )
+
+
+def _ok_net_arch(na):
+    return _sizes(na) or (
+        isinstance(na, dict) and set(na) <= {'pi', 'vf'} and all(_sizes(v) for v in na.values())
+    )
 
 
 @dataclass
@@ -683,8 +752,10 @@ def make_model(
     scorer: dict | None = None,
     **ppo_kwargs,
 ) -> RecurrentPPO:
-    """`SpindleFlowPPO` (a `RecurrentPPO`) with `SpindleFlowPolicy` on `env` (a VecEnv, a Gymnasium env, or an env id made with
-    `DEFAULT_N_ENVS` DummyVecEnv copies). `scorer`: a `SlotScorer` spec (its buffers are zero until filled, chapter 18b)."""
+    """`SpindleFlowPPO` (a `RecurrentPPO`) with `SpindleFlowPolicy` on `env` (a VecEnv, a Gymnasium env, or an env id
+    made with
+    `DEFAULT_N_ENVS` DummyVecEnv copies). `scorer`: a `SlotScorer` spec (its buffers are zero until filled, chapter
+    18b)."""
     cfg = (
         policy_config
         if isinstance(policy_config, PolicyConfig)
@@ -692,7 +763,9 @@ def make_model(
     )
     unknown = sorted(set(ppo_kwargs) - _PPO_KEYS)
     if unknown:
-        raise ConfigError(f"make_model: unknown RecurrentPPO argument(s) {unknown}. Valid: {sorted(_PPO_KEYS)}.")
+        raise ConfigError(
+            f"make_model: unknown RecurrentPPO argument(s) {unknown}. Valid: {sorted(_PPO_KEYS)}."
+        )
     if 'policy_kwargs' in ppo_kwargs:
         raise ConfigError("make_model: pass the architecture as policy_config, not policy_kwargs.")
     if isinstance(env, str):
@@ -712,5 +785,11 @@ def make_model(
     if scorer:
         pk['features_extractor_kwargs']['scorer'] = dict(scorer)
     return SpindleFlowPPO(
-        SpindleFlowPolicy, env, policy_kwargs=pk, seed=seed, device=device, tensorboard_log=tensorboard_log, **kw
+        SpindleFlowPolicy,
+        env,
+        policy_kwargs=pk,
+        seed=seed,
+        device=device,
+        tensorboard_log=tensorboard_log,
+        **kw,
     )

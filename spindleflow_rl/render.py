@@ -90,12 +90,10 @@ def _fig_png(fig, dpi: int = 90) -> str:
     fig.savefig(buf, format='png', dpi=dpi)
     return base64.b64encode(buf.getvalue()).decode('ascii')
 
-# %% ../nbs/07b_render.ipynb #77fdc974
-def dag_png(ep: dict, t: int) -> str:
-    "The delegation DAG after step `t` (1-based) as a base64 PNG: layered left to right, this step's calls highlighted."
+# %% ../nbs/07b_render.ipynb #862ec2e4
+def _dag_graph(ep: dict, t: int):
+    "The DAG after step `t`, each called node's state ('new', 'called' or 'failed'), the fallback edges, the labels."
     import networkx as nx
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
     steps = ep['steps']
     st = steps[t - 1]
@@ -114,7 +112,16 @@ def dag_png(ep: dict, t: int) -> str:
             if c.get('fallback_id'):
                 G.add_edge(n, M + 2)
                 fb_edges.append((n, M + 2))
-                labels[M + 2] = f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
+                labels[M + 2] = (
+                    f"fallback\n{c['fallback_id']}" if c.get('recovered') else 'fallback\n(failed)'
+                )
+    return G, state, fb_edges, labels
+
+
+def _dag_layout(G):
+    "Node positions, layer by layer from left to right, and the number of nodes in the fullest layer."
+    import networkx as nx
+
     layers = list(nx.topological_generations(G))
     for layer, nodes in enumerate(layers):
         for n in nodes:
@@ -122,16 +129,17 @@ def dag_png(ep: dict, t: int) -> str:
     pos = nx.multipartite_layout(G, subset_key='layer')
     if len(G) == 1:
         pos = {0: np.array([0.0, 0.0])}
-    crowd = max(len(l) for l in layers)  # nodes in the fullest layer: more than 3, smaller nodes
-    ns, fs = (700, 6.5) if crowd <= 3 else (int(700 * 9 / crowd**2), 5.5)
-    colour = {
-        n: NODE_COLOURS['orchestrator'] if n == 0 else NODE_COLOURS[state[n]] if n in state else NODE_COLOURS['helper']
-        for n in G
-    }
-    fig = Figure(figsize=(5.6, 3.5))
-    ax = fig.add_subplot()
+    return pos, max(len(l) for l in layers)
+
+# %% ../nbs/07b_render.ipynb #05214a26
+def _draw_dag(ax, G, pos, fb_edges: list, colour: dict, ns: int):
+    "Draw the edges (fallback ones dashed red) and the coloured nodes of the DAG."
+    import networkx as nx
+
     plain = [e for e in G.edges if e not in fb_edges]
-    nx.draw_networkx_edges(G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2)
+    nx.draw_networkx_edges(
+        G, pos, edgelist=plain, ax=ax, node_size=ns, arrowsize=12, edge_color='#555555', width=1.2
+    )
     if fb_edges:
         nx.draw_networkx_edges(
             G,
@@ -147,6 +155,10 @@ def dag_png(ep: dict, t: int) -> str:
     nx.draw_networkx_nodes(
         G, pos, ax=ax, node_size=ns, node_color=[colour[n] for n in G], edgecolors='#333333', linewidths=0.8
     )
+
+
+def _dag_texts(ax, pos, labels: dict, fs: float):
+    "Label every node (its name below it, its number on it) and fit the axes around the nodes."
     ys = np.array([p[1] for p in pos.values()])
     xs = np.array([p[0] for p in pos.values()])
     gap = min((abs(a - b) for a in ys for b in ys if abs(a - b) > 1e-9), default=1.0)  # closest rows
@@ -164,7 +176,12 @@ def dag_png(ep: dict, t: int) -> str:
         ax.text(x, y, str(n), ha='center', va='center', fontsize=fs + 0.5, color='white', fontweight='bold')
     ax.set_xlim(xs.min() - 0.35, xs.max() + 0.35)
     ax.set_ylim(ys.min() - 0.45, ys.max() + 0.25)
-    ax.axis('off')
+
+
+def _dag_legend(ax):
+    "The colour legend of the node states, below the DAG."
+    from matplotlib.lines import Line2D
+
     handles = [
         Line2D([], [], marker='o', ls='', color=NODE_COLOURS[k], label=l, markersize=7)
         for k, l in (
@@ -175,7 +192,32 @@ def dag_png(ep: dict, t: int) -> str:
             ('helper', 'aggregator / fallback / resolver'),
         )
     ]
-    ax.legend(handles=handles, loc='lower center', bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=6.5, frameon=False)
+    ax.legend(
+        handles=handles, loc='lower center', bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=6.5, frameon=False
+    )
+
+# %% ../nbs/07b_render.ipynb #77fdc974
+def dag_png(ep: dict, t: int) -> str:
+    "The delegation DAG after step `t` (1-based) as a base64 PNG: layered left to right, this step's calls highlighted."
+    from matplotlib.figure import Figure
+
+    G, state, fb_edges, labels = _dag_graph(ep, t)
+    pos, crowd = _dag_layout(G)  # crowd: nodes in the fullest layer: more than 3, smaller nodes
+    ns, fs = (700, 6.5) if crowd <= 3 else (int(700 * 9 / crowd**2), 5.5)
+    colour = {
+        n: NODE_COLOURS['orchestrator']
+        if n == 0
+        else NODE_COLOURS[state[n]]
+        if n in state
+        else NODE_COLOURS['helper']
+        for n in G
+    }
+    fig = Figure(figsize=(5.6, 3.5))
+    ax = fig.add_subplot()
+    _draw_dag(ax, G, pos, fb_edges, colour, ns)
+    _dag_texts(ax, pos, labels, fs)
+    ax.axis('off')
+    _dag_legend(ax)
     ax.set_title(f"Delegation DAG after step {t}", fontsize=9)
     fig.subplots_adjust(left=0.02, right=0.98, top=0.92, bottom=0.12)
     return _fig_png(fig)
@@ -191,7 +233,11 @@ def reward_png(ep: dict, t: int) -> str:
     terms = list(REWARD_TERMS) + [k for k in st['reward_terms'] if k not in REWARD_TERMS]
     now = np.array([st['reward_terms'].get(k, 0.0) for k in terms], float)
     sofar = np.array([sum(s['reward_terms'].get(k, 0.0) for s in steps[:t]) for k in terms], float)
-    col = lambda v: [TERM_COLOURS['positive'] if x >= 0 else TERM_COLOURS['negative'] for x in v]
+
+    def col(v):
+        "Bar colours for the values `v`: the positive colour where a value is >= 0, else the negative one."
+        return [TERM_COLOURS['positive'] if x >= 0 else TERM_COLOURS['negative'] for x in v]
+
     y = np.arange(len(terms))
     fig = Figure(figsize=(4.6, 3.5))
     ax = fig.add_subplot()
@@ -288,7 +334,10 @@ def _text_panel(env, w: int, h: int) -> np.ndarray:
         for c in ev.get('calls') or []:
             bad = c.get('status', 'ok') != 'ok' and not c.get('recovered')
             rows.append(
-                (_short(f"step {ev['step']} {ev.get('mode')}: " + _call_text(c), 80), '#d62728' if bad else '#222222')
+                (
+                    _short(f"step {ev['step']} {ev.get('mode')}: " + _call_text(c), 80),
+                    '#d62728' if bad else '#222222',
+                )
             )
     rows = rows[-8:]  # the latest calls fit; older ones are in the DAG
     for i, (s, col) in enumerate(rows):
@@ -309,7 +358,8 @@ def _text_panel(env, w: int, h: int) -> np.ndarray:
 # %% ../nbs/07b_render.ipynb #604b7648
 def render_frame(env) -> np.ndarray:
     """The current state of `env`'s episode as a `FRAME_SHAPE` uint8 RGB array: the delegation DAG so far (this
-    step's calls highlighted), the reward terms of the last step and of the episode so far, the latest calls and totals."""
+    step's calls highlighted), the reward terms of the last step and of the episode so far, the latest calls and
+    totals."""
     _ensure_started(env)
     H, W, _ = FRAME_SHAPE
     wd, wr = 504, W - 504

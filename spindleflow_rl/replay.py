@@ -114,6 +114,7 @@ def validate_episode(ep, where: str = 'episode') -> dict:
     "Check a `spindleflow-episode/1` record; return it, or raise `EpisodeFormatError` naming `where` and the problem."
 
     def bad(msg):
+        "Raise `EpisodeFormatError` with `msg`, prefixed by `where`."
         raise EpisodeFormatError(f"{where}: {msg}")
 
     if not isinstance(ep, dict):
@@ -150,11 +151,17 @@ def validate_episode(ep, where: str = 'episode') -> dict:
             bad(f"step {i}: meta must be 'call' or 'stop', got {st['meta']!r}.")
         for e in st['edges']:
             if not (
-                isinstance(e, (list, tuple)) and len(e) == 2 and all(isinstance(x, int) and 0 <= x < n_nodes for x in e)
+                isinstance(e, (list, tuple))
+                and len(e) == 2
+                and all(isinstance(x, int) and 0 <= x < n_nodes for x in e)
             ):
-                bad(f"step {i}: edge {e!r} is not a pair of node ids in 0..{n_nodes - 1} (roster of {n_nodes - 4}).")
+                bad(
+                    f"step {i}: edge {e!r} is not a pair of node ids in 0..{n_nodes - 1} (roster of {n_nodes - 4})."
+                )
         for c in st.get('calls') or []:
-            if not (isinstance(c, dict) and isinstance(c.get('slot'), int) and 0 <= c['slot'] < len(ep['roster'])):
+            if not (
+                isinstance(c, dict) and isinstance(c.get('slot'), int) and 0 <= c['slot'] < len(ep['roster'])
+            ):
                 bad(f"step {i}: call {c!r} needs a 'slot' within the roster.")
     return ep
 
@@ -224,7 +231,9 @@ def record_episode(
     s = run_episode(env, policy, seed, options=options, record=True)
     cat = env.world.catalog
     roles = {sid: cat[sid].role for sid in s['roster'] if sid}
-    return episode_record(s, name or getattr(policy, 'name', type(policy).__name__), split, seed, env.task, roles)
+    return episode_record(
+        s, name or getattr(policy, 'name', type(policy).__name__), split, seed, env.task, roles
+    )
 
 
 def record_episodes(env_fn, policies: dict, seeds, split: str = '') -> list[dict]:
@@ -266,7 +275,9 @@ def _mode_text(st: dict) -> str:
 
 
 def _fmt_budget(b) -> str:
-    return 'no budget' if b is None or (isinstance(b, float) and not math.isfinite(b)) else f"budget {b:.0f} s"
+    return (
+        'no budget' if b is None or (isinstance(b, float) and not math.isfinite(b)) else f"budget {b:.0f} s"
+    )
 
 
 def _slot_name(ep: dict, s: int) -> str:
@@ -282,7 +293,11 @@ def _action_html(ep: dict, t: int) -> str:
     T = len(steps)
     st = steps[t - 1]
     task = ep['task']
-    where = f" ({E(str(task.get('category')))}, phase {E(str(task.get('phase')))})" if task.get('category') else ''
+    where = (
+        f" ({E(str(task.get('category')))}, phase {E(str(task.get('phase')))})"
+        if task.get('category')
+        else ''
+    )
     seed = f" · seed {ep['seed']}" if ep.get('seed') is not None else ''
     split = f" · {E(ep['split'])}" if ep.get('split') else ''
     out = [
@@ -361,7 +376,11 @@ def _why_html(ep: dict, st: dict) -> str:
     if st['meta'] != 'call':
         return ''
     E = html.escape
-    name = lambda s: _slot_name(ep, s)
+
+    def name(s):
+        "The specialist id in roster slot `s`, or 'slot s' for an empty or unknown slot."
+        return _slot_name(ep, s)
+
     why = [
         f'<li><code>{E(name(int(s)))}</code> (slot {int(s)}): {E(reason)}</li>'
         for s, reason in (st.get('allowed') or {}).items()
@@ -421,7 +440,13 @@ def step_html(ep: dict, t: int, images: bool = True) -> str:
             f'src="data:image/png;base64,{dag_png(ep, t)}">'
             f'<img alt="reward terms at step {t}" src="data:image/png;base64,{reward_png(ep, t)}"></div>'
         )
-    out += [_running_html(ep, t), _calls_html(ep, st), _why_html(ep, st), _end_html(ep) if t == T else '', '</div>']
+    out += [
+        _running_html(ep, t),
+        _calls_html(ep, st),
+        _why_html(ep, st),
+        _end_html(ep) if t == T else '',
+        '</div>',
+    ]
     return '\n'.join(x for x in out if x)
 
 # %% ../nbs/11_replay.ipynb #fffeefbb
@@ -429,7 +454,12 @@ class ReplayViewer(widgets.VBox):
     "Step through recorded episodes: DAG, calls and why they were allowed, outputs, reward terms, running cost/latency."
 
     def __init__(
-        self, episodes, index: int = 0, compare: int | None = None, interval_ms: int = 1200, images: bool = True
+        self,
+        episodes,
+        index: int = 0,
+        compare: int | None = None,
+        interval_ms: int = 1200,
+        images: bool = True,
     ):
         eps = [to_record(e, f"episode {i}") for i, e in enumerate(episodes)]
         if not eps:
@@ -496,7 +526,11 @@ def _on_episode(self, change=None):
     "A new episode: offer the other episodes of its task for comparison, none selected."
     i = self.episode.value
     tid = self.episodes[i]['task']['id']
-    same = [(f"{j}: {episode_label(e)}", j) for j, e in enumerate(self.episodes) if j != i and e['task']['id'] == tid]
+    same = [
+        (f"{j}: {episode_label(e)}", j)
+        for j, e in enumerate(self.episodes)
+        if j != i and e['task']['id'] == tid
+    ]
     self.compare.unobserve(self._on_compare, 'value')
     self.compare.options = [('none', -1)] + same
     self.compare.value = -1
@@ -650,4 +684,6 @@ def export_html(
         raise ConfigError(f"export_html: initial={initial} is outside 0..{len(eps) - 1}.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, _page_html(eps, title, initial, interval_ms))  # a reader never sees half a page
+    return atomic_write_text(
+        path, _page_html(eps, title, initial, interval_ms)
+    )  # a reader never sees half a page

@@ -32,6 +32,7 @@ REWARD_TERMS = (
 
 
 def zero_terms() -> dict:
+    "Every term of `REWARD_TERMS`, in that order, set to 0.0."
     return dict.fromkeys(REWARD_TERMS, 0.0)
 
 
@@ -41,6 +42,7 @@ class RewardCalculator:
     def __init__(self, cfg: RewardConfig | None = None):
         self.cfg = cfg or RewardConfig()
 
+    # params: one keyword per event counted in the step (the table above); keyword-only, so no two can be swapped
     def step_terms(
         self,
         *,
@@ -66,7 +68,8 @@ class RewardCalculator:
         t['failure_penalty'] = -(
             c.timeout_penalty * (n_timeouts - n_recovered_timeouts)
             + c.error_penalty * (n_errors - n_recovered_errors)
-            + c.fallback_discount * (c.timeout_penalty * n_recovered_timeouts + c.error_penalty * n_recovered_errors)
+            + c.fallback_discount
+            * (c.timeout_penalty * n_recovered_timeouts + c.error_penalty * n_recovered_errors)
         )
         t['recovery_bonus'] = c.recovery_bonus * (n_recovered_timeouts + n_recovered_errors)
         t['conflict_penalty'] = -c.conflict_penalty * n_unresolved
@@ -80,13 +83,15 @@ class RewardCalculator:
     def terminal_terms(
         self, *, specialist_score: float, baseline_score: float, consistency: float, auditable: bool
     ) -> dict:
+        """Signed terms of the episode end: `quality_delta` (specialists' score minus the baseline's), the consistency
+        bonus and, when `auditable`, the explanation bonus; every other term 0.0."""
         c, t = self.cfg, zero_terms()
         t['quality_delta'] = c.quality_scale * (specialist_score - baseline_score)
         t['consistency_bonus'] = c.consistency_coef * consistency
         t['explanation_bonus'] = c.explanation_bonus if auditable else 0.0
         return t
 
-
+# %% ../nbs/06_rewards.ipynb #423bea2c
 def overrun_fraction(latency_s: float, budget_s: float) -> float:
     "How far past the latency budget, as a fraction of the budget (0 when within budget or without one)."
     if not math.isfinite(budget_s) or budget_s <= 0:
@@ -135,9 +140,11 @@ class ConsistencyTracker:
         return s
 
     def state_dict(self) -> dict:
+        "`alpha` and a copy of the path counts per category, for `load_state_dict` (`min_categories` is not saved)."
         return {'alpha': self.alpha, 'counts': {k: dict(v) for k, v in self.counts.items()}}
 
     def load_state_dict(self, d: dict):
+        "Replace `alpha` and the counts with (copies of) those of a `state_dict`; `min_categories` is kept."
         self.alpha = d['alpha']
         self.counts = {k: dict(v) for k, v in d['counts'].items()}
 
@@ -160,9 +167,13 @@ class EpisodeRecord:
 
 @runtime_checkable
 class TierScorer(Protocol):
+    "What a scorer provides: its `tier` and `score(rec) -> (specialist_score, baseline_score)`."
+
     tier: int
 
-    def score(self, rec: EpisodeRecord) -> tuple[float, float]: ...
+    def score(self, rec: EpisodeRecord) -> tuple[float, float]:
+        "The specialists' and the baseline's scores of a finished episode, in [0, 1]; may raise `JudgeUnavailable`."
+        ...
 
 # %% ../nbs/06_rewards.ipynb #f379c219
 def _mean(x) -> float:
@@ -179,6 +190,7 @@ class HeuristicScorer:
     tier = 0
 
     def score(self, rec):
+        "(mean coverage times `conflict_mult`, mean baseline quality); (0.0, 0.0) for a task without subtasks."
         spec = _mean(rec.coverage) * rec.conflict_mult if len(rec.coverage) else 0.0
         return spec, _mean(rec.baseline['quality']) if len(rec.coverage) else 0.0
 
@@ -212,6 +224,7 @@ class EmbeddingScorer:
         return float(subtask_scores(embs, sub, self.lo, self.hi).mean())
 
     def score(self, rec):
+        "(the outputs' tier-1 score times `conflict_mult`, the baseline answer's tier-1 score)."
         spec = self._s([e for _, _, e in rec.outputs], rec.sub_emb) * rec.conflict_mult
         return spec, self._s([rec.baseline['embedding']], rec.sub_emb)
 
@@ -226,6 +239,8 @@ class JudgeScorer:
         self.judge, self.tier = judge, tier
 
     def score(self, rec):
+        """(the judge's score of the outputs, joined as `[id] text`, times `conflict_mult`; its score of the baseline
+        text). Raises `JudgeUnavailable` when the judge fails or gives a score outside [0, 1]."""
         answer = '\n\n'.join(f"[{sid}] {text}" for sid, text, _ in rec.outputs) or '(no answer)'
         try:
             a, b = self.judge(rec.task, answer, rec.baseline['text'])
@@ -292,13 +307,23 @@ def plot_reward_waterfall(terms: dict, ax=None, title: str = 'reward terms of on
         run += v
     ax.bar(len(items), run, color='tab:blue', width=0.7)
     ax.text(
-        len(items), run, f"{run:+.3f}", ha='center', va='bottom' if run >= 0 else 'top', fontsize=9, fontweight='bold'
+        len(items),
+        run,
+        f"{run:+.3f}",
+        ha='center',
+        va='bottom' if run >= 0 else 'top',
+        fontsize=9,
+        fontweight='bold',
     )
     ax.axhline(0, color='k', lw=0.6)
     ax.use_sticky_edges = False
     ax.margins(y=0.12)
     ax.set_xticks(
-        range(len(items) + 1), [k.replace('_', ' ') for k, _ in items] + ['return'], rotation=35, ha='right', fontsize=9
+        range(len(items) + 1),
+        [k.replace('_', ' ') for k, _ in items] + ['return'],
+        rotation=35,
+        ha='right',
+        fontsize=9,
     )
     ax.set_ylabel('reward')
     ax.set_title(title, fontsize=10)

@@ -52,135 +52,193 @@ _WEEK = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Su
 def _fmt(x: float) -> str:
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.2f}".rstrip('0').rstrip('.')
 
+# %% ../nbs/18_routers.ipynb #443c5228
+def _q_arithmetic(r, rng):
+    "Arithmetic: A product of two whole numbers (1-4 and 1-3 digits); harder with more digits."
+    da, db = r(1, 4), r(1, 3)
+    a, b = r(10**da // 10 + 1, 10**da - 1), r(10**db // 10 + 1, 10**db - 1)
+    return (
+        f"What is {a} × {b}?",
+        str(a * b),
+        0.45 * (da + db) - 0.6,
+        [str(a * b + s) for s in (10, -10, 100, a, -b)],
+    )
+
+
+def _q_algebra(r, rng):
+    "Algebra: A linear equation ax + b = c to solve for x; harder with a large b or a negative x."
+    a, x, b = r(2, 19), r(-20, 40), r(-50, 90)
+    c = a * x + b
+    return (
+        f"Solve for x: {a}x + ({b}) = {c}.",
+        str(x),
+        0.8 + 0.02 * abs(b) + 0.3 * (x < 0),
+        [str(x + s) for s in (1, -1, 2)] + [_fmt((c + b) / a)],
+    )
+
+
+def _q_finance(r, rng):
+    "Finance: A discount then a tax on a price, to the cent."
+    p, d, t = r(20, 900), r(5, 45), r(3, 12)
+    v = p * (1 - d / 100) * (1 + t / 100)
+    return (
+        f"A ${p} item is discounted by {d}% and then taxed at {t}%. What is the final price in dollars, to the cent?",
+        f"{v:.2f}",
+        2.2 + 0.3 * (p > 200),
+        [f"{p * (1 - d / 100 + t / 100):.2f}", f"{p * (1 - d / 100):.2f}", f"{v + 1:.2f}"],
+    )
+
+
+def _q_physics(r, rng):
+    "Physics: The distance an object falls from rest in t seconds; harder with longer falls."
+    t = r(2, 12)
+    v = 0.5 * 9.8 * t * t
+    return (
+        f"An object falls from rest for {t} seconds (g = 9.8 m/s², no air resistance). How far does it fall, in "
+        f"metres?",
+        _fmt(v),
+        1.3 + 0.08 * t,
+        [_fmt(9.8 * t * t), _fmt(9.8 * t), _fmt(v + 4.9)],
+    )
+
+# %% ../nbs/18_routers.ipynb #55c93f8d
+def _q_chemistry(r, rng):
+    "Chemistry: Moles in a mass of a common compound; harder with heavier molecules."
+    comp = [
+        ('water', 18.02),
+        ('sodium chloride', 58.44),
+        ('glucose', 180.16),
+        ('calcium carbonate', 100.09),
+        ('sulfuric acid', 98.08),
+    ][r(0, 4)]
+    m = r(5, 500)
+    v = m / comp[1]
+    return (
+        f"How many moles are in {m} g of {comp[0]}? Give the answer to two decimal places.",
+        f"{v:.2f}",
+        1.6 + 0.4 * (comp[1] > 60),
+        [f"{v * 1.1:.2f}", f"{m * comp[1] / 1000:.2f}", f"{v + 0.5:.2f}"],
+    )
+
+
+def _q_probability(r, rng):
+    "Probability: Two red marbles drawn without replacement."
+    R, B = r(2, 9), r(2, 9)
+    p = R * (R - 1) / ((R + B) * (R + B - 1))
+    return (
+        f"A bag holds {R} red and {B} blue marbles. Two are drawn without replacement. What is the probability "
+        f"that "
+        f"both are red, to three decimal places?",
+        f"{p:.3f}",
+        2.6,
+        [f"{(R / (R + B)) ** 2:.3f}", f"{R / (R + B):.3f}", f"{p / 2:.3f}"],
+    )
+
+
+def _q_geometry(r, rng):
+    "Geometry: A circle's area from its radius."
+    rad = r(2, 40)
+    v = math.pi * rad * rad
+    return (
+        f"What is the area of a circle of radius {rad} cm, in cm² to one decimal place?",
+        f"{v:.1f}",
+        0.9 + 0.02 * rad,
+        [f"{2 * math.pi * rad:.1f}", f"{v * 1.05:.1f}", f"{3 * rad * rad:.1f}"],
+    )
+
+
+def _q_statistics(r, rng):
+    "Statistics: The median of 5-10 numbers; harder with an even count and longer lists."
+    xs = [r(1, 99) for _ in range(r(5, 10))]
+    v = float(np.median(xs))
+    return (
+        f"What is the median of {', '.join(map(str, xs))}?",
+        _fmt(v),
+        0.6 + 0.25 * (len(xs) % 2 == 0) + 0.1 * len(xs),
+        [_fmt(float(np.mean(xs))), str(xs[len(xs) // 2]), _fmt(v + 1)],
+    )
+
+# %% ../nbs/18_routers.ipynb #78e54a2b
+def _q_units(r, rng):
+    "Units: Miles per hour to metres per second."
+    mph = r(10, 150)
+    v = mph * 0.44704
+    return (
+        f"Convert {mph} miles per hour to metres per second, to two decimal places.",
+        f"{v:.2f}",
+        1.5,
+        [f"{mph * 0.2778:.2f}", f"{mph * 1.609:.2f}", f"{v + 0.3:.2f}"],
+    )
+
+
+def _q_calendar(r, rng):
+    "Calendar: The day of the week n days from today; harder the further ahead."
+    d, n = r(0, 6), r(3, 400)
+    return (
+        f"If today is {_WEEK[d]}, what day of the week will it be in {n} days?",
+        _WEEK[(d + n) % 7],
+        0.5 + 0.004 * n,
+        [_WEEK[(d + n + 1) % 7], _WEEK[(d + n - 1) % 7], _WEEK[(d + n + 2) % 7]],
+    )
+
+
+def _q_computer_science(r, rng):
+    "Computer science: A number in binary, or the edges of a complete graph (a coin flip picks which)."
+    n = r(5, 300)
+    if rng.random() < 0.5:
+        return (
+            f"What is {n} written in binary?",
+            bin(n)[2:],
+            0.4 + 0.25 * n.bit_length(),
+            [bin(n + 1)[2:], bin(n - 1)[2:], bin(n ^ 4)[2:]],
+        )
+    return (
+        f"How many edges does a complete graph on {n} vertices have?",
+        str(n * (n - 1) // 2),
+        1.2 + 0.003 * n,
+        [str(n * (n - 1)), str(n * n // 2), str(n * (n + 1) // 2)],
+    )
+
+
+def _q_geography(r, rng):
+    "Geography: A country's capital, asked one of four ways; harder for rarer facts."
+    c, cap, k = _COUNTRIES[r(0, len(_COUNTRIES) - 1)]
+    lead = [
+        'What is the capital of',
+        'Name the capital city of',
+        'Which city is the capital of',
+        'What city serves as the capital of',
+    ][r(0, 3)]
+    return f"{lead} {c}?", cap, 0.2 + 0.8 * k, [x for _, x, _ in _COUNTRIES if x != cap][:4]
+
 # %% ../nbs/18_routers.ipynb #9c28d20f
+_QUESTIONS = {  # each: (r, rng) -> (question, correct answer, difficulty, wrong answers)
+    'arithmetic': _q_arithmetic,
+    'algebra': _q_algebra,
+    'finance': _q_finance,
+    'physics': _q_physics,
+    'chemistry': _q_chemistry,
+    'probability': _q_probability,
+    'geometry': _q_geometry,
+    'statistics': _q_statistics,
+    'units': _q_units,
+    'calendar': _q_calendar,
+    'computer science': _q_computer_science,
+    'geography': _q_geography,
+}
+
+
 def _question(subject: str, rng) -> tuple[str, str, float, list]:
     "(question, correct answer, difficulty in about [0, 4], wrong answers) for one subject."
-    r = lambda a, b: int(rng.integers(a, b + 1))
-    if subject == 'arithmetic':
-        da, db = r(1, 4), r(1, 3)
-        a, b = r(10**da // 10 + 1, 10**da - 1), r(10**db // 10 + 1, 10**db - 1)
-        return (
-            f"What is {a} × {b}?",
-            str(a * b),
-            0.45 * (da + db) - 0.6,
-            [str(a * b + s) for s in (10, -10, 100, a, -b)],
-        )
-    if subject == 'algebra':
-        a, x, b = r(2, 19), r(-20, 40), r(-50, 90)
-        c = a * x + b
-        return (
-            f"Solve for x: {a}x + ({b}) = {c}.",
-            str(x),
-            0.8 + 0.02 * abs(b) + 0.3 * (x < 0),
-            [str(x + s) for s in (1, -1, 2)] + [_fmt((c + b) / a)],
-        )
-    if subject == 'finance':
-        p, d, t = r(20, 900), r(5, 45), r(3, 12)
-        v = p * (1 - d / 100) * (1 + t / 100)
-        return (
-            f"A ${p} item is discounted by {d}% and then taxed at {t}%. What is the final price in dollars, to the "
-            f"cent?",
-            f"{v:.2f}",
-            2.2 + 0.3 * (p > 200),
-            [f"{p * (1 - d / 100 + t / 100):.2f}", f"{p * (1 - d / 100):.2f}", f"{v + 1:.2f}"],
-        )
-    if subject == 'physics':
-        t = r(2, 12)
-        v = 0.5 * 9.8 * t * t
-        return (
-            f"An object falls from rest for {t} seconds (g = 9.8 m/s², no air resistance). How far does it fall, in "
-            f"metres?",
-            _fmt(v),
-            1.3 + 0.08 * t,
-            [_fmt(9.8 * t * t), _fmt(9.8 * t), _fmt(v + 4.9)],
-        )
-    if subject == 'chemistry':
-        comp = [
-            ('water', 18.02),
-            ('sodium chloride', 58.44),
-            ('glucose', 180.16),
-            ('calcium carbonate', 100.09),
-            ('sulfuric acid', 98.08),
-        ][r(0, 4)]
-        m = r(5, 500)
-        v = m / comp[1]
-        return (
-            f"How many moles are in {m} g of {comp[0]}? Give the answer to two decimal places.",
-            f"{v:.2f}",
-            1.6 + 0.4 * (comp[1] > 60),
-            [f"{v * 1.1:.2f}", f"{m * comp[1] / 1000:.2f}", f"{v + 0.5:.2f}"],
-        )
-    if subject == 'probability':
-        R, B = r(2, 9), r(2, 9)
-        p = R * (R - 1) / ((R + B) * (R + B - 1))
-        return (
-            f"A bag holds {R} red and {B} blue marbles. Two are drawn without replacement. What is the probability "
-            f"that "
-            f"both are red, to three decimal places?",
-            f"{p:.3f}",
-            2.6,
-            [f"{(R / (R + B)) ** 2:.3f}", f"{R / (R + B):.3f}", f"{p / 2:.3f}"],
-        )
-    if subject == 'geometry':
-        rad = r(2, 40)
-        v = math.pi * rad * rad
-        return (
-            f"What is the area of a circle of radius {rad} cm, in cm² to one decimal place?",
-            f"{v:.1f}",
-            0.9 + 0.02 * rad,
-            [f"{2 * math.pi * rad:.1f}", f"{v * 1.05:.1f}", f"{3 * rad * rad:.1f}"],
-        )
-    if subject == 'statistics':
-        xs = [r(1, 99) for _ in range(r(5, 10))]
-        v = float(np.median(xs))
-        return (
-            f"What is the median of {', '.join(map(str, xs))}?",
-            _fmt(v),
-            0.6 + 0.25 * (len(xs) % 2 == 0) + 0.1 * len(xs),
-            [_fmt(float(np.mean(xs))), str(xs[len(xs) // 2]), _fmt(v + 1)],
-        )
-    if subject == 'units':
-        mph = r(10, 150)
-        v = mph * 0.44704
-        return (
-            f"Convert {mph} miles per hour to metres per second, to two decimal places.",
-            f"{v:.2f}",
-            1.5,
-            [f"{mph * 0.2778:.2f}", f"{mph * 1.609:.2f}", f"{v + 0.3:.2f}"],
-        )
-    if subject == 'calendar':
-        d, n = r(0, 6), r(3, 400)
-        return (
-            f"If today is {_WEEK[d]}, what day of the week will it be in {n} days?",
-            _WEEK[(d + n) % 7],
-            0.5 + 0.004 * n,
-            [_WEEK[(d + n + 1) % 7], _WEEK[(d + n - 1) % 7], _WEEK[(d + n + 2) % 7]],
-        )
-    if subject == 'computer science':
-        n = r(5, 300)
-        if rng.random() < 0.5:
-            return (
-                f"What is {n} written in binary?",
-                bin(n)[2:],
-                0.4 + 0.25 * n.bit_length(),
-                [bin(n + 1)[2:], bin(n - 1)[2:], bin(n ^ 4)[2:]],
-            )
-        return (
-            f"How many edges does a complete graph on {n} vertices have?",
-            str(n * (n - 1) // 2),
-            1.2 + 0.003 * n,
-            [str(n * (n - 1)), str(n * n // 2), str(n * (n + 1) // 2)],
-        )
-    if subject == 'geography':
-        c, cap, k = _COUNTRIES[r(0, len(_COUNTRIES) - 1)]
-        lead = [
-            'What is the capital of',
-            'Name the capital city of',
-            'Which city is the capital of',
-            'What city serves as the capital of',
-        ][r(0, 3)]
-        return f"{lead} {c}?", cap, 0.2 + 0.8 * k, [x for _, x, _ in _COUNTRIES if x != cap][:4]
-    raise ValueError(subject)
+
+    def r(a, b):
+        "A uniform whole number in [a, b], drawn from `rng`."
+        return int(rng.integers(a, b + 1))  # a uniform whole number in [a, b]
+
+    make = _QUESTIONS.get(subject)
+    if make is None:
+        raise ValueError(subject)
+    return make(r, rng)
 
 
 SUBJECTS = (
@@ -342,16 +400,25 @@ class LoggedTasks:
     def __init__(self, backend):
         self.backend, self.world = backend, backend.world
         self.ids = sorted({s for by in backend.index.values() for s in by})
-        ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
+
+        def ok(r):
+            "A row's grade: its quality, 0 for a failed call."
+            return r['quality'] if r['status'] == 'ok' else 0.0
+
         train = [t for t in self.world.bank.tasks() if t.split == 'train']
         if not train:
-            raise ConfigError("the log has no training task to fit routers on; add tasks or lower heldout_fraction.")
+            raise ConfigError(
+                "the log has no training task to fit routers on; add tasks or lower heldout_fraction."
+            )
 
         def mean_over(sid, f):
+            "Mean of `f(row)` over specialist `sid`'s rows on the training tasks; NaN if it has none."
             v = [f(r) for t in train for r in backend.index[t.text].get(sid, [])]
             return float(np.mean(v)) if v else float('nan')
 
-        self.cost = {s: mean_over(s, lambda r: r['cost_usd']) for s in self.ids}  # fitted on training tasks only
+        self.cost = {
+            s: mean_over(s, lambda r: r['cost_usd']) for s in self.ids
+        }  # fitted on training tasks only
         self.quality = {s: mean_over(s, ok) for s in self.ids}
         fit = [s for s in self.ids if np.isfinite(self.cost[s])]
         if len(fit) < 2:
@@ -367,6 +434,7 @@ class LoggedTasks:
         return ts
 
     def rows(self, task, sid) -> list:
+        "The logged rows (dicts) of specialist `sid` on `task`; empty if it was not logged there."
         return self.backend.index.get(task.text, {}).get(sid, [])
 
     def answer(self, sid, r) -> Answer:
@@ -385,15 +453,20 @@ class Play:
     cost_usd: float = 0.0
 
     def called(self, sid) -> bool:
+        "Whether specialist `sid` was called on this task (whatever the call's status)."
         return any(s == sid for s, _ in self.calls)
 
 
 def play(router, lt: LoggedTasks, task, seed: int = 0) -> Play:
     "Play one task: the router calls `ask(sid)` as often as it likes (rows replayed by the task's own generator)."
-    rng = np.random.default_rng([seed, int(task.id.split('-')[-1]) if task.id.split('-')[-1].isdigit() else 0])
+    rng = np.random.default_rng(
+        [seed, int(task.id.split('-')[-1]) if task.id.split('-')[-1].isdigit() else 0]
+    )
     out, rows = Play(task.id), []
 
     def ask(sid):
+        """Replay a logged row of `sid` on this task (drawn with `rng` if several), record the call, and return its
+        `Answer`. Raises `ConfigError` when `sid` has no logged row for the task."""
         rs = lt.rows(task, sid)
         if not rs:
             raise ConfigError(f"task {task.id!r}: no logged outcome for {sid!r}.")
@@ -416,6 +489,7 @@ class SingleRouter:
         self.sid, self.name = sid, name
 
     def route(self, task, ask):
+        "Call the one specialist `sid`, once."
         ask(self.sid)
 
 
@@ -426,6 +500,7 @@ class RandomRouter:
         self.cheap, self.strong, self.rate, self.seed, self.name = cheap, strong, rate, seed, 'random'
 
     def route(self, task, ask):
+        "Call the strong specialist when the task's seeded uniform draw is below `rate`, else the cheap one."
         u = np.random.default_rng([self.seed, 7, zlib.crc32(task.text.encode())]).random()
         ask(self.strong if u < self.rate else self.cheap)
 
@@ -439,11 +514,19 @@ class OracleRouter:
         self.lt = lt
 
     def route(self, task, ask):
+        "Call the specialist with the best mean logged quality on `task` (ties: the lower mean training cost)."
+
         def q(s):
+            "Mean logged quality of `s` on this task (failed calls count 0); -1 if it was not logged."
             rs = self.lt.rows(task, s)
             return float(np.mean([r['quality'] if r['status'] == 'ok' else 0.0 for r in rs])) if rs else -1.0
 
-        ask(max(self.lt.ids, key=lambda s: (q(s), -self.lt.cost[s] if np.isfinite(self.lt.cost[s]) else -np.inf)))
+        ask(
+            max(
+                self.lt.ids,
+                key=lambda s: (q(s), -self.lt.cost[s] if np.isfinite(self.lt.cost[s]) else -np.inf),
+            )
+        )
 
 # %% ../nbs/18_routers.ipynb #1c56208a
 class KNNRouter:
@@ -457,9 +540,16 @@ class KNNRouter:
         train = lt.tasks('train')
         E = np.stack([lt.world.task_emb[t.id] for t in train]).astype(np.float32)
         self.E = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
-        ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
+
+        def ok(r):
+            "A row's grade: its quality, 0 for a failed call."
+            return r['quality'] if r['status'] == 'ok' else 0.0
+
         self.Q = np.array(
-            [[np.mean([ok(r) for r in lt.rows(t, s)]) if lt.rows(t, s) else np.nan for s in lt.ids] for t in train]
+            [
+                [np.mean([ok(r) for r in lt.rows(t, s)]) if lt.rows(t, s) else np.nan for s in lt.ids]
+                for t in train
+            ]
         )
 
     def predict(self, task) -> dict:
@@ -484,9 +574,11 @@ class KNNRouter:
         return best
 
     def score(self, task, ask=None) -> float:
+        "The best predicted quality gain per extra dollar over the cheapest (`choice`); `ask` is unused: no call."
         return self.choice(task)[0]
 
     def route(self, task, ask):
+        "Call the specialist of `choice` when its score is at least `threshold`, else the cheapest."
         s, sid = self.choice(task)
         ask(sid if s >= self.threshold else self.lt.cheapest)
 
@@ -511,6 +603,7 @@ def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 25)
 
 
 def predict_logistic(w: np.ndarray, X: np.ndarray) -> np.ndarray:
+    "Probabilities `(n,)` of the logistic regression with weights `w` (last one the bias) on the rows of `X`."
     X = np.atleast_2d(np.asarray(X, np.float64))
     return 1 / (1 + np.exp(-np.clip(X @ w[:-1] + w[-1], -30, 30)))
 
@@ -534,10 +627,12 @@ class CascadeRouter:
         self.w = fit_logistic(np.array(X), np.array(y), l2)
 
     def score(self, task, ask) -> float:
+        "Call the cheapest and return 1 - P(its answer right | its embedding); 1 if that call failed."
         a = ask(self.lt.cheapest)
         return 1.0 if a.status != 'ok' else float(1 - predict_logistic(self.w, a.embedding)[0])
 
     def route(self, task, ask):
+        "The cheapest first; then the strongest too when `score` exceeds 1 - `threshold`."
         if self.score(task, ask) > 1 - self.threshold:
             ask(self.lt.strongest)
 
@@ -568,7 +663,9 @@ def summarize(plays: list, lt: LoggedTasks, ref: dict | None = None, seed: int =
         'tasks': len(plays),
         'quality': float(q.mean()),
         'cost_usd': float(np.mean([p.cost_usd for p in plays])),
-        'calls_per_task': {s: float(np.mean([sum(c == s for c, _ in p.calls) for p in plays])) for s in lt.ids},
+        'calls_per_task': {
+            s: float(np.mean([sum(c == s for c, _ in p.calls) for p in plays])) for s in lt.ids
+        },
         'strong_call_rate': float(np.mean([p.called(lt.strongest) for p in plays])),
     }
     if ref is not None:
@@ -593,6 +690,7 @@ class _Forced:
         self.router, self.esc, self.name = router, esc, router.name
 
     def route(self, task, ask):
+        "Play the wrapped router with its escalation fixed by `esc[task.id]` (a cascade calls the cheapest first)."
         r = self.router
         if isinstance(r, CascadeRouter):
             a = ask(r.lt.cheapest)
@@ -610,6 +708,7 @@ def router_scores(router, lt: LoggedTasks, tasks, seed: int = 0) -> np.ndarray:
 
         class _Score:
             def route(self_, task, ask):
+                "Append the router's escalation score for `task` to `out`, making whatever calls its `score` makes."
                 out.append(router.score(task, ask))
 
         play(_Score(), lt, t, seed)
@@ -659,7 +758,9 @@ def router_table(
         'random': RandomRouter(lt.cheapest, lt.strongest, rate, seed),
     }
     for name, r in (('knn', knn), ('cascade', cas)):
-        routers[name] = _Forced(r, dict(zip([t.id for t in tasks], at_rate(router_scores(r, lt, tasks, seed), rate))))
+        routers[name] = _Forced(
+            r, dict(zip([t.id for t in tasks], at_rate(router_scores(r, lt, tasks, seed), rate)))
+        )
     routers['oracle'] = OracleRouter(lt)
     tab = {}
     for name, r in routers.items():
@@ -676,9 +777,12 @@ class HindsightOraclePolicy:
     name = 'oracle'
 
     def reset(self, env):
+        "Start an episode: the next `act` calls a specialist, the one after stops."
         self.done = False
 
     def act(self, env, obs, info):
+        """Call the callable roster slot whose specialist has the best mean logged quality on the task (ties: the lower
+        cost per call), or stop if none may be called; on the next step, stop."""
         e = env.unwrapped
         M = e.cfg.max_specialists
         if self.done:
@@ -688,6 +792,7 @@ class HindsightOraclePolicy:
         cat = e.world.catalog
 
         def key(m):
+            "Sort key of slot `m`: mean logged quality on the task (failed calls 0; -1 unlogged), then minus its cost."
             rs = logged.get(e.roster[m], [])
             q = float(np.mean([r['quality'] if r['status'] == 'ok' else 0.0 for r in rs])) if rs else -1.0
             return (q, -cat[e.roster[m]].cost_per_call)
@@ -746,7 +851,9 @@ def paired_pgr_diff(qa, qb, q_cheap, q_strong, n_boot: int = 2000, seed: int = 0
     v = (qa[idx].mean(1) - qb[idx].mean(1))[ok] / bd[ok]
     return {
         'pgr_diff': d,
-        'pgr_diff_ci95': [float(x) for x in np.quantile(v, [0.025, 0.975])] if ok.any() else [float('nan')] * 2,
+        'pgr_diff_ci95': [float(x) for x in np.quantile(v, [0.025, 0.975])]
+        if ok.any()
+        else [float('nan')] * 2,
     }
 
 
@@ -793,7 +900,11 @@ class BayesCascadeTeacher:
 
     def __init__(self, lt: LoggedTasks, l2: float = 1.0):
         self.lt, self.cheap, self.strong = lt, lt.cheapest, lt.strongest
-        ok = lambda r: r['quality'] if r['status'] == 'ok' else 0.0
+
+        def ok(r):
+            "A row's grade: its quality, 0 for a failed call."
+            return r['quality'] if r['status'] == 'ok' else 0.0
+
         if not any(r.get('response') for t in lt.tasks('train') for r in lt.rows(t, self.cheap)):
             raise ConfigError(
                 f"the bayes-cascade teacher reads the cheapest specialist's answer, and this log has no answer text "
@@ -824,15 +935,20 @@ class BayesCascadeTeacher:
             return self.q_strong
         return float(predict_logistic(self.ws, emb)[0] - predict_logistic(self.wc, emb)[0])
 
-    def price(self, cost_coef: float, efficiency_coef: float = 0.0, n_called: int = 1, expected: int = 1) -> float:
+    def price(
+        self, cost_coef: float, efficiency_coef: float = 0.0, n_called: int = 1, expected: int = 1
+    ) -> float:
         "What one strong call costs in reward: its mean logged dollars at `cost_coef`, plus the efficiency penalty."
         beyond = max(0, n_called + 1 - expected) - max(0, n_called - expected)
         return cost_coef * self.lt.cost[self.strong] + efficiency_coef * beyond
 
     def reset(self, env):
+        "Nothing to reset: each step reads only the environment's state."
         pass
 
     def act(self, env, obs, info):
+        """Call the cheapest if it has not been called; then the strongest iff `gain` exceeds `price` at the episode's
+        coefficients, else stop. Stops when either is missing from the roster or cannot be called."""
         e = env.unwrapped
         M = e.cfg.max_specialists
         mask = info['action_mask']
@@ -891,7 +1007,8 @@ def _sweep_setup(checkpoint):
 
 # %% ../nbs/18_routers.ipynb #a1c3e5f7
 def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: bool = True) -> dict:
-    """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers' curves;
+    """Play a cost-conditioned policy at each fixed `cost_coef` on every task of `split` once, against the routers'
+    curves;
     `teacher`: the Bayes cascade (`BayesCascadeTeacher`) played at the same prices."""
     from spindleflow_rl.runs import split_env_fn  # lazy: runs loads SB3 (1.2 s); only the sweep needs it
 
@@ -931,10 +1048,19 @@ def cost_sweep(checkpoint, coefs, split: str = 'heldout', seed: int = 0, quiet: 
         teacher, res['teacher'], res['teacher_skipped'] = None, [], str(e)  # no answer text to read
     for c in coefs:
         fn = split_env_fn(
-            split, sec['env'].replace(cost_coef_range=(c, c)), sec['reward'], sec['sim'], None, lambda: (be, None)
+            split,
+            sec['env'].replace(cost_coef_range=(c, c)),
+            sec['reward'],
+            sec['sim'],
+            None,
+            lambda: (be, None),
         )
         plays = play_policy(fn(), ModelPolicy(model), tasks, seed)
-        pt = {'cost_coef': c, **summarize(plays, lt, ref, seed), 'matched': matched(lt, tasks, plays, ref, seed)}
+        pt = {
+            'cost_coef': c,
+            **summarize(plays, lt, ref, seed),
+            'matched': matched(lt, tasks, plays, ref, seed),
+        }
         res['points'].append(pt)
         if not quiet:
             print(fmt_point(pt), flush=True)
@@ -959,17 +1085,18 @@ def fmt_point(p: dict) -> str:
         s += f" | {n} {m['pgr']:+.2f} (policy - {n} {m['pgr_diff']:+.2f} [{lo:+.2f}, {hi:+.2f}])"
     return s
 
-# %% ../nbs/18_routers.ipynb #ec54f4d6
-def plot_sweep(res: dict, path=None, dpi: int = 100):
-    """Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by
-    cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."""
-    import matplotlib.pyplot as plt
+# %% ../nbs/18_routers.ipynb #2870c846
+def _plot_sweep_series(a, b, pts, **kw):
+    "One method's points on both panels: quality vs cost per 1000 tasks on `a`, PGR vs strong-call rate on `b`."
+    a.plot([1e3 * p['cost_usd'] for p in pts], [p['quality'] for p in pts], **kw)
+    b.plot([p['strong_call_rate'] for p in pts], [p['pgr'] for p in pts], **kw)
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=dpi)
+
+def _plot_sweep_routers(a, b, res):
+    "The routers' reference: their curves, random routing between the two ends, and the oracle in hindsight."
     e = res['ends']
     for n, c in res['curves'].items():
-        a.plot([1e3 * p['cost_usd'] for p in c], [p['quality'] for p in c], marker='.', ms=4, lw=1, label=n)
-        b.plot([p['strong_call_rate'] for p in c], [p['pgr'] for p in c], marker='.', ms=4, lw=1, label=n)
+        _plot_sweep_series(a, b, c, marker='.', ms=4, lw=1, label=n)
     a.plot(
         [1e3 * e['cheapest']['cost_usd'], 1e3 * e['strongest']['cost_usd']],
         [e['cheapest']['quality'], e['strongest']['quality']],
@@ -987,48 +1114,33 @@ def plot_sweep(res: dict, path=None, dpi: int = 100):
         label='oracle (hindsight)',
         zorder=3,
     )
+
+
+def _label_sweep_axes(a, b, res):
+    "Axis labels, titles and legends of the sweep's two panels."
+    a.set_xlabel('cost per 1000 tasks (USD)')
+    a.set_ylabel('quality of the returned answer')
+    b.set_xlabel('strong-model call rate')
+    b.set_ylabel('PGR')
+    a.set_title(f"{res['split']}: {res['tasks']} tasks, each once", fontsize=9)
+    b.set_title('at matched call rates', fontsize=9)
+    b.legend(fontsize=7, loc='upper left')
+    a.legend(fontsize=7, loc='lower right')
+
+# %% ../nbs/18_routers.ipynb #ec54f4d6
+def plot_sweep(res: dict, path=None, dpi: int = 100):
+    """Quality vs cost and PGR vs strong-call rate: the policy's points (labelled by
+    cost_coef) on the routers' curves (and the Bayes cascade's points, when swept)."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=dpi)
+    _plot_sweep_routers(a, b, res)
     P = res['points']
-    a.plot(
-        [1e3 * p['cost_usd'] for p in P],
-        [p['quality'] for p in P],
-        color='tab:red',
-        marker='*',
-        ms=9,
-        lw=1,
-        label='policy',
-        zorder=4,
-    )
-    b.plot(
-        [p['strong_call_rate'] for p in P],
-        [p['pgr'] for p in P],
-        color='tab:red',
-        marker='*',
-        ms=9,
-        lw=1,
-        label='policy',
-        zorder=4,
-    )
+    _plot_sweep_series(a, b, P, color='tab:red', marker='*', ms=9, lw=1, label='policy', zorder=4)
     T = res.get('teacher') or []
     if T:
-        a.plot(
-            [1e3 * p['cost_usd'] for p in T],
-            [p['quality'] for p in T],
-            color='tab:green',
-            marker='^',
-            ms=5,
-            lw=1,
-            label='bayes-cascade',
-            zorder=3,
-        )
-        b.plot(
-            [p['strong_call_rate'] for p in T],
-            [p['pgr'] for p in T],
-            color='tab:green',
-            marker='^',
-            ms=5,
-            lw=1,
-            label='bayes-cascade',
-            zorder=3,
+        _plot_sweep_series(
+            a, b, T, color='tab:green', marker='^', ms=5, lw=1, label='bayes-cascade', zorder=3
         )
     for p in P:
         a.annotate(
@@ -1038,14 +1150,7 @@ def plot_sweep(res: dict, path=None, dpi: int = 100):
             xytext=(3, -9),
             textcoords='offset points',
         )
-    a.set_xlabel('cost per 1000 tasks (USD)')
-    a.set_ylabel('quality of the returned answer')
-    b.set_xlabel('strong-model call rate')
-    b.set_ylabel('PGR')
-    a.set_title(f"{res['split']}: {res['tasks']} tasks, each once", fontsize=9)
-    b.set_title('at matched call rates', fontsize=9)
-    b.legend(fontsize=7, loc='upper left')
-    a.legend(fontsize=7, loc='lower right')
+    _label_sweep_axes(a, b, res)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=dpi)

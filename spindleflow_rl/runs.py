@@ -28,7 +28,9 @@ from .world import World, default_world
 from .backends import SimulatedBackend, RecordedOutcomesBackend
 from .llm import OpenAIConfig, OPENAI_API_URL, LLMClient
 from .openai_backend import make_judge_scorers
-from .security import SandboxedOpenAIBackend  # specialists read only their DAG ancestors (chapter 16)
+from spindleflow_rl.security import (
+    SandboxedOpenAIBackend,
+)  # specialists read only their DAG ancestors (chapter 16)
 from .env import SpindleFlowEnv
 from .policy import PolicyConfig
 from .policies import check_teacher
@@ -51,14 +53,20 @@ __all__ = ['SECTIONS', 'PPO_CHECKS', 'RUN_SECTIONS', 'SPEND_KIND', 'MIN_CALLS', 
            'FastDummyVecEnv', 'safe_start_method', 'make_vec_env', 'split_env_fn']
 
 # %% ../nbs/94_runs.ipynb #8abeeeff
-_ok_eval = lambda v: v == 0 or v >= 2
+def _ok_eval(v):
+    return v == 0 or v >= 2
+
+
 _EVAL_RULE = '0 (skip) or at least 2 (a confidence interval needs two episodes)'
-_ok_budget = lambda b: (
-    isinstance(b, (list, tuple))
-    and len(b) == 2
-    and all(isinstance(x, (int, float)) and x > 0 for x in b)
-    and sum(b) < 1
-)
+
+
+def _ok_budget(b):
+    return (
+        isinstance(b, (list, tuple))
+        and len(b) == 2
+        and all(isinstance(x, (int, float)) and x > 0 for x in b)
+        and sum(b) < 1
+    )
 
 
 @dataclass
@@ -101,7 +109,10 @@ class TrainConfig(ConfigBase):
         3, 'how many periodic checkpoints to keep (0: all; the final one is always kept)', lo=0
     )
     eval_episodes: int = param(
-        500, 'episodes per policy and split for the evaluation after training (0: skip)', ok=_ok_eval, rule=_EVAL_RULE
+        500,
+        'episodes per policy and split for the evaluation after training (0: skip)',
+        ok=_ok_eval,
+        rule=_EVAL_RULE,
     )
     paid_eval_episodes: int = param(
         50,
@@ -117,7 +128,9 @@ class TrainConfig(ConfigBase):
     )
     device: str = param('auto', 'auto (CUDA when present) | cpu | cuda | cuda:N')
     backend: str = param(
-        'sim', 'execution backend: sim (demo mode, offline) | recorded | openai', choices=('sim', 'recorded', 'openai')
+        'sim',
+        'execution backend: sim (demo mode, offline) | recorded | openai',
+        choices=('sim', 'recorded', 'openai'),
     )
     tier: int = param(
         0,
@@ -161,10 +174,14 @@ class TrainConfig(ConfigBase):
         1, 'DAgger rounds after the cloning (policy-driven episodes labelled by the teacher)', lo=0
     )
     catalog: str = param(
-        '', "your own specialists (.csv/.yaml, chapter 02's Catalog.from_file); '' = the shipped catalog", empty_ok=True
+        '',
+        "your own specialists (.csv/.yaml, chapter 02's Catalog.from_file); '' = the shipped catalog",
+        empty_ok=True,
     )
     tasks: str = param(
-        '', "your own task bank (.yaml, chapter 04's TaskBank.from_yaml); '' = the shipped task bank", empty_ok=True
+        '',
+        "your own task bank (.yaml, chapter 04's TaskBank.from_yaml); '' = the shipped task bank",
+        empty_ok=True,
     )
     catalog_sha256: str = param(
         '',
@@ -204,7 +221,9 @@ class TrainConfig(ConfigBase):
         cli=False,
     )
     distil_episodes: int = param(
-        6000, 'full-info: teacher (fitted Q) episodes on training questions the network is distilled from', lo=1
+        6000,
+        'full-info: teacher (fitted Q) episodes on training questions the network is distilled from',
+        lo=1,
     )
     distil_epochs: int = param(40, 'full-info: passes over those episodes', lo=1)
     distil_dagger_rounds: int = param(
@@ -262,7 +281,10 @@ def _check_ppo(ppo: dict, where: str) -> dict:
             f"{where}: unknown key(s) {unknown} in section 'ppo'. Valid: {', '.join(valid)} "
             "(seed, device: section 'train'; the architecture: section 'policy')."
         )
-    return {k: check_value(PPO_CHECKS[k], v, f"{where}: ppo.{k}") if k in PPO_CHECKS else v for k, v in ppo.items()}
+    return {
+        k: check_value(PPO_CHECKS[k], v, f"{where}: ppo.{k}") if k in PPO_CHECKS else v
+        for k, v in ppo.items()
+    }
 
 
 def check_device(device: str, label: str = 'train.device') -> str:
@@ -305,7 +327,9 @@ def file_sha256(path) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError as e:
-        raise ConfigError(f"{path}: cannot be read ({e.strerror or e}). Check that it is a readable file.") from None
+        raise ConfigError(
+            f"{path}: cannot be read ({e.strerror or e}). Check that it is a readable file."
+        ) from None
 
 
 def pin_file(path, sha: str, what: str) -> tuple[str, str]:
@@ -360,7 +384,9 @@ def _check_section(sec: str, values: dict, where: str) -> dict:
     return {k: check_value(cls.field_meta(k), v, f"{where}: {sec}.{k}") for k, v in values.items()}
 
 
-def _layers(path, overrides: dict | None, overrides_where: str, base: dict | None = None) -> tuple[dict, dict]:
+def _layers(
+    path, overrides: dict | None, overrides_where: str, base: dict | None = None
+) -> tuple[dict, dict]:
     """The shipped train.yaml, a resumed run's saved config (`base`), the file at `path` and `overrides`, checked layer
     by layer and merged; `(merged, key -> layer name)`."""
     layers = [(load_yaml(config_path('train.yaml')), 'train.yaml')] + (
@@ -388,7 +414,9 @@ def _check_run(out: dict, origin: dict, flags: str):
     "Relations between sections: a setting the other settings make ineffective (given on the command line) is refused."
     t, by_flag = out['train'], lambda k: origin.get(k) == flags
     if t.backend == 'recorded' and not t.recorded:
-        raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
+        raise ConfigError(
+            "--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes)."
+        )
     if t.recorded and t.backend != 'recorded' and by_flag('train.recorded'):
         raise ConfigError(
             f"--recorded (train.recorded) has no effect with the {t.backend} backend: add --backend recorded, or drop "
@@ -412,8 +440,8 @@ def load_run_config(
     path=None, overrides: dict | None = None, overrides_where: str = 'overrides', base: dict | None = None
 ) -> dict:
     """The shipped `train.yaml`, updated section by section with the file at `path` and then with `overrides`
-    (`{'train': {...}, 'ppo': {...}, ...}`, from `overrides_where`, e.g. the command line); a resume puts the run's saved
-    config (`base`) right above the shipped file. Every value is checked in
+    (`{'train': {...}, 'ppo': {...}, ...}`, from `overrides_where`, e.g. the command line); a resume puts the run's
+    saved config (`base`) right above the shipped file. Every value is checked in
     its layer (errors name the file and the key, and the allowed range), then the relations between them. Returns typed
     sections; with the OpenAI backend the `openai` section is complete and names its server (recorded in the run)."""
     merged, origin = _layers(path, overrides, overrides_where, base)
@@ -423,7 +451,9 @@ def load_run_config(
     out['policy'] = dict(merged.get('policy') or {})
     out['openai'] = dict(merged.get('openai') or {})
     t = out['train']
-    if t.backend == 'openai':  # every backend setting, the server included (never the key): evaluation reuses them
+    if (
+        t.backend == 'openai'
+    ):  # every backend setting, the server included (never the key): evaluation reuses them
         o = OpenAIConfig.from_dict(out['openai'], where=f"{where}: openai")
         out['openai'] = o.replace(base_url=o.resolved_base_url() or OPENAI_API_URL).to_dict()
     _check_run(out, origin, overrides_where)
@@ -450,7 +480,8 @@ def build_world(cfg):
     key = (cat_path, cat_sha, task_path, task_sha)
     if key not in _WORLDS:
         _WORLDS[key] = World.build(
-            Catalog.from_file(cat_path) if cat_path else None, TaskBank.from_yaml(task_path) if task_path else None
+            Catalog.from_file(cat_path) if cat_path else None,
+            TaskBank.from_yaml(task_path) if task_path else None,
         )
     return _WORLDS[key]
 
@@ -461,7 +492,9 @@ def with_roster(train, catalog=None, tasks=None) -> TrainConfig:
     t = (
         train
         if isinstance(train, TrainConfig)
-        else TrainConfig.from_dict({k: v for k, v in (train or {}).items() if k in TrainConfig.__dataclass_fields__})
+        else TrainConfig.from_dict(
+            {k: v for k, v in (train or {}).items() if k in TrainConfig.__dataclass_fields__}
+        )
     )
     if catalog:
         t = t.replace(catalog=str(catalog), catalog_sha256='')
@@ -492,7 +525,12 @@ class RunState:
     "What a checkpoint carries besides the weights: timesteps, curriculum, spend (labelled by kind), config."
 
     def __init__(self, run_dir: Path, config: dict, curriculum: 'Curriculum', spend_kind: str = 'real'):
-        self.run_dir, self.config, self.curriculum, self.spend_kind = Path(run_dir), config, curriculum, spend_kind
+        self.run_dir, self.config, self.curriculum, self.spend_kind = (
+            Path(run_dir),
+            config,
+            curriculum,
+            spend_kind,
+        )
         self.cost_usd = 0.0
         self.episodes = 0
         self.cost_base = 0.0  # spend of earlier sessions of a resumed run
@@ -539,6 +577,7 @@ def rng_state() -> dict:
 
 
 def set_rng_state(st: dict):
+    "Puts back the generators saved by `rng_state`; the CUDA ones only when saved and a GPU is present."
     import torch
 
     random.setstate(st['python'])
@@ -556,6 +595,7 @@ class _WorldPickler(pickle.Pickler):
         self.refs = refs
 
     def persistent_id(self, obj):
+        "The reference of `obj` when it is part of the shared world (pickled as that reference), else None."
         return self.refs.get(id(obj))
 
 
@@ -565,6 +605,7 @@ class _WorldUnpickler(pickle.Unpickler):
         self.world = world
 
     def persistent_load(self, pid):
+        "The world's object for a reference: a task or a specialist by id, or the object at an attribute-items path."
         kind, path = pid
         if kind == 'task':
             return self.world.bank[path]
@@ -584,12 +625,16 @@ def _world_refs(world) -> dict:
     refs = {id(world): ('path', ())}
 
     def walk(obj, path, depth):
+        """Records a reference to `obj` at `path`, then to its dict, list or tuple items, `depth` levels
+        down; plain values and objects already recorded are skipped."""
         if isinstance(obj, _PLAIN) or id(obj) in refs:
             return
         refs[id(obj)] = ('path', path)
         if depth == 0:
             return
-        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+        items = (
+            obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+        )
         for k, v in items:
             if isinstance(k, _PLAIN) or isinstance(k, tuple):
                 walk(v, path + (k,), depth - 1)
@@ -610,6 +655,7 @@ class ResumableEnv(gym.Wrapper):
     `restore(blob)` puts it back. Reached through `VecEnv.env_method`, so it works in subprocesses too."""
 
     def snapshot(self) -> bytes:
+        "The wrapped env stack pickled, with the shared world's objects as references (built once per world)."
         w = self.env.unwrapped.world
         if getattr(self, '_refs_of', None) is not w:
             self._refs, self._refs_of = _world_refs(w), w  # the world is fixed: once
@@ -618,6 +664,7 @@ class ResumableEnv(gym.Wrapper):
         return f.getvalue()
 
     def restore(self, blob: bytes) -> None:
+        "Replaces the wrapped env stack with the one `snapshot` pickled in `blob`, relinked to this env's world."
         self.env = _WorldUnpickler(io.BytesIO(blob), self.env.unwrapped.world).load()
 
     def llm_call_stats(self) -> dict | None:
@@ -696,7 +743,8 @@ def restore(model, resume: dict):
 
 # %% ../nbs/94_runs.ipynb #39444a76
 def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict | None = None) -> Path:
-    """Write `checkpoints/<name>.zip` (+ its signed `<name>.resume.pkl`) and then `latest.json`, each atomically; return the zip
+    """Write `checkpoints/<name>.zip` (+ its signed `<name>.resume.pkl`) and then `latest.json`, each atomically; return
+    the zip
     path. `snap` (from `capture`): save that rollout boundary rather than the model as it is now."""
     snap = snap or capture(model, state)
     ck = state.run_dir / 'checkpoints'
@@ -705,7 +753,9 @@ def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict 
     zp = ck / f"{name}.zip"
     blob = snap['model'] if snap['model'] is not None else _model_bytes(model, snap['num_timesteps'])
     atomic_write_bytes(zp, blob)
-    rp = ck / f"{name}.resume.pkl"  # signed with this user's key, for this zip (appendix 94a): a resume checks it
+    rp = (
+        ck / f"{name}.resume.pkl"
+    )  # signed with this user's key, for this zip (appendix 94a): a resume checks it
     payload = (
         snap['resume']
         if isinstance(snap['resume'], bytes)
@@ -713,7 +763,9 @@ def save_checkpoint(model, state: RunState, name: str | None = None, snap: dict 
     )
     atomic_write_bytes(rp, sign_resume_state(payload, blob))
     rec = state.to_dict(model, str(zp.relative_to(state.run_dir)), snap['at'])
-    atomic_write_json(state.run_dir / 'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))})
+    atomic_write_json(
+        state.run_dir / 'latest.json', {**rec, 'resume_state': str(rp.relative_to(state.run_dir))}
+    )
     return zp
 
 
@@ -751,7 +803,9 @@ def prune_checkpoints(folder: Path, keep: int):
     their resume states), and always the one `latest.json` points at."""
     folder = Path(folder)
     latest = folder.parent / 'latest.json'
-    target = (folder.parent / json.loads(latest.read_text())['checkpoint']).resolve() if latest.exists() else None
+    target = (
+        (folder.parent / json.loads(latest.read_text())['checkpoint']).resolve() if latest.exists() else None
+    )
     zs = sorted(folder.glob('step_*.zip'), key=lambda z: z.stat().st_mtime)
     for z in zs[:-keep] if keep > 0 else []:
         if z.resolve() != target:
@@ -799,8 +853,12 @@ def make_backend(train: TrainConfig, world, sim: SimConfig, openai: dict | None 
         return SimulatedBackend(world, sim), None
     if train.backend == 'recorded':
         if not train.recorded:
-            raise ConfigError("--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes).")
-        cat = world.catalog if world is not None and train.catalog else None  # no --catalog: chapter 05's log_catalog
+            raise ConfigError(
+                "--backend recorded needs --recorded PATH (a CSV or JSONL table of logged outcomes)."
+            )
+        cat = (
+            world.catalog if world is not None and train.catalog else None
+        )  # no --catalog: chapter 05's log_catalog
         return RecordedOutcomesBackend.from_file(
             train.recorded, cat, sim=sim, quiet=not train.progress, heldout_fraction=train.heldout_fraction
         ), None
@@ -818,6 +876,8 @@ class FastDummyVecEnv(DummyVecEnv):
     quarter of the training time."""
 
     def step_wait(self):
+        """Steps every env and resets those done (their last observation in `terminal_observation`), as `DummyVecEnv`
+        does but with the infos uncopied. Returns the observations, rewards, dones and infos."""
         for i in range(self.num_envs):
             obs, self.buf_rews[i], terminated, truncated, info = self.envs[i].step(self.actions[i])
             self.buf_dones[i] = terminated or truncated
@@ -838,7 +898,13 @@ def safe_start_method(system: str | None = None) -> str:
 
 # %% ../nbs/94_runs.ipynb #91961394
 def make_vec_env(
-    cfg: dict, n_envs: int, seed: int, phase: int, world=None, env_overrides: dict | None = None, vec_env: str = 'dummy'
+    cfg: dict,
+    n_envs: int,
+    seed: int,
+    phase: int,
+    world=None,
+    env_overrides: dict | None = None,
+    vec_env: str = 'dummy',
 ):
     """A VecEnv of `n_envs` SpindleFlow environments (`ResumableEnv(Monitor(env))`), seeded `seed, seed+1, ...`;
     `vec_env`: dummy | threads | async | subproc | auto (`resolve_vec_env`, chapter 09a)."""
@@ -850,6 +916,8 @@ def make_vec_env(
     env_cfg = cfg['env'].replace(phase=phase, tier=train.tier, **(env_overrides or {}))
 
     def make(i):
+        "A builder of environment `i`: its own backend, seeded `seed + i`, wrapped in `ResumableEnv(Monitor(env))`."
+
         def _init():
             backend, scorers = make_backend(train, world, cfg['sim'], cfg.get('openai'))
             e = SpindleFlowEnv(
@@ -902,6 +970,7 @@ def split_env_fn(
     ec = (env_cfg or EnvConfig()).replace(phase=phase, **SPLITS[split])
 
     def fn():
+        "A fresh environment on the split, with a new backend from `backend_fn` (the default backend when None)."
         be, scorers = backend_fn() if backend_fn else (None, None)
         return SpindleFlowEnv(
             ec,

@@ -55,7 +55,9 @@ def _drop_char(ch: str) -> bool:
 def sanitise(text: str, max_chars: int = 4000, secrets=()) -> tuple[str, list[str]]:
     "`(clean text, flags)`: what a specialist wrote, made safe to store and to show to others (see above)."
     if not isinstance(text, str):
-        raise TypeError(f"sanitise expects the specialist's output as str, got {type(text).__name__}; decode it first.")
+        raise TypeError(
+            f"sanitise expects the specialist's output as str, got {type(text).__name__}; decode it first."
+        )
     if max_chars < 100:
         raise ConfigError(f"max_chars must be at least 100, got {max_chars}.")
     flags = []
@@ -153,10 +155,13 @@ class Scratchpad:
         return author == sid or author in fbs
 
     def sanitise(self, text: str) -> tuple[str, list]:
+        "`(clean text, flags)`: `sanitise` with this scratchpad's `max_chars` and secrets."
         return sanitise(text, self.max_chars, self.secrets)
 
 # %% ../nbs/16_security.ipynb #c92853b6
-def _write(self: Scratchpad, slot: int, text: str, author: str | None = None, revise: bool = False, flags=()) -> Entry:
+def _write(
+    self: Scratchpad, slot: int, text: str, author: str | None = None, revise: bool = False, flags=()
+) -> Entry:
     """Store `author`'s output in `slot` (sanitised); `revise=True`
     replaces it (a debate round). Raises `SandboxViolation`."""
     author = author or (self.roster[slot] if 0 <= slot < len(self.roster) else None)
@@ -172,7 +177,9 @@ def _write(self: Scratchpad, slot: int, text: str, author: str | None = None, re
         old = self.entries.get(slot)
         if old is not None and not revise:
             raise SandboxViolation(f"slot {slot} is already written; only a debate revision replaces it.")
-        self.entries[slot] = Entry(slot, author, self._role(author), clean, flags, (old.revisions + 1) if old else 0)
+        self.entries[slot] = Entry(
+            slot, author, self._role(author), clean, flags, (old.revisions + 1) if old else 0
+        )
         return self.entries[slot]
 
 
@@ -206,7 +213,9 @@ Scratchpad.visible_to = _visible_to
 def _read(self: Scratchpad, slot: int, reader: int) -> Entry:
     "`reader` reads `slot`: allowed for its own slot and its ancestors; otherwise `SandboxViolation`."
     if slot != reader and slot not in self.visible_slots(reader):
-        raise SandboxViolation(f"slot {reader} may not read slot {slot}: it is not an ancestor in the delegation DAG.")
+        raise SandboxViolation(
+            f"slot {reader} may not read slot {slot}: it is not an ancestor in the delegation DAG."
+        )
     return self.entries[slot]
 
 
@@ -257,17 +266,24 @@ class SandboxedOpenAIBackend(OpenAIBackend):
 
     def _debate(self, runs, embs, earlier, params, timeout):
         pad = self._pad()
-        extra, embs = super()._debate(runs, embs, pad.context_items(runs[0].slot) if runs else [], params, timeout)
+        extra, embs = super()._debate(
+            runs, embs, pad.context_items(runs[0].slot) if runs else [], params, timeout
+        )
         for r in runs:
             if r.usable:
                 r.text = pad.write(
-                    r.slot, r.text, author=r.author, revise=True, flags=self.__dict__.get('_flags', {}).pop(r.text, ())
+                    r.slot,
+                    r.text,
+                    author=r.author,
+                    revise=True,
+                    flags=self.__dict__.get('_flags', {}).pop(r.text, ()),
                 ).text
         return extra, embs
 
 
 def attach_scratchpad(env, max_chars: int = 4000, secrets=None) -> Scratchpad:
-    """A `Scratchpad` on the current episode's DAG and roster, set as `env.scratchpad` and on the backend. `secrets` default:
+    """A `Scratchpad` on the current episode's DAG and roster, set as `env.scratchpad` and on the backend. `secrets`
+    default:
     the backend client's API key."""
     if env.task is None:
         raise ConfigError("attach_scratchpad: call env.reset() first.")
@@ -294,6 +310,7 @@ class SandboxWrapper(gym.Wrapper):
         self.max_chars, self.secrets = max_chars, secrets
 
     def reset(self, **kw):
+        "Reset the wrapped environment and attach a fresh `Scratchpad` to it; `reset`'s `(obs, info)`."
         out = self.env.reset(**kw)
         attach_scratchpad(self.env.unwrapped, self.max_chars, self.secrets)
         return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import yaml
-from .config import ConfigError, param
+from .config import ConfigError, options_from, param
 from .evaluate import evaluate_run
 from .files import atomic_write_text, check_output
 from .log_runs import train_log_run
@@ -18,7 +18,7 @@ from .train import train
 
 # %% auto #0
 __all__ = ['SWEEP_SECTIONS', 'FORWARD_ENV', 'parse_value', 'parse_assignments', 'grid', 'nest', 'trial_name', 'trial_specs',
-           'run_trial', 'ray_available', 'run_with_ray', 'run_sweep', 'summary_table', 'plot_sweep', 'SweepOptions']
+           'run_trial', 'ray_available', 'run_with_ray', 'SweepOptions', 'run_sweep', 'summary_table', 'plot_sweep']
 
 # %% ../nbs/17_sweep.ipynb #c86ab595
 SWEEP_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
@@ -34,11 +34,14 @@ def parse_value(text: str):
 
 def parse_assignments(items, many: bool = True) -> dict:
     """`['train.seed=0,1', 'reward.efficiency_coef=0.05,0.1']` -> `{'train.seed': [0, 1], ...}` (`many=False`: one
-    value each, for `--set`; there an empty value is the empty string). Keys must be `section.key` with a known section; `load_run_config` checks the key."""
+    value each, for `--set`; there an empty value is the empty string). Keys must be `section.key` with a known section;
+    `load_run_config` checks the key."""
     out = {}
     for it in items:
         if '=' not in it:
-            raise ConfigError(f"{it!r}: write section.key=value{',value...' if many else ''}, e.g. train.seed=0,1.")
+            raise ConfigError(
+                f"{it!r}: write section.key=value{',value...' if many else ''}, e.g. train.seed=0,1."
+            )
         k, v = (s.strip() for s in it.split('=', 1))
         sec, _, name = k.partition('.')
         if sec not in SWEEP_SECTIONS or not name or '.' in name:
@@ -77,7 +80,11 @@ def trial_name(i: int, point: dict) -> str:
 
 # %% ../nbs/17_sweep.ipynb #bc39d5cf
 def trial_specs(
-    axes: dict, fixed: dict | None = None, config: str | None = None, out='runs/sweep', eval_episodes: int = 20
+    axes: dict,
+    fixed: dict | None = None,
+    config: str | None = None,
+    out='runs/sweep',
+    eval_episodes: int = 20,
 ) -> list[dict]:
     """One spec per grid point: its name, the config file, the overrides (fixed ones, then the point's, then its run
     folder), `eval_episodes`. Every trial's config is validated here, before anything runs."""
@@ -103,7 +110,7 @@ def trial_specs(
         )
     return specs
 
-
+# %% ../nbs/17_sweep.ipynb #67f67a14
 def run_trial(spec: dict) -> dict:
     "Train one trial (one `spindleflow-train` config) and evaluate it on the held-out tasks; return its numbers."
     cfg = load_run_config(spec['config'], spec['overrides'])
@@ -157,7 +164,13 @@ def run_trial(spec: dict) -> dict:
     return res
 
 # %% ../nbs/17_sweep.ipynb #a3b32df8
-FORWARD_ENV = ('HF_HUB_OFFLINE', 'TRANSFORMERS_OFFLINE', 'TOKENIZERS_PARALLELISM', 'MPLBACKEND', 'OPENAI_BASE_URL')
+FORWARD_ENV = (
+    'HF_HUB_OFFLINE',
+    'TRANSFORMERS_OFFLINE',
+    'TOKENIZERS_PARALLELISM',
+    'MPLBACKEND',
+    'OPENAI_BASE_URL',
+)
 
 
 def ray_available() -> bool:
@@ -177,19 +190,24 @@ def _trainable():
     from ray import tune
 
     class SpindleFlowTrial(tune.Trainable):
+        "One trial of the sweep: a single `step` runs `run_trial` on the trial's spec."
+
         def setup(self, config):
+            "Keep the trial's spec, `config['spec']`; no result yet."
             self.spec, self.result = config['spec'], None
 
         def step(self):
+            "Run the trial: its result as one JSON string, `result_json`, and `done` (a trial is one step)."
             self.result = json.dumps(run_trial(self.spec))
             return {'result_json': self.result, 'done': True}
 
-        def save_checkpoint(
-            self, checkpoint_dir
-        ):  # Tune saves at the end: the trial's result (its run folder has the rest)
+        def save_checkpoint(self, checkpoint_dir):
+            "Write the trial's result (`{}` before it ran) to `result.json` in `checkpoint_dir`."
+            # Tune saves at the end: the trial's result (its run folder has the rest)
             Path(checkpoint_dir, 'result.json').write_text(self.result or '{}')
 
         def load_checkpoint(self, checkpoint):
+            "Restores nothing: a trial is a single `step`, with no state to resume."
             pass
 
     return SpindleFlowTrial
@@ -226,21 +244,64 @@ def run_with_ray(
             ray.shutdown()
     return sorted(rows, key=lambda r: r['index'])
 
+# %% ../nbs/17_sweep.ipynb #b13fea10
+@dataclass
+class SweepOptions:
+    "The options of `spindleflow-sweep`; its command line is generated from these fields (appendix 97)."
+
+    sweep: list = param([], 'the axes of the grid', required=True, nargs='+', metavar='SECTION.KEY=V1,V2')
+    set: list = param([], 'overrides shared by every trial', nargs='+', metavar='SECTION.KEY=V')
+    config: str = param('', 'base YAML config (as spindleflow-train --config)')
+    out: str = param(
+        'runs/sweep', 'sweep folder: sweep.json, sweep.png, trials/<name>/ (refused when it holds files)'
+    )
+    eval_episodes: int = param(
+        20,
+        'held-out episodes per trial after training',
+        ok=lambda v: v == 0 or v >= 2,
+        rule='0 (none) or at least 2 (a confidence interval needs two episodes)',
+    )
+    engine: str = param('auto', 'auto: Ray Tune when installed', choices=('auto', 'ray', 'local'))
+    address: str = param(
+        '', "Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray"
+    )
+    cpus_per_trial: float = param(1.0, 'CPUs Ray reserves for each trial', lo=0, lo_open=True)
+    max_concurrent: int = param(0, 'most trials at once on Ray (0: as resources allow)', lo=0)
+    env_file: str = param(
+        '.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent'
+    )
+
+# %% ../nbs/17_sweep.ipynb #dbb52cb3
+_SWEEP_POSITIONAL = (
+    'sweep',
+    'set',
+    'config',
+    'out',
+    'eval_episodes',
+    'engine',
+    'address',
+    'cpus_per_trial',
+    'max_concurrent',
+)
+
+
+def _grid(v, many: bool) -> dict:
+    "Axes (`many`) or overrides given as a dict, or as the command line's `SECTION.KEY=V1,V2` texts."
+    return dict(v) if isinstance(v, dict) else parse_assignments(list(v), many=many)
+
 # %% ../nbs/17_sweep.ipynb #186a182e
-def run_sweep(
-    axes: dict,
-    fixed: dict | None = None,
-    config: str | None = None,
-    out='runs/sweep',
-    eval_episodes: int = 20,
-    engine: str = 'auto',
-    address: str | None = None,
-    cpus_per_trial: float = 1,
-    max_concurrent: int = 0,
-    quiet: bool = False,
-) -> dict:
+def run_sweep(opts: SweepOptions | None = None, *old, quiet: bool = False, **given) -> dict:
     """Run every trial of the grid (`engine`: auto = Ray Tune when installed, else local; ray; local), then write
-    `sweep.json` and `sweep.png` in `out`. Returns the sweep record."""
+    `sweep.json` and `sweep.png` in `out`. Returns the sweep record. `opts` is a `SweepOptions` (the fields of
+    `spindleflow-sweep`), or pass keywords naming its fields: `run_sweep(sweep={'train.seed': [0, 1]}, out='runs/s')`;
+    `sweep` and `set` are dicts or the command line's texts. The 0.1.0 form `run_sweep(axes, fixed, config, out, ...)`
+    still works, with a DeprecationWarning. `quiet`: print nothing."""
+    for name, field in (('axes', 'sweep'), ('fixed', 'set')):  # the 0.1.0 keywords
+        if name in given:
+            given[field] = given.pop(name)
+    o = options_from(SweepOptions, opts, old, _SWEEP_POSITIONAL, given, 'run_sweep')
+    axes, fixed = _grid(o.sweep, True), _grid(o.set, False)
+    config, address, engine, eval_episodes = o.config or None, o.address or None, o.engine, o.eval_episodes
     if engine not in ('auto', 'ray', 'local'):
         raise ConfigError(f"engine must be auto, ray or local, got {engine!r}.")
     if engine == 'ray' and not ray_available():
@@ -257,7 +318,9 @@ def run_sweep(
         raise ConfigError(
             f"--eval-episodes must be 0 (none) or at least 2 (a confidence interval needs two), got {eval_episodes}."
         )
-    out = check_output(out, '--out', 'dir').resolve()  # a folder holding files is refused: nothing overwritten
+    out = check_output(
+        o.out, '--out', 'dir'
+    ).resolve()  # a folder holding files is refused: nothing overwritten
     specs = trial_specs(axes, fixed, config, out, eval_episodes)  # every config checked before anything runs
     out.mkdir(parents=True, exist_ok=True)
     if not quiet:
@@ -267,7 +330,7 @@ def run_sweep(
         )
     t0 = time.time()
     if use_ray:
-        rows = run_with_ray(specs, out, address, cpus_per_trial, max_concurrent)
+        rows = run_with_ray(specs, out, address, o.cpus_per_trial, o.max_concurrent)
     else:
         rows = []
         for s in specs:
@@ -309,7 +372,10 @@ def _group_key(point: dict) -> str:
 
 def summary_table(rec: dict) -> str:
     "A markdown table of the trials."
-    lines = ['| trial | timesteps | held-out return | quality | cost/episode | spend |', '|---|---|---|---|---|---|']
+    lines = [
+        '| trial | timesteps | held-out return | quality | cost/episode | spend |',
+        '|---|---|---|---|---|---|',
+    ]
     for r in rec['trials']:
         h = r.get('heldout') or {}
         ret = f"{h['return']:+.3f} ± {h['return_ci95']:.3f}" if 'return' in h else '-'
@@ -336,7 +402,9 @@ def plot_sweep(rec: dict):
         a1.bar(x, np.mean(ys), color='#9ecae1')
         a1.scatter([x] * len(ys), ys, color='#08519c', zorder=3, s=18)
         a2.scatter(
-            [np.mean([r['heldout']['cost_usd'] for r in rs])], [np.mean([r['heldout']['quality'] for r in rs])], s=40
+            [np.mean([r['heldout']['cost_usd'] for r in rs])],
+            [np.mean([r['heldout']['quality'] for r in rs])],
+            s=40,
         )
         a2.annotate(
             g,
@@ -356,28 +424,3 @@ def plot_sweep(rec: dict):
             a.text(0.5, 0.5, 'no evaluated trials', ha='center', transform=a.transAxes)
     fig.tight_layout()
     return fig
-
-# %% ../nbs/17_sweep.ipynb #b13fea10
-@dataclass
-class SweepOptions:
-    "The options of `spindleflow-sweep`; its command line is generated from these fields (appendix 97)."
-
-    sweep: list = param([], 'the axes of the grid', required=True, nargs='+', metavar='SECTION.KEY=V1,V2')
-    set: list = param([], 'overrides shared by every trial', nargs='+', metavar='SECTION.KEY=V')
-    config: str = param('', 'base YAML config (as spindleflow-train --config)')
-    out: str = param('runs/sweep', 'sweep folder: sweep.json, sweep.png, trials/<name>/ (refused when it holds files)')
-    eval_episodes: int = param(
-        20,
-        'held-out episodes per trial after training',
-        ok=lambda v: v == 0 or v >= 2,
-        rule='0 (none) or at least 2 (a confidence interval needs two episodes)',
-    )
-    engine: str = param('auto', 'auto: Ray Tune when installed', choices=('auto', 'ray', 'local'))
-    address: str = param(
-        '', "Ray cluster to join (ray.init(address=...)): 'auto', 'ray://HEAD:10001'; default: a local Ray"
-    )
-    cpus_per_trial: float = param(1.0, 'CPUs Ray reserves for each trial', lo=0, lo_open=True)
-    max_concurrent: int = param(0, 'most trials at once on Ray (0: as resources allow)', lo=0)
-    env_file: str = param(
-        '.env', 'KEY=VALUE file read first (variables already set win); the default .env may be absent'
-    )

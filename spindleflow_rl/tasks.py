@@ -76,6 +76,7 @@ class Task:
 
     @property
     def levels(self) -> list[int]:
+        "Dependency level of each subtask, in subtask order (1: no dependencies; see `dependency_levels`)."
         return dependency_levels(self.subtasks)
 
     @property
@@ -85,9 +86,11 @@ class Task:
 
     @property
     def has_dependencies(self) -> bool:
+        "Whether any subtask depends on another."
         return any(s.depends_on for s in self.subtasks)
 
     def to_dict(self) -> dict:
+        "The fields as a plain dict, subtasks as dicts too."
         return asdict(self)
 
     def describe(self) -> str:
@@ -103,7 +106,16 @@ class Task:
         return '\n'.join([head, *rows])
 
 # %% ../nbs/04_tasks.ipynb #9ae24863
-_TASK_KEYS = ('id', 'text', 'category', 'phase', 'split', 'latency_budget_s', 'expected_specialists', 'subtasks')
+_TASK_KEYS = (
+    'id',
+    'text',
+    'category',
+    'phase',
+    'split',
+    'latency_budget_s',
+    'expected_specialists',
+    'subtasks',
+)
 _SUBTASK_KEYS = ('text', 'domain', 'depends_on')
 
 
@@ -156,10 +168,14 @@ def subtask_from_dict(d, j: int, where: str = 'task') -> Subtask:
 def task_from_dict(d, where: str = 'task') -> Task:
     "Check and build a `Task` from a YAML mapping; errors name `where` (file and entry), the problem and the fix."
     if not isinstance(d, dict):
-        raise ConfigError(f"{where}: expected a mapping with keys {list(_TASK_KEYS)}, got {type(d).__name__}.")
+        raise ConfigError(
+            f"{where}: expected a mapping with keys {list(_TASK_KEYS)}, got {type(d).__name__}."
+        )
     tid = d.get('id')
     if not isinstance(tid, (str, int)) or isinstance(tid, bool) or not str(tid).strip():
-        raise ConfigError(f"{where}: missing or empty 'id'. Give every task a unique id such as 'p1-backend-01'.")
+        raise ConfigError(
+            f"{where}: missing or empty 'id'. Give every task a unique id such as 'p1-backend-01'."
+        )
     tid = str(tid).strip()
     where = f"{where} (id {tid!r})"
     _check_keys(d, _TASK_KEYS, where)
@@ -169,7 +185,9 @@ def task_from_dict(d, where: str = 'task') -> Task:
         raise ConfigError(f"{where}: phase must be 1, 2 or 3, got {phase!r}.")
     subs = d.get('subtasks')
     if not isinstance(subs, list) or not subs:
-        raise ConfigError(f"{where}: 'subtasks' must be a non-empty list of {{text, domain, depends_on}} entries.")
+        raise ConfigError(
+            f"{where}: 'subtasks' must be a non-empty list of {{text, domain, depends_on}} entries."
+        )
     subtasks = [subtask_from_dict(s, j, where) for j, s in enumerate(subs)]
     domains = list(dict.fromkeys(s.domain for s in subtasks))
     category = d.get('category', subtasks[0].domain)
@@ -222,7 +240,9 @@ class TaskBank:
             )
         _check_keys(data, ('version', 'tasks'), source)
         if data.get('version', 1) != 1:
-            raise ConfigError(f"{source}: unsupported version {data.get('version')!r}; this package reads version 1.")
+            raise ConfigError(
+                f"{source}: unsupported version {data.get('version')!r}; this package reads version 1."
+            )
         tasks = data.get('tasks')
         if not isinstance(tasks, list):
             raise ConfigError(f"{source}: 'tasks' must be a list of tasks, got {type(tasks).__name__}.")
@@ -258,6 +278,7 @@ class TaskBank:
 
     @property
     def ids(self) -> list[str]:
+        "Task ids in bank (file) order."
         return [t.id for t in self._tasks]
 
 
@@ -273,7 +294,11 @@ def tasks(self, phase: int | None = None, split: str | None = None) -> list[Task
         raise ConfigError(f"phase must be one of {PHASES} (or 0 / None for all phases), got {phase!r}.")
     if split is not None and split not in SPLITS:
         raise ConfigError(f"split must be one of {list(SPLITS)} (or None for both), got {split!r}.")
-    return [t for t in self._tasks if (phase in (None, 0) or t.phase == phase) and (split is None or t.split == split)]
+    return [
+        t
+        for t in self._tasks
+        if (phase in (None, 0) or t.phase == phase) and (split is None or t.split == split)
+    ]
 
 
 @patch_into(TaskBank)
@@ -287,6 +312,7 @@ def sample(self, rng: np.random.Generator, phase: int | None = None, split: str 
 
 @patch_into(TaskBank)
 def phases(self) -> list[int]:
+    "Curriculum phases present in the bank, ascending."
     return sorted({t.phase for t in self._tasks})
 
 
@@ -309,7 +335,8 @@ def table_domains(self) -> list[str]:
 def counts(self, split: str | None = None) -> dict:
     "`{phase: {category: n}}` over `table_domains()` (zeros included)."
     return {
-        p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in self.table_domains()} for p in self.phases()
+        p: {d: sum(t.category == d for t in self.tasks(p, split)) for d in self.table_domains()}
+        for p in self.phases()
     }
 
 
@@ -356,7 +383,9 @@ def critical_edges(self) -> list[tuple[int, int]]:
         for k in range(j + 1, n):
             if j in self.subtasks[k].depends_on:
                 H[j] = max(H[j], 1 + H[k])
-    return [(d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on if L[d] + H[j] == self.critical_path]
+    return [
+        (d, j) for j, s in enumerate(self.subtasks) for d in s.depends_on if L[d] + H[j] == self.critical_path
+    ]
 
 
 @patch_into(Task)
@@ -370,6 +399,7 @@ def draw(self, ax=None, width: int = 26):
     pos = nx.multipartite_layout(G, subset_key='level')
 
     def short(text, lines=2):  # the first `lines` lines of the wrapped text
+        "`text` wrapped to `width`, at most `lines` lines; the last one shortened with ' ...' if the text is longer."
         w = textwrap.wrap(text, width)
         return '\n'.join(
             w
@@ -387,7 +417,9 @@ def draw(self, ax=None, width: int = 26):
         width=[2.2 if e in crit else 1.0 for e in G.edges],
         edge_color=['#d62728' if e in crit else '#777777' for e in G.edges],
     )
-    nx.draw_networkx_labels(G, pos, lab, ax=ax, font_size=7, bbox=dict(boxstyle='round', fc='#e8f0fa', ec='#8fb3e0'))
+    nx.draw_networkx_labels(
+        G, pos, lab, ax=ax, font_size=7, bbox=dict(boxstyle='round', fc='#e8f0fa', ec='#8fb3e0')
+    )
     nx.draw_networkx_edge_labels(
         G, pos, {(u, v): f"{self.levels[u] * NOMINAL_CALL_S:g} s" for u, v in G.edges}, ax=ax, font_size=7
     )
@@ -417,6 +449,7 @@ def _task_groups(tasks: Sequence[Task], embedder=None, threshold: float = 0.8) -
     parent = list(range(len(tasks)))
 
     def root(i):
+        "Representative of task `i`'s group (union-find; halves the path on the way)."
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
@@ -436,9 +469,12 @@ def _task_groups(tasks: Sequence[Task], embedder=None, threshold: float = 0.8) -
     return list(groups.values())
 
 # %% ../nbs/04_tasks.ipynb #55c118bd
-def resplit(bank: TaskBank, embedder=None, threshold: float = 0.8, per_cell: int = 2, seed: int = 0) -> TaskBank:
+def resplit(
+    bank: TaskBank, embedder=None, threshold: float = 0.8, per_cell: int = 2, seed: int = 0
+) -> TaskBank:
     """A copy of `bank` with a new train/heldout split: whole groups of related tasks (`_task_groups`) are held out,
-    smallest first and in a seeded order among equals, until every (phase, category) cell has `per_cell` held-out tasks."""
+    smallest first and in a seeded order among equals, until every (phase, category) cell has `per_cell` held-out
+    tasks."""
     tasks = [
         Task(**{**t.to_dict(), 'subtasks': [Subtask(**s) for s in t.to_dict()['subtasks']], 'split': 'train'})
         for t in bank
@@ -493,7 +529,8 @@ _SENTENCE_RE = re.compile(r'(?<=[.!?])\s+(?=\S)')
 _SEPARATOR_RE = re.compile(r'(\s*;|,?\s+and\s+then\s+|,?\s+then\s+|,\s+and\s+)', re.I)
 # a clause that opens with one of these follows the one before it
 _CUE_RE = re.compile(
-    r'^(?:and\s+)?(then|next|finally|afterwards|after\s+that|once|after|when\s+that\s+is\s+done)\b[\s,]*', re.I
+    r'^(?:and\s+)?(then|next|finally|afterwards|after\s+that|once|after|when\s+that\s+is\s+done)\b[\s,]*',
+    re.I,
 )
 _STRIP_CUES = {
     'then',
@@ -506,7 +543,8 @@ _STRIP_CUES = {
 
 
 def split_clauses(text: str) -> list[tuple[str, bool]]:
-    """Split a request into clauses `(text, sequenced)`. Clauses end at sentences, ';', ' then ', ' and then ' and ', and '.
+    """Split a request into clauses `(text, sequenced)`. Clauses end at sentences, ';', ' then ', ' and then ' and ',
+    and '.
     `sequenced` is True when a cue ('then', 'after', 'once', 'next', 'finally') ties the clause to the one before;
     ', and' continues the chain of the clause before it within a sentence, ';' and sentence ends break it."""
     out = []
@@ -540,7 +578,8 @@ def split_clauses(text: str) -> list[tuple[str, bool]]:
 # %% ../nbs/04_tasks.ipynb #4ef2a571
 class TaskDecomposer:
     """Turn a free-text request into a `Task`: split it into clauses, give each clause the domain of its best-matching
-    (non-generalist) catalog specialist, merge clauses of one domain, and chain dependencies where sequencing cues say so."""
+    (non-generalist) catalog specialist, merge clauses of one domain, and chain dependencies where sequencing cues say
+    so."""
 
     def __init__(self, catalog, embedder, max_subtasks: int = 4):
         if not _is_int(max_subtasks) or max_subtasks < 1:
@@ -551,7 +590,9 @@ class TaskDecomposer:
         self.spec_emb = np.asarray(catalog.embeddings(embedder), dtype=np.float32)[keep]
         self.spec_domain = np.array([specs[i].domain for i in keep])
         self.spec_ids = [specs[i].id for i in keep]
-        own = list(dict.fromkeys(self.spec_domain.tolist()))  # shipped domains first, then a custom catalog's own
+        own = list(
+            dict.fromkeys(self.spec_domain.tolist())
+        )  # shipped domains first, then a custom catalog's own
         self.domains = [d for d in DOMAINS if d in own] + [d for d in own if d not in DOMAINS]
 
     def domain_scores(self, texts: Sequence[str]) -> np.ndarray:
@@ -590,7 +631,8 @@ class TaskDecomposer:
             if seq and i and group[i - 1] < group[i]:
                 deps[group[i]].add(group[i - 1])  # only edges to earlier subtasks
         subtasks = [
-            Subtask('; '.join(ts), self.domains[d], sorted(deps[g])) for g, (d, ts) in enumerate(zip(order, texts))
+            Subtask('; '.join(ts), self.domains[d], sorted(deps[g]))
+            for g, (d, ts) in enumerate(zip(order, texts))
         ]
         n, has_deps = len(subtasks), any(deps)
         phase = 3 if n >= 5 else 1 if n <= 2 and not has_deps else 2

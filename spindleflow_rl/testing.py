@@ -22,10 +22,14 @@ class ScriptedReply:
 
     status: int = 200
     content: str | None = None  # None -> the server's default content for the request
-    usage: tuple | bool | None = None  # (prompt_tokens, completion_tokens); None -> server default; False -> omit usage
+    usage: tuple | bool | None = (
+        None  # (prompt_tokens, completion_tokens); None -> server default; False -> omit usage
+    )
     delay_s: float = 0.0  # wait before answering (a slow reply; the client may time out first)
     retry_after: float | None = None  # Retry-After header (seconds) on an error status
-    message: str = 'scripted error'  # error message; '{auth}' is replaced by the request's Authorization header
+    message: str = (
+        'scripted error'  # error message; '{auth}' is replaced by the request's Authorization header
+    )
     error_code: str | None = None  # error.code in the body, e.g. 'insufficient_quota'
     gate: threading.Event | None = (
         None  # hold the answer until this event is set (at most 60 s): tests of concurrency without timing
@@ -71,6 +75,7 @@ class ScriptedOpenAIServer:
 
     @property
     def base_url(self) -> str:
+        "The URL clients use, `http://127.0.0.1:<port>/v1`; only once the server has started."
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     @staticmethod
@@ -115,12 +120,16 @@ class _Server(ThreadingHTTPServer):
 
 @patch
 def start(self: ScriptedOpenAIServer) -> 'ScriptedOpenAIServer':
+    "Serves on a free port of 127.0.0.1 in a daemon thread; returns the server (see `base_url`)."
     server = self
 
     class Handler(BaseHTTPRequestHandler):
+        "Answers `GET .../models` with the server's models, `POST .../chat/completions` from the script; else 404."
+
         protocol_version = 'HTTP/1.1'
 
         def log_message(self, *a):
+            "Silent: no access log on stderr."
             pass
 
         def _send(self, code, obj, headers=()):
@@ -137,39 +146,51 @@ def start(self: ScriptedOpenAIServer) -> 'ScriptedOpenAIServer':
                 pass  # the client gave up (timeout) and closed the connection
 
         def do_GET(self):
+            "The model list for `.../models`; 404 for any other path."
             if self.path.rstrip('/').endswith('/models'):
                 self._send(
                     200,
                     {
                         'object': 'list',
                         'data': [
-                            {'id': m, 'object': 'model', 'created': 0, 'owned_by': 'scripted'} for m in server.models
+                            {'id': m, 'object': 'model', 'created': 0, 'owned_by': 'scripted'}
+                            for m in server.models
                         ],
                     },
                 )
             else:
-                self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
+                self._send(
+                    404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}}
+                )
 
         def do_POST(self):
+            "A chat completion per the server's script (`_handle`); 400 if the body is not JSON, 404 for other paths."
             n = int(self.headers.get('Content-Length') or 0)
             try:
                 body = json.loads(self.rfile.read(n) or b'{}')
             except ValueError:
-                return self._send(400, {'error': {'message': 'body is not JSON', 'type': 'invalid_request_error'}})
+                return self._send(
+                    400, {'error': {'message': 'body is not JSON', 'type': 'invalid_request_error'}}
+                )
             if not self.path.rstrip('/').endswith('/chat/completions'):
-                return self._send(404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}})
+                return self._send(
+                    404, {'error': {'message': f'no route {self.path}', 'type': 'invalid_request_error'}}
+                )
             code, obj, headers = server._handle(body, self.headers.get('Authorization', ''))
             self._send(code, obj, headers)
 
     self._httpd = _Server(('127.0.0.1', 0), Handler)
     self._httpd.daemon_threads = True
-    self._thread = threading.Thread(target=self._httpd.serve_forever, name='ScriptedOpenAIServer', daemon=True)
+    self._thread = threading.Thread(
+        target=self._httpd.serve_forever, name='ScriptedOpenAIServer', daemon=True
+    )
     self._thread.start()
     return self
 
 
 @patch
 def stop(self: ScriptedOpenAIServer):
+    "Shuts the server down, ending delayed replies' waits, and joins its thread (5 s at most); safe to call twice."
     self._stopping.set()
     if self._httpd is not None:
         self._httpd.shutdown()
@@ -180,7 +201,10 @@ def stop(self: ScriptedOpenAIServer):
 # %% ../nbs/98_testing.ipynb #b630abae
 @patch
 def script(
-    self: ScriptedOpenAIServer, *replies: ScriptedReply, match: str | Callable | None = None, times: int | None = 1
+    self: ScriptedOpenAIServer,
+    *replies: ScriptedReply,
+    match: str | Callable | None = None,
+    times: int | None = 1,
 ):
     "Queue `replies` for the next requests that `match` (each used `times` times; `None`: for ever)."
     with self._lock:
@@ -191,12 +215,14 @@ def script(
 
 @patch
 def clear_script(self: ScriptedOpenAIServer):
+    "Drops every queued reply: requests get the default answers again."
     with self._lock:
         self._rules.clear()
 
 
 @patch(as_prop=True)
 def n_requests(self: ScriptedOpenAIServer) -> int:
+    "How many requests the server has received."
     return len(self.requests)
 
 
@@ -250,7 +276,11 @@ def _handle(self: ScriptedOpenAIServer, body: dict, auth: str):
             )
         if reply.status != 200:
             hdr = [('Retry-After', f'{reply.retry_after:g}')] if reply.retry_after is not None else []
-            err = {'message': reply.message.replace('{auth}', auth), 'type': 'scripted', 'code': reply.error_code}
+            err = {
+                'message': reply.message.replace('{auth}', auth),
+                'type': 'scripted',
+                'code': reply.error_code,
+            }
             return reply.status, {'error': err}, hdr
         content = reply.content if reply.content is not None else self.default_content(body)
         out = {
@@ -330,7 +360,8 @@ TEST_PRICES = (
 
 
 def scripted_config(server, folder, **overrides) -> OpenAIConfig:
-    """An `OpenAIConfig` for `server`: its URL, the key in `TEST_KEY_ENV` (set to `TEST_KEY` when unset), the test models
+    """An `OpenAIConfig` for `server`: its URL, the key in `TEST_KEY_ENV` (set to `TEST_KEY` when unset), the test
+    models
     and prices (written to `folder/prices.yaml`), a fresh cache under `folder`, fast retries; `overrides` win."""
     import os
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import io, json, os, sys, time, signal, shutil, threading
 from pathlib import Path
+from typing import NamedTuple
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from .config import ConfigError, PACKAGE_DIR, seed_everything
@@ -70,7 +71,12 @@ class Curriculum:
         min_fraction: float = 0.1,
         state: dict | None = None,
     ):
-        self.total, self.phases, self.threshold, self.window = int(total), list(phases), threshold, int(window)
+        self.total, self.phases, self.threshold, self.window = (
+            int(total),
+            list(phases),
+            threshold,
+            int(window),
+        )
         ends, acc = [], 0.0
         for b in list(budget)[: len(self.phases) - 1]:
             acc += b
@@ -81,9 +87,11 @@ class Curriculum:
 
     @property
     def phase(self) -> int:
+        "The current phase: the entry of `phases` the schedule has reached."
         return self.phases[self.state['idx']]
 
     def record(self, success: bool):
+        "Add one episode's outcome to the recent ones, of which the last `window` are kept."
         r = self.state['recent']
         r.append(bool(success))
         if len(r) > self.window:
@@ -91,6 +99,7 @@ class Curriculum:
 
     @property
     def success_rate(self) -> float:
+        "The fraction of successes among the recent episodes of this phase (0.0 before any)."
         r = self.state['recent']
         return float(np.mean(r)) if r else 0.0
 
@@ -134,10 +143,13 @@ def check_finite(model) -> str | None:
 
 # %% ../nbs/09_train.ipynb #6a304455
 class EpisodeStatsCallback(BaseCallback):
-    """Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost budget;
+    """Log reward terms and episode outcomes; drive the curriculum; stop on a non-finite reward; enforce the cost
+    budget;
     with `max_failed` (a real backend), stop when more than that share of the LLM calls failed (`calls_failed`)."""
 
-    def __init__(self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0, max_failed: float | None = None):
+    def __init__(
+        self, state: RunState, max_cost_usd: float = 0.0, verbose: int = 0, max_failed: float | None = None
+    ):
         super().__init__(verbose)
         self.state, self.max_cost_usd, self.max_failed = state, max_cost_usd, max_failed
         self.stopped_for_cost = False
@@ -184,7 +196,9 @@ class EpisodeStatsCallback(BaseCallback):
                 raise CallsFailedError(why)
         if self.max_cost_usd > 0 or self.n_calls % 64 == 0:
             spent = self.state.cost_base + float(sum(self.training_env.env_method('spent_usd')))
-            self.step_cost = max(self.step_cost, spent - self.state.cost_usd)  # most spent by one vec step so far
+            self.step_cost = max(
+                self.step_cost, spent - self.state.cost_usd
+            )  # most spent by one vec step so far
             self.state.cost_usd = spent
             lg.record(f'cost/{self.state.spend_kind}_usd', spent)
             if self.max_cost_usd > 0 and spent + 1.5 * self.step_cost > self.max_cost_usd:
@@ -248,6 +262,8 @@ class ProgressCallback(BaseCallback):
         self.t0, self.start, self.last = time.time(), self.num_timesteps, time.time()
 
     def line(self, now: float | None = None) -> str:
+        """The progress at `now` (default: the current time) as one line: timesteps done of `total`, timesteps/s since
+        `learn` started, elapsed time and an estimate of the time left."""
         now = time.time() if now is None else now
         done = self.num_timesteps - self.start
         secs = max(now - self.t0, 1e-9)
@@ -271,14 +287,22 @@ class ProgressCallback(BaseCallback):
         return True
 
     def _on_training_end(self):
-        print(('\r' if self.tty else '') + self.line(), file=self.stream, flush=True)  # the last figure, always
+        print(
+            ('\r' if self.tty else '') + self.line(), file=self.stream, flush=True
+        )  # the last figure, always
 
 
 def _dur(s: float) -> str:
     if not np.isfinite(s):
         return '?'
     s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+    return (
+        f"{s // 3600}h{s % 3600 // 60:02d}m"
+        if s >= 3600
+        else f"{s // 60}m{s % 60:02d}s"
+        if s >= 60
+        else f"{s}s"
+    )
 
 # %% ../nbs/09_train.ipynb #acf98c81
 def set_determinism(threads: int = 0):
@@ -349,7 +373,10 @@ def init_from_checkpoint(model, path, quiet: bool = False) -> dict:
             "`policy:` section."
         ) from None
     if not quiet:
-        print(f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps", flush=True)
+        print(
+            f"  init from {z.name}: weights of a policy trained for {int(src.num_timesteps):,} timesteps",
+            flush=True,
+        )
     return {'init_from': str(z), 'sha256': file_sha256(z), 'source_timesteps': int(src.num_timesteps)}
 
 # %% ../nbs/09_train.ipynb #501ef2ac
@@ -380,7 +407,9 @@ def trim_progress(run_dir: Path, upto: int) -> int:
         cut = not text.endswith('\n')
         rows = list(csv.reader(lines[:-1] if cut else lines))
         i = rows[0].index('time/total_timesteps') if 'time/total_timesteps' in rows[0] else None
-        keep = [rows[0]] + [r for r in rows[1:] if i is None or (len(r) > i and r[i] != '' and float(r[i]) <= upto)]
+        keep = [rows[0]] + [
+            r for r in rows[1:] if i is None or (len(r) > i and r[i] != '' and float(r[i]) <= upto)
+        ]
         if len(keep) < len(rows) or cut:
             dropped += len(rows) - len(keep) + cut
             buf = io.StringIO()
@@ -391,7 +420,8 @@ def trim_progress(run_dir: Path, upto: int) -> int:
 # %% ../nbs/09_train.ipynb #1f95fa3a
 def _open_run(t: TrainConfig, checkpoint, quiet: bool, trust: bool = False):
     """`(run_dir, checkpoint zip, its state, resume state, done)` of a resumed run, or of a new one (zip None); `done`
-    when the resumed run is already trained to `t.timesteps`. A new run's folder is only checked here (claimed later)."""
+    when the resumed run is already trained to `t.timesteps`. A new run's folder is only checked here (claimed
+    later)."""
     state_in, resume, zpath = {}, None, None
     if checkpoint:
         zpath, state_in = resolve_checkpoint(checkpoint)  # a damaged latest checkpoint: the previous good one
@@ -410,11 +440,16 @@ def _open_run(t: TrainConfig, checkpoint, quiet: bool, trust: bool = False):
                 run_dir / rs, zpath, trust
             )  # signed by this user for this zip (appendix 94a)
             if why and not quiet:
-                print(f"note: {why}: resuming from the weights alone (env episodes and RNGs start afresh).", flush=True)
+                print(
+                    f"note: {why}: resuming from the weights alone (env episodes and RNGs start afresh).",
+                    flush=True,
+                )
     else:
         if t.run_name:
             safe_name(t.run_name, '--run-name')
-        out = check_output(t.out, '--out', 'dir', overwrite=True)  # a folder we can write in (it may hold other runs)
+        out = check_output(
+            t.out, '--out', 'dir', overwrite=True
+        )  # a folder we can write in (it may hold other runs)
         name = (
             t.run_name
             or f"SpindleFlow-v0__{'curriculum' if t.curriculum else f'phase{t.phase}'}__{t.seed}__{int(time.time())}"
@@ -484,13 +519,16 @@ def _phases(t: TrainConfig, world, quiet: bool) -> tuple:
     return tuple(have)
 
 # %% ../nbs/09_train.ipynb #3601596e
+# params: the parts of the run `train` has assembled; one call site, every argument named there
 def _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, tb, quiet):
     """The model of a resumed run (its zip; trusted only when its
     signed resume state vouches for it) or a new one, warm-started."""
     warm = None
     if checkpoint:
         try:
-            model = load_policy(zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb)
+            model = load_policy(
+                zpath, device=t.device, env=venv, trusted=resume is not None, tensorboard_log=tb
+            )
         except CheckpointError as e:
             raise ConfigError(
                 f"{zpath} does not fit this configuration ({e.why}). Resume with the run's own config "
@@ -499,19 +537,27 @@ def _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, tb, quiet):
         if resume is not None:
             restore(model, resume)
         else:
-            for i, cs in enumerate(state_in.get('consistency') or []):  # an older checkpoint: consistency history only
+            for i, cs in enumerate(
+                state_in.get('consistency') or []
+            ):  # an older checkpoint: consistency history only
                 if i < venv.num_envs:
                     venv.env_method('load_consistency_state', cs, indices=[i])
     else:
-        model = make_model(venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo'])
+        model = make_model(
+            venv, cfg['policy'], seed=t.seed, device=t.device, tensorboard_log=tb, **cfg['ppo']
+        )
         if t.init_from:
             warm = ('init_from.json', init_from_checkpoint(model, t.init_from, quiet))
-        elif t.imitation_teacher and t.backend != 'openai':  # (cloning a planner on a paid backend would cost money)
+        elif (
+            t.imitation_teacher and t.backend != 'openai'
+        ):  # (cloning a planner on a paid backend would cost money)
             warm = ('imitation.json', warm_start_from_config(model, cfg, quiet))
     return model, warm
 
 # %% ../nbs/09_train.ipynb #4c3a1260
-def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_resume_state: bool = False) -> Path:
+def train(
+    cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_resume_state: bool = False
+) -> Path:
     """Train (or resume) per `cfg` (from `load_run_config`); return the run folder. Everything that can fail on bad
     input (config, roster, backend, outcome table, checkpoint) is built before the run folder is claimed (atomically:
     two runs of one name never share it). `callbacks`: extra SB3 callbacks. `trust_resume_state`: resume from a state
@@ -556,7 +602,9 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_r
             flush=True,
         )
     try:
-        model, warm = _build_model(cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir / 'tb'), quiet)
+        model, warm = _build_model(
+            cfg, t, venv, zpath, state_in, resume, checkpoint, str(run_dir / 'tb'), quiet
+        )
         if not checkpoint:
             run_dir = claim_run_dir(run_dir, auto=not t.run_name)
     except BaseException:
@@ -579,26 +627,23 @@ def train(cfg: dict, checkpoint=None, quiet: bool = False, callbacks=(), trust_r
     state.episodes = int(state_in.get('episodes', 0))
     return _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, list(callbacks))
 
-# %% ../nbs/09_train.ipynb #f9a56303
-_VEC_NAMES = {
-    'FastDummyVecEnv': 'one after another',
-    'ThreadedVecEnv': 'threads, all at once',
-    'SubprocVecEnv': 'one process each',
-    'AsyncVecEnv': 'asynchronous, each as soon as it is ready',
-}
-
-
-def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
-    "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
-    from stable_baselines3.common.callbacks import CallbackList
+# %% ../nbs/09_train.ipynb #152c60ce
+def _set_run_logger(model, run_dir: Path, checkpoint):
+    "Log to the run's `progress.csv` (a resume to `progress-from-N.csv`: the earlier log is kept) and TensorBoard."
     from stable_baselines3.common.logger import Logger, make_output_format
 
     tb = str(run_dir / 'tb')
-    cur = state.curriculum
-    suffix = '' if not checkpoint else f"-from-{model.num_timesteps}"  # a resumed run never overwrites the earlier log
+    suffix = (
+        '' if not checkpoint else f"-from-{model.num_timesteps}"
+    )  # a resumed run never overwrites the earlier log
     model.set_logger(
         Logger(None, [make_output_format('csv', str(run_dir), suffix), make_output_format('tensorboard', tb)])
     )
+
+
+def _run_callbacks(venv, state, t, quiet, extra) -> tuple:
+    """`(stats, checkpoints, all callbacks)` of a run: episode stats and the cost budget (an async vector env gates
+    the spend itself), checkpoints, the caller's `extra`, and the progress line."""
     gate = (
         venv.limit_spend(t.max_cost_usd - state.cost_usd)
         if t.max_cost_usd > 0 and hasattr(venv, 'limit_spend')
@@ -613,24 +658,84 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
     cbs = [stats, ckcb, *extra]
     if t.progress and not quiet:
         cbs.append(ProgressCallback(t.timesteps, t.progress_every_s))
+    return stats, ckcb, cbs
+
+# %% ../nbs/09_train.ipynb #af66f91d
+_VEC_NAMES = {
+    'FastDummyVecEnv': 'one after another',
+    'ThreadedVecEnv': 'threads, all at once',
+    'SubprocVecEnv': 'one process each',
+    'AsyncVecEnv': 'asynchronous, each as soon as it is ready',
+}
+
+
+def _say_start(model, venv, t, run_dir: Path, phase: int, start: int, resume, checkpoint):
+    "Print where the run's files are and what it is about to train."
+    tb = str(run_dir / 'tb')
+    remaining = t.timesteps - start
+    how = (
+        ''
+        if not checkpoint
+        else (
+            ' (exact resume: envs, RNGs and LSTM state restored)'
+            if resume
+            else ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)'
+        )
+    )
+    print(
+        f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir / 'checkpoints'}"
+        f"\n  training {remaining:,} timesteps from {start:,} (phase {phase}, {t.n_envs} envs "
+        f"({_VEC_NAMES.get(type(venv).__name__, type(venv).__name__)}), device {model.device}){how}",
+        flush=True,
+    )
+
+# %% ../nbs/09_train.ipynb #1e345e5d
+def _check_trained(model, venv, t):
+    "After `learn` returns: raise if the weights are NaN/inf, or (a real backend) too many LLM calls failed."
+    bad = check_finite(model)
+    if bad:
+        raise NonFiniteError(
+            f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
+            "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards."
+        )
+    why = (
+        calls_failed(venv.env_method('llm_call_stats'), t.max_failed_calls, final=True)
+        if t.backend == 'openai'
+        else None
+    )
+    if why:
+        raise CallsFailedError(why)
+
+
+def _name_divergence(model, e: BaseException) -> BaseException:
+    "The error a crash is reported as: `e`, or a `NonFiniteError` (caused by `e`) when the weights went NaN/inf."
+    try:
+        bad = check_finite(model)
+    except Exception:
+        bad = None
+    if bad and not isinstance(e, NonFiniteError):  # e.g. torch refusing a NaN scale: name the real cause
+        crashed = NonFiniteError(
+            f"training diverged: parameter {bad!r} is NaN/inf at timestep {model.num_timesteps} "
+            f"({type(e).__name__}: {str(e)[:200]}). Lower ppo.learning_rate or ppo.max_grad_norm, "
+            "or check the rewards."
+        )
+        crashed.__cause__ = e
+        return crashed
+    return e
+
+# %% ../nbs/09_train.ipynb #f9a56303
+# params: the parts of the run `train` has assembled; one call site, every argument named there
+def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> Path:
+    "The learning loop of `train`: checkpoints on the way, and one at the end however it ends."
+    from stable_baselines3.common.callbacks import CallbackList
+
+    cur = state.curriculum
+    _set_run_logger(model, run_dir, checkpoint)
+    stats, ckcb, cbs = _run_callbacks(venv, state, t, quiet, extra)
     start = int(model.num_timesteps)
     remaining = t.timesteps - start
     if not quiet:
-        how = (
-            ''
-            if not checkpoint
-            else (
-                ' (exact resume: envs, RNGs and LSTM state restored)'
-                if resume
-                else ' (an older checkpoint without a resume state: env episodes and RNGs start afresh)'
-            )
-        )
-        print(
-            f"run folder: {run_dir}\n  TensorBoard: tensorboard --logdir {tb}\n  checkpoints: {run_dir / 'checkpoints'}"
-            f"\n  training {remaining:,} timesteps from {start:,} (phase {cur.phase}, {t.n_envs} envs "
-            f"({_VEC_NAMES.get(type(venv).__name__, type(venv).__name__)}), device {model.device}){how}",
-            flush=True,
-        )
+        _say_start(model, venv, t, run_dir, cur.phase, start, resume, checkpoint)
     t0 = time.time()
     interrupted = False
     crashed = None
@@ -638,40 +743,20 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
     def _on_term(signum, frame):
         raise KeyboardInterrupt  # `kill` (SIGTERM) saves a checkpoint like Ctrl-C
 
-    in_main = threading.current_thread() is threading.main_thread()  # a sweep trial on Ray runs in a worker thread
+    in_main = (
+        threading.current_thread() is threading.main_thread()
+    )  # a sweep trial on Ray runs in a worker thread
     old_term = signal.signal(signal.SIGTERM, _on_term) if hasattr(signal, 'SIGTERM') and in_main else None
     try:
         model.learn(remaining, callback=CallbackList(cbs), reset_num_timesteps=False, tb_log_name='ppo')
         stats.stopped_for_cost = stats.stopped_for_cost or getattr(venv, 'stopped_for_cost', False)
-        bad = check_finite(model)
-        if bad:
-            raise NonFiniteError(
-                f"training diverged: parameter {bad!r} is NaN/inf after the last update. "
-                "Lower ppo.learning_rate or ppo.max_grad_norm, or check the rewards."
-            )
-        why = (
-            calls_failed(venv.env_method('llm_call_stats'), t.max_failed_calls, final=True)
-            if t.backend == 'openai'
-            else None
-        )
-        if why:
-            raise CallsFailedError(why)
+        _check_trained(model, venv, t)
     except KeyboardInterrupt:
         interrupted = True
         print('\ninterrupted: writing a checkpoint (the last rollout boundary) before exiting...', flush=True)
     except BaseException as e:
-        crashed = e
-        try:
-            bad = check_finite(model)
-        except Exception:
-            bad = None
-        if bad and not isinstance(e, NonFiniteError):  # e.g. torch refusing a NaN scale: name the real cause
-            crashed = NonFiniteError(
-                f"training diverged: parameter {bad!r} is NaN/inf at timestep {model.num_timesteps} "
-                f"({type(e).__name__}: {str(e)[:200]}). Lower ppo.learning_rate or ppo.max_grad_norm, "
-                "or check the rewards."
-            )
-            crashed.__cause__ = e
+        crashed = e  # set first: an interrupt while naming the cause still saves a crash checkpoint
+        crashed = _name_divergence(model, e)
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
@@ -683,13 +768,28 @@ def _learn(model, venv, state, t, run_dir, resume, checkpoint, quiet, extra) -> 
             zp = save_crash(model, state, crashed)
         else:
             done = not interrupted and not stats.stopped_for_cost
-            zp = save_checkpoint(model, state, snap=None if done else ckcb.snap)  # a stop mid-rollout: its boundary
+            zp = save_checkpoint(
+                model, state, snap=None if done else ckcb.snap
+            )  # a stop mid-rollout: its boundary
         venv.close()
-    return _finish_run(model, state, stats, run_dir, zp, start, time.time() - t0, interrupted, crashed, quiet)
+    return _finish_run(
+        model, state, stats, run_dir, _Ending(zp, start, time.time() - t0, interrupted, crashed), quiet
+    )
 
 # %% ../nbs/09_train.ipynb #183fa42f
-def _finish_run(model, state, stats, run_dir, zp, start, secs, interrupted, crashed, quiet) -> Path:
+class _Ending(NamedTuple):
+    "How `learn` ended: the checkpoint written, the timestep it started from, seconds, interrupted, the crash or None."
+
+    zp: Path
+    start: int
+    secs: float
+    interrupted: bool
+    crashed: BaseException | None
+
+
+def _finish_run(model, state, stats, run_dir, end: _Ending, quiet) -> Path:
     "After `learn`: re-raise a crash (its checkpoint named), copy `final.zip`, write `train_summary.json`."
+    zp, start, secs, interrupted, crashed = end
     cur = state.curriculum
     if crashed is not None:
         print(

@@ -143,6 +143,7 @@ def train_arm(
     return saver.saved
 
 # %% ../nbs/19_transfer.ipynb #c6ced09b
+# params: the experiment's grid (milestones, arms, seeds) and settings, each a keyword with its default
 def transfer_curve(
     milestones=(0, 2048, 10240, 51200),
     arms=tuple(ARMS),
@@ -184,7 +185,9 @@ def transfer_curve(
         for seed in seeds:
             saved = train_arm(arm, milestones, out, seed, catalog, ppo, **train_kw)
             for m, (z, steps) in saved.items():
-                tab, R = evaluate_on(world, {'policy': ModelPolicy(load_policy(z))}, env_cfg, episodes, eval_seed)
+                tab, R = evaluate_on(
+                    world, {'policy': ModelPolicy(load_policy(z))}, env_cfg, episodes, eval_seed
+                )
                 cell = res['arms'][arm].setdefault(str(m), {'timesteps': steps, 'returns': [], 'quality': []})
                 cell['returns'].append(tab['policy']['return'])
                 cell['quality'].append(tab['policy']['quality'])
@@ -204,10 +207,13 @@ def curve_table(res: dict) -> str:
     ms = [str(m) for m in res['milestones']]
     rows = ['| arm | ' + ' | '.join(f"{int(m):,} steps" for m in ms) + ' |', '|---' * (len(ms) + 1) + '|']
     for arm, cells in res['arms'].items():
-        fmt = lambda c: (
-            f"{c['return']:+.3f}"
-            + (f" [{min(c['returns']):+.3f}, {max(c['returns']):+.3f}]" if len(c['returns']) > 1 else '')
-        )
+
+        def fmt(c):
+            "A milestone's mean return, with the lowest and highest seed's in brackets when there are several seeds."
+            return f"{c['return']:+.3f}" + (
+                f" [{min(c['returns']):+.3f}, {max(c['returns']):+.3f}]" if len(c['returns']) > 1 else ''
+            )
+
         rows.append(f"| {arm} | " + ' | '.join(fmt(cells[m]) if m in cells else '' for m in ms) + ' |')
     for b, v in res['baselines'].items():
         rows.append(f"| {b} (no training) | " + ' | '.join(f"{v['return']:+.3f}" for _ in ms) + ' |')

@@ -36,8 +36,12 @@ class World:
 
     def __post_init__(self):
         self.index = {sid: i for i, sid in enumerate(self.catalog.ids)}
-        self.train_ids, self.heldout_ids = self.catalog.split(self.near_duplicate_threshold, embeddings=self.cat_emb)
-        self.generalist_idx = np.array([self.index[s.id] for s in self.catalog.specialists if s.generalist], dtype=int)
+        self.train_ids, self.heldout_ids = self.catalog.split(
+            self.near_duplicate_threshold, embeddings=self.cat_emb
+        )
+        self.generalist_idx = np.array(
+            [self.index[s.id] for s in self.catalog.specialists if s.generalist], dtype=int
+        )
         self.emb_dim = int(self.cat_emb.shape[1])
         specs = self.catalog.specialists  # per-specialist arrays, so a reset is a few gathers
         self.rel = np.array([s.reliability for s in specs])
@@ -65,7 +69,11 @@ def task_arrays(self, task: Task) -> dict:
             for i in st.depends_on:
                 deps[j, i] = True
         fit_all = fit_from_cosine(self.cat_emb @ self.sub_emb[task.id].T)  # (N, k)
-        c = {'deps': deps, 'fit_all': fit_all, 'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks]}
+        c = {
+            'deps': deps,
+            'fit_all': fit_all,
+            'dep_lists': [sorted(set(st.depends_on)) for st in task.subtasks],
+        }
         for key, fb in (('fb_fit_all', self.fb_idx), ('fb_fit_train', self.train_fb_idx)):
             has_fb = fb >= 0
             c[key] = fit_all[np.where(has_fb, fb, 0)] * has_fb[:, None]
@@ -90,7 +98,11 @@ def fallback_index(self, train_only: bool = False) -> np.ndarray:
 # %% ../nbs/04a_world.ipynb #22840c91
 @patch_into(World, cls_method=True)
 def build(
-    cls, catalog: Catalog | None = None, bank: TaskBank | None = None, embedder=None, near_duplicate_threshold=0.6
+    cls,
+    catalog: Catalog | None = None,
+    bank: TaskBank | None = None,
+    embedder=None,
+    near_duplicate_threshold=0.6,
 ):
     "Embed `catalog` and `bank` (defaults: the shipped ones, the real MiniLM embedder)."
     if embedder is None:
@@ -106,7 +118,9 @@ def build(
         task_emb[t.id] = embs[n]
         sub_emb[t.id] = embs[i : i + len(t.subtasks)]
         i += len(t.subtasks)
-    return cls(catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold)
+    return cls(
+        catalog, bank, cat_emb, task_emb, sub_emb, getattr(embedder, 'model_id', ''), near_duplicate_threshold
+    )
 
 
 @patch_into(World)

@@ -61,7 +61,9 @@ class Case:
     same: tuple = ()  # paths whose bytes (every file under a folder) must not change
     absent: tuple = ()  # paths that must not exist afterwards
     check: Callable | None = None  # check(ctx, res): extra assertions
-    env: dict = field(default_factory=dict)  # extra environment (subprocess), or os.environ changes (in process)
+    env: dict = field(
+        default_factory=dict
+    )  # extra environment (subprocess), or os.environ changes (in process)
     timeout: float = 120.0  # subprocess: longer counts as a hang
     signal_on: tuple | None = None  # (text, signum): send the signal once the output shows text
 
@@ -221,7 +223,9 @@ def run_inproc(cmd: str, argv: list, cwd, env: dict | None = None) -> Result:
         os.environ.clear()
         os.environ.update(saved_env)
     rc = 0 if rc is None else rc
-    return Result(rc, out.getvalue(), err.getvalue() + (('\n' + exc) if exc else ''), time.time() - t0, False, exc)
+    return Result(
+        rc, out.getvalue(), err.getvalue() + (('\n' + exc) if exc else ''), time.time() - t0, False, exc
+    )
 
 
 # ---- checking --------------------------------------------------------------------------------------------------------
@@ -233,7 +237,9 @@ def digest(path: Path) -> dict:
     if not p.exists():
         return {}
     return {
-        str(f.relative_to(p)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(p.rglob('*')) if f.is_file()
+        str(f.relative_to(p)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(p.rglob('*'))
+        if f.is_file()
     }
 
 
@@ -478,8 +484,12 @@ def table(log: str) -> str:
             total[k] = total.get(k, 0) + v
     head = ['| file | cases | ' + ' | '.join(sorted(total)) + ' |', '|---|---|' + '---|' * len(total)]
     for mod, c in counts.items():
-        head.append(f"| {mod} | {sum(c.values())} | " + ' | '.join(str(c.get(k, 0)) for k in sorted(total)) + ' |')
-    head.append(f"| **all** | {sum(total.values())} | " + ' | '.join(str(total[k]) for k in sorted(total)) + ' |')
+        head.append(
+            f"| {mod} | {sum(c.values())} | " + ' | '.join(str(c.get(k, 0)) for k in sorted(total)) + ' |'
+        )
+    head.append(
+        f"| **all** | {sum(total.values())} | " + ' | '.join(str(total[k]) for k in sorted(total)) + ' |'
+    )
     return '\n'.join(head) + '\n' + '\n'.join(out) + '\n'
 
 

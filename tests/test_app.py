@@ -54,7 +54,9 @@ def elements(at) -> list:
             out.append(
                 (
                     c.type,
-                    str(getattr(c, 'value', '')) if c.type in ('header', 'subheader', 'markdown', 'caption') else '',
+                    str(getattr(c, 'value', ''))
+                    if c.type in ('header', 'subheader', 'markdown', 'caption')
+                    else '',
                 )
             )
             walk(c)
@@ -114,7 +116,9 @@ def test_parse_eval_md_reads_what_the_evaluation_writes():
         streamlit_app.parse_eval_md('# nothing here')
     text = streamlit_app.EVAL_MD.read_text()  # the committed one: every row of every table read
     ev = streamlit_app.parse_eval_md(text)
-    assert sum(len(v['table']) for v in ev.values()) == len(re.findall(r'^\| (?!policy \| return)', text, re.M))
+    assert sum(len(v['table']) for v in ev.values()) == len(
+        re.findall(r'^\| (?!policy \| return)', text, re.M)
+    )
     assert all('policy' in v['table'] and 'oracle' in v['table'] for v in ev.values())
 
 
@@ -124,9 +128,14 @@ def test_first_screen_leads_with_the_comparison():
     at = run_app()
     els = elements(at)
     heads = [i for i, (t, _) in enumerate(els) if t == 'header']
-    assert [els[i][1] for i in heads] == ['The shipped policy against the baselines', 'One episode, step by step']
+    assert [els[i][1] for i in heads] == [
+        'The shipped policy against the baselines',
+        'One episode, step by step',
+    ]
     first, below = els[heads[0] : heads[1]], els[heads[1] :]
-    assert not any(t in ('subheader', 'tab') for t, _ in els[: heads[1]])  # no single episode before the comparison
+    assert not any(
+        t in ('subheader', 'tab') for t, _ in els[: heads[1]]
+    )  # no single episode before the comparison
     assert 'image' in [t for t, _ in first]  # the comparison figure
     ev = streamlit_app.parse_eval_md(streamlit_app.EVAL_MD.read_text())
     txt = '\n'.join(v for _, v in first)
@@ -173,7 +182,9 @@ def test_app_interactions():
     assert not at.exception
     txt = page_text(at)
     assert (
-        re.search(r'`adhoc-[0-9a-f]{10}`', txt) and 'Threat-model the login flow' in txt and '**Subtasks**: 0.' in txt
+        re.search(r'`adhoc-[0-9a-f]{10}`', txt)
+        and 'Threat-model the login flow' in txt
+        and '**Subtasks**: 0.' in txt
     )
     # a picked roster is the roster every policy plays with
     ids = ['database_engineer', 'backend_freelancer', 'technical_writer']
@@ -260,7 +271,13 @@ def cdp_page(exe, url: str, tmp: Path, wait_for, timeout: float = 180.0):
         s.bind(('127.0.0.1', 0))
         dport = s.getsockname()[1]
     p = subprocess.Popen(
-        [exe, *FLAGS, f'--user-data-dir={tmp / "profile"}', f'--remote-debugging-port={dport}', 'about:blank'],
+        [
+            exe,
+            *FLAGS,
+            f'--user-data-dir={tmp / "profile"}',
+            f'--remote-debugging-port={dport}',
+            'about:blank',
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, 'HOME': str(tmp)},
@@ -290,7 +307,9 @@ def cdp_page(exe, url: str, tmp: Path, wait_for, timeout: float = 180.0):
                     if m.get('id') == n[0]:
                         return m.get('result', {})
 
-            js = lambda e: call('Runtime.evaluate', expression=e, returnByValue=True).get('result', {}).get('value')
+            js = lambda e: (
+                call('Runtime.evaluate', expression=e, returnByValue=True).get('result', {}).get('value')
+            )
             call('Page.enable')
             call('Page.navigate', url=url)
             t0 = time.time()
@@ -320,7 +339,8 @@ def test_app_in_headless_chromium(served, tmp_path):
     assert 'SpindleFlow RL' in dom and first in dom
     ids_in_tables = set(
         re.findall(
-            r'<td[^>]*>\s*\d+\s*</td>\s*<td[^>]*>\s*\w+\s*</td>\s*<td[^>]*>\s*<code[^>]*>([a-z0-9_]+)</code>', dom
+            r'<td[^>]*>\s*\d+\s*</td>\s*<td[^>]*>\s*\w+\s*</td>\s*<td[^>]*>\s*<code[^>]*>([a-z0-9_]+)</code>',
+            dom,
         )
     )
     assert ids_in_tables, 'no plan table with specialist ids in the DOM'

@@ -153,7 +153,9 @@ def test_resume_mid_rollout_is_exact_and_the_cache_replays_the_cold_run(tmp_path
         st = json.loads((tmp_path / 'runs' / 'resumed' / 'latest.json').read_text())
         assert st['num_timesteps'] == 128  # the boundary before the interrupt
         resumed = train(
-            _cfg(srv, tmp_path, 'resumed', tmp_path / 'llm'), checkpoint=tmp_path / 'runs' / 'resumed', quiet=True
+            _cfg(srv, tmp_path, 'resumed', tmp_path / 'llm'),
+            checkpoint=tmp_path / 'runs' / 'resumed',
+            quiet=True,
         )
     assert n_cold > 100
     ref = _weights(cold)
@@ -167,7 +169,9 @@ def _llm_model(srv, cap: int, cache: Path, n=16, tier=2):
     """`n` environments (tier 2: judges included; at most 3 steps, so time limits cut episodes and their last reward is
     bootstrapped) whose clients have a stopped clock: latency is part of the observation."""
     world = default_world()
-    cfg = OpenAIConfig(base_url=srv.base_url, cache_dir=str(cache), max_concurrency=cap, max_retries=0, timeout_s=20.0)
+    cfg = OpenAIConfig(
+        base_url=srv.base_url, cache_dir=str(cache), max_concurrency=cap, max_retries=0, timeout_s=20.0
+    )
 
     def make(i):
         client = LLMClient(cfg, clock=lambda: 0.0)
@@ -230,7 +234,10 @@ def test_curriculum_calls_wait_for_the_rollout_boundary(tmp_path):
     class SwitchAt(BaseCallback):
         def _on_step(self):
             if self.num_timesteps == 16:
-                self.seen = (self.training_env.env_method('set_phase', 2), self.training_env.env_method('get_phase'))
+                self.seen = (
+                    self.training_env.env_method('set_phase', 2),
+                    self.training_env.env_method('get_phase'),
+                )
             return True
 
     venv = AsyncVecEnv([(lambda: Monitor(SpindleFlowEnv(EnvConfig(phase=1)))) for _ in range(4)])
@@ -321,5 +328,6 @@ def test_ctrl_c_mid_rollout_saves_the_boundary_and_resumes(tmp_path):
         )
     assert r.returncode == 0 and 'exact resume' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert (
-        json.loads(latest.read_text())['num_timesteps'] == 640 and (tmp_path / 'runs' / 'ctrl-c' / 'final.zip').exists()
+        json.loads(latest.read_text())['num_timesteps'] == 640
+        and (tmp_path / 'runs' / 'ctrl-c' / 'final.zip').exists()
     )

@@ -70,12 +70,18 @@ def test_explanation_verified_on_scripted_episodes(world):
     # stopping with work left; a call already made; the step limit
     u = roster.index(next(r for r in roster[::-1] if r))
     assert not explanation_verified(
-        play(world, [encode_action(M, slots=[u] + list(range(n))), encode_action(M, stop=True)], task, roster)[0]
+        play(
+            world, [encode_action(M, slots=[u] + list(range(n))), encode_action(M, stop=True)], task, roster
+        )[0]
     )
     assert not explanation_verified(
         play(world, [encode_action(M, slots=[0]), encode_action(M, stop=True)], task, roster)[0]
     )
-    again = [encode_action(M, slots=[0]), encode_action(M, slots=[0] + list(range(1, n))), encode_action(M, stop=True)]
+    again = [
+        encode_action(M, slots=[0]),
+        encode_action(M, slots=[0] + list(range(1, n))),
+        encode_action(M, stop=True),
+    ]
     env, info = play(world, again, task, roster)
     assert info['summary']['invalid'] == 1 and not explanation_verified(env)
     env, info = play(world, [encode_action(M, slots=[0])], task, roster, max_steps=1)

@@ -17,7 +17,9 @@ def test_blog_images_are_relative_paths_of_committed_figures():
         assert not re.match(r'[a-z]+://', path), (
             f'{path}: use a path relative to huggingface_blog/ (figures/...), not a URL'
         )
-        assert path.startswith('figures/'), f'{path}: the post shows the figures make_figures.py writes (figures/...)'
+        assert path.startswith('figures/'), (
+            f'{path}: the post shows the figures make_figures.py writes (figures/...)'
+        )
         assert (BLOG / path).is_file(), f'{path}: no such file in huggingface_blog/'
     assert 'T4' not in text, 'a T4 claim: nothing was measured on a T4'
 

@@ -85,7 +85,9 @@ def _per_command(kind: str) -> list:
             w,
             absent=('{tmp}/runs/x',),
         ),
-        Case(f'{kind}-train-resume', 'train', ['--checkpoint', f, '--timesteps', '128'], 2, (n,), w, same=(f,)),
+        Case(
+            f'{kind}-train-resume', 'train', ['--checkpoint', f, '--timesteps', '128'], 2, (n,), w, same=(f,)
+        ),
     ]
 
 
@@ -162,7 +164,18 @@ def report_from(name):
     return check
 
 
-EVAL = ['--episodes', '2', '--record', '0', '--split', 'heldout', '--baselines', 'random', '--json', '{tmp}/e.json']
+EVAL = [
+    '--episodes',
+    '2',
+    '--record',
+    '0',
+    '--split',
+    'heldout',
+    '--baselines',
+    'random',
+    '--json',
+    '{tmp}/e.json',
+]
 RUN_CASES = [
     Case(
         'run-corrupted-latest-resume',
@@ -272,7 +285,9 @@ def kill9_during_save(ctx):
     """A real `spindleflow-train` killed with SIGKILL the moment a checkpoint's temporary file appears (mid-write when
     the timing allows; the assertions hold either way): the case then resumes it."""
     tmp = ctx.path('{tmp}')
-    (tmp / 'k.yaml').write_text(Path(ctx['cfg']).read_text().replace('checkpoint_every: 32', 'checkpoint_every: 64'))
+    (tmp / 'k.yaml').write_text(
+        Path(ctx['cfg']).read_text().replace('checkpoint_every: 32', 'checkpoint_every: 64')
+    )
     p = subprocess.Popen(
         [
             shutil.which('spindleflow-train'),
@@ -297,7 +312,9 @@ def kill9_during_save(ctx):
     ck, t0 = tmp / 'k' / 'checkpoints', time.time()
     try:
         while time.time() - t0 < 120 and p.poll() is None:
-            tmps = list(ck.glob('.step_*.tmp')) if ck.exists() else []  # files.atomic_write_bytes: .<name>.<random>.tmp
+            tmps = (
+                list(ck.glob('.step_*.tmp')) if ck.exists() else []
+            )  # files.atomic_write_bytes: .<name>.<random>.tmp
             if tmps and (tmp / 'k' / 'latest.json').exists():
                 break
             time.sleep(0.001)
@@ -347,7 +364,11 @@ CASES = [c for k in KINDS for c in _per_command(k)] + RUN_CASES + PROC_CASES
 def base(tmp_path_factory):
     root = tmp_path_factory.mktemp('ckpt')
     run = tiny_run(root)
-    return {'@run': str(run), 'cfg': str(root / 'tiny.yaml'), **bad_checkpoints(root / 'bad', run / 'final.zip')}
+    return {
+        '@run': str(run),
+        'cfg': str(root / 'tiny.yaml'),
+        **bad_checkpoints(root / 'bad', run / 'final.zip'),
+    }
 
 
 @pytest.mark.parametrize('case', CASES, ids=str)

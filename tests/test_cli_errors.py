@@ -138,7 +138,15 @@ TRAIN_CASES = [
         'refuse: seeds are 0 .. 2**32-1 (numpy, SB3)',
         absent=NO_RUN,
     ),
-    Case('train-max-cost-negative', 'train', train('--max-cost-usd', '-1'), 2, (F('max_cost_usd'),), R, absent=NO_RUN),
+    Case(
+        'train-max-cost-negative',
+        'train',
+        train('--max-cost-usd', '-1'),
+        2,
+        (F('max_cost_usd'),),
+        R,
+        absent=NO_RUN,
+    ),
     Case(
         'train-max-cost-nan',
         'train',
@@ -230,7 +238,13 @@ TRAIN_CASES = [
         absent=NO_RUN,
     ),
     Case(
-        'train-imitation-teacher-bogus', 'train', train('--imitation-teacher', 'bogus'), 2, ('bogus',), R, absent=NO_RUN
+        'train-imitation-teacher-bogus',
+        'train',
+        train('--imitation-teacher', 'bogus'),
+        2,
+        ('bogus',),
+        R,
+        absent=NO_RUN,
     ),
     Case(
         'train-recorded-backend-without-log',
@@ -249,7 +263,9 @@ TRAIN_CASES = [
         ('--backend',),
         'refuse a log the simulated backend would ignore',
         absent=NO_RUN,
-        setup=lambda c: (c.path('{tmp}') / 'log.csv').write_text('task,specialist_id,quality,cost_usd,latency_s\n'),
+        setup=lambda c: (c.path('{tmp}') / 'log.csv').write_text(
+            'task,specialist_id,quality,cost_usd,latency_s\n'
+        ),
     ),
     Case(
         'train-base-url-with-sim',
@@ -269,7 +285,9 @@ TRAIN_CASES = [
         "refuse --checkpoint '' (not a silent new run)",
         absent=NO_RUN,
     ),
-    Case('train-out-empty', 'train', train('--out', ''), 2, ('--out',), "refuse --out ''", absent=('{tmp}/x',)),
+    Case(
+        'train-out-empty', 'train', train('--out', ''), 2, ('--out',), "refuse --out ''", absent=('{tmp}/x',)
+    ),
     Case(
         'train-config-empty',
         'train',
@@ -372,10 +390,26 @@ def _trained_at_most(ctx, res, n):
 
 EVAL_CASES = [
     Case('eval-episodes-one', 'eval', evals(episodes='1'), 2, ('--episodes',), R, absent=('{tmp}/e.json',)),
-    Case('eval-episodes-negative', 'eval', evals(episodes='-5'), 2, ('--episodes',), R, absent=('{tmp}/e.json',)),
+    Case(
+        'eval-episodes-negative',
+        'eval',
+        evals(episodes='-5'),
+        2,
+        ('--episodes',),
+        R,
+        absent=('{tmp}/e.json',),
+    ),
     Case('eval-episodes-text', 'eval', evals(episodes='two'), 2, ('--episodes',), R),
     Case('eval-record-negative', 'eval', evals(record='-1'), 2, ('--record',), R, absent=('{tmp}/e.json',)),
-    Case('eval-baselines-unknown', 'eval', evals(baselines='random,nope'), 2, ('nope',), R, absent=('{tmp}/e.json',)),
+    Case(
+        'eval-baselines-unknown',
+        'eval',
+        evals(baselines='random,nope'),
+        2,
+        ('nope',),
+        R,
+        absent=('{tmp}/e.json',),
+    ),
     Case(
         'eval-baselines-empty',
         'eval',
@@ -386,11 +420,37 @@ EVAL_CASES = [
         absent=('{tmp}/e.json',),
     ),
     Case('eval-seed-negative', 'eval', evals(seed='-1'), 2, ('--seed',), R, absent=('{tmp}/e.json',)),
-    Case('eval-max-cost-nan', 'eval', evals(max_cost_usd='nan'), 2, (F('max_cost_usd'),), R, absent=('{tmp}/e.json',)),
-    Case('eval-max-cost-zero', 'eval', evals(max_cost_usd='0'), 2, ('--max-cost-usd',), R, absent=('{tmp}/e.json',)),
-    Case('eval-json-wrong-suffix', 'eval', evals(json='{tmp}/e.txt'), 2, ('--json',), R, absent=('{tmp}/e.txt',)),
+    Case(
+        'eval-max-cost-nan',
+        'eval',
+        evals(max_cost_usd='nan'),
+        2,
+        (F('max_cost_usd'),),
+        R,
+        absent=('{tmp}/e.json',),
+    ),
+    Case(
+        'eval-max-cost-zero',
+        'eval',
+        evals(max_cost_usd='0'),
+        2,
+        ('--max-cost-usd',),
+        R,
+        absent=('{tmp}/e.json',),
+    ),
+    Case(
+        'eval-json-wrong-suffix',
+        'eval',
+        evals(json='{tmp}/e.txt'),
+        2,
+        ('--json',),
+        R,
+        absent=('{tmp}/e.txt',),
+    ),
     Case('eval-checkpoint-missing', 'eval', evals(checkpoint='{tmp}/nowhere'), 2, ('nowhere',), R),
-    Case('eval-checkpoint-empty', 'eval', evals(checkpoint=''), 2, ('--checkpoint',), "refuse --checkpoint ''"),
+    Case(
+        'eval-checkpoint-empty', 'eval', evals(checkpoint=''), 2, ('--checkpoint',), "refuse --checkpoint ''"
+    ),
     Case('eval-checkpoint-empty-folder', 'eval', evals(checkpoint='{tmp}'), 2, ('latest.json',), R),
     Case(
         'eval-recorded-log-without-backend',
@@ -400,7 +460,9 @@ EVAL_CASES = [
         ('--backend',),
         'refuse a log the run\'s simulated backend would ignore',
         absent=('{tmp}/e.json',),
-        setup=lambda c: (c.path('{tmp}') / 'log.csv').write_text('task,specialist_id,quality,cost_usd,latency_s\n'),
+        setup=lambda c: (c.path('{tmp}') / 'log.csv').write_text(
+            'task,specialist_id,quality,cost_usd,latency_s\n'
+        ),
     ),
     Case(
         'eval-recorded-backend-without-log',
@@ -411,7 +473,9 @@ EVAL_CASES = [
         R,
         absent=('{tmp}/e.json',),
     ),
-    Case('eval-tier-2-on-sim', 'eval', evals(tier='2'), 2, ('--backend openai',), R, absent=('{tmp}/e.json',)),
+    Case(
+        'eval-tier-2-on-sim', 'eval', evals(tier='2'), 2, ('--backend openai',), R, absent=('{tmp}/e.json',)
+    ),
     Case(
         'eval-demo-mode-with-openai',
         'eval',
@@ -455,12 +519,26 @@ EVAL_CASES = [
         absent=('{tmp}/e.json',),
     ),
     Case(
-        'eval-catalog-missing', 'eval', evals(catalog='{tmp}/nope.csv'), 2, ('nope.csv',), R, absent=('{tmp}/e.json',)
+        'eval-catalog-missing',
+        'eval',
+        evals(catalog='{tmp}/nope.csv'),
+        2,
+        ('nope.csv',),
+        R,
+        absent=('{tmp}/e.json',),
     ),
 ]
 
 DEMO_CASES = [
-    Case('demo-episodes-zero', 'demo', replace(DEMO, '--episodes', '0'), 2, ('--episodes',), R, absent=('{tmp}/demo',)),
+    Case(
+        'demo-episodes-zero',
+        'demo',
+        replace(DEMO, '--episodes', '0'),
+        2,
+        ('--episodes',),
+        R,
+        absent=('{tmp}/demo',),
+    ),
     Case(
         'demo-episodes-one',
         'demo',
@@ -479,9 +557,19 @@ DEMO_CASES = [
         R,
         absent=('{tmp}/demo',),
     ),
-    Case('demo-record-negative', 'demo', replace(DEMO, '--record', '-1'), 2, ('--record',), R, absent=('{tmp}/demo',)),
+    Case(
+        'demo-record-negative',
+        'demo',
+        replace(DEMO, '--record', '-1'),
+        2,
+        ('--record',),
+        R,
+        absent=('{tmp}/demo',),
+    ),
     Case('demo-n-envs-zero', 'demo', DEMO + ['--n-envs', '0'], 2, ('--n-envs',), R, absent=('{tmp}/demo',)),
-    Case('demo-device-bogus', 'demo', DEMO + ['--device', 'tpu'], 2, ('--device',), R, absent=('{tmp}/demo',)),
+    Case(
+        'demo-device-bogus', 'demo', DEMO + ['--device', 'tpu'], 2, ('--device',), R, absent=('{tmp}/demo',)
+    ),
     Case('demo-seed-negative', 'demo', DEMO + ['--seed', '-1'], 2, ('--seed',), R, absent=('{tmp}/demo',)),
     Case(
         'demo-checkpoint-missing',
@@ -522,8 +610,24 @@ DEMO_CASES = [
 ]
 
 EXPORT_CASES = [
-    Case('export-task-empty', 'export', replace(EXPORT, '--task', ''), 2, ('--task',), R, absent=('{tmp}/wf.yml',)),
-    Case('export-task-blank', 'export', replace(EXPORT, '--task', '   '), 2, ('--task',), R, absent=('{tmp}/wf.yml',)),
+    Case(
+        'export-task-empty',
+        'export',
+        replace(EXPORT, '--task', ''),
+        2,
+        ('--task',),
+        R,
+        absent=('{tmp}/wf.yml',),
+    ),
+    Case(
+        'export-task-blank',
+        'export',
+        replace(EXPORT, '--task', '   '),
+        2,
+        ('--task',),
+        R,
+        absent=('{tmp}/wf.yml',),
+    ),
     Case(
         'export-roster-unknown',
         'export',
@@ -575,9 +679,26 @@ EXPORT_CASES = [
         R,
         absent=('{tmp}/wf.yml',),
     ),
-    Case('export-seed-negative', 'export', EXPORT + ['--seed', '-1'], 2, ('--seed',), R, absent=('{tmp}/wf.yml',)),
-    Case('export-model-empty', 'export', EXPORT + ['--model', ''], 2, ('--model',), R, absent=('{tmp}/wf.yml',)),
-    Case('export-checkpoint-missing', 'export', replace(EXPORT, '--checkpoint', '{tmp}/nowhere'), 2, ('nowhere',), R),
+    Case(
+        'export-seed-negative',
+        'export',
+        EXPORT + ['--seed', '-1'],
+        2,
+        ('--seed',),
+        R,
+        absent=('{tmp}/wf.yml',),
+    ),
+    Case(
+        'export-model-empty', 'export', EXPORT + ['--model', ''], 2, ('--model',), R, absent=('{tmp}/wf.yml',)
+    ),
+    Case(
+        'export-checkpoint-missing',
+        'export',
+        replace(EXPORT, '--checkpoint', '{tmp}/nowhere'),
+        2,
+        ('nowhere',),
+        R,
+    ),
     Case(
         'export-checkpoint-empty',
         'export',
@@ -611,12 +732,32 @@ EXPORT_CASES = [
 AUDIT_CASES = [
     Case('audit-source-missing', 'audit', ['{tmp}/nowhere'], 2, ('nowhere',), R),
     Case(
-        'audit-threshold-zero', 'audit', AUDIT + ['--threshold', '0'], 2, ('--threshold',), R, absent=('{tmp}/audit',)
+        'audit-threshold-zero',
+        'audit',
+        AUDIT + ['--threshold', '0'],
+        2,
+        ('--threshold',),
+        R,
+        absent=('{tmp}/audit',),
     ),
     Case(
-        'audit-threshold-nan', 'audit', AUDIT + ['--threshold', 'nan'], 2, ('--threshold',), R, absent=('{tmp}/audit',)
+        'audit-threshold-nan',
+        'audit',
+        AUDIT + ['--threshold', 'nan'],
+        2,
+        ('--threshold',),
+        R,
+        absent=('{tmp}/audit',),
     ),
-    Case('audit-record-negative', 'audit', AUDIT + ['--record', '-1'], 2, ('--record',), R, absent=('{tmp}/audit',)),
+    Case(
+        'audit-record-negative',
+        'audit',
+        AUDIT + ['--record', '-1'],
+        2,
+        ('--record',),
+        R,
+        absent=('{tmp}/audit',),
+    ),
     Case(
         'audit-policy-unknown',
         'audit',
@@ -657,7 +798,13 @@ AUDIT_CASES = [
 
 SWEEP_CASES = [
     Case(
-        'sweep-no-equals', 'sweep', replace(SWEEP, '--sweep', 'train.seed'), 2, ('train.seed',), R, absent=('{tmp}/sw',)
+        'sweep-no-equals',
+        'sweep',
+        replace(SWEEP, '--sweep', 'train.seed'),
+        2,
+        ('train.seed',),
+        R,
+        absent=('{tmp}/sw',),
     ),
     Case(
         'sweep-unknown-section',
@@ -797,7 +944,13 @@ SERVE_CASES = [  # a server that accepts bad input serves until the timeout: rep
         **SERVE,
     ),
     Case(
-        'serve-max-sessions-zero', 'serve', ['--port', '0', '--max-sessions', '0'], 2, ('--max-sessions',), R, **SERVE
+        'serve-max-sessions-zero',
+        'serve',
+        ['--port', '0', '--max-sessions', '0'],
+        2,
+        ('--max-sessions',),
+        R,
+        **SERVE,
     ),
     Case(
         'serve-host-unresolvable',

@@ -33,12 +33,22 @@ def install_cell(nb):
 def test_colab_notebook_shape():
     nb = load()
     assert (
-        nb.cells[0].cell_type == 'markdown' and BADGE in nb.cells[0].source and 'colab-badge.svg' in nb.cells[0].source
+        nb.cells[0].cell_type == 'markdown'
+        and BADGE in nb.cells[0].source
+        and 'colab-badge.svg' in nb.cells[0].source
     )
     p = parameters_cell(nb)
     assert nb.cells.index(p) <= 3, 'the parameters cell belongs at the top'
     names = {l.split('=')[0].strip() for l in p.source.splitlines() if '=' in l and not l.startswith('#')}
-    assert {'TIMESTEPS', 'N_ENVS', 'EVAL_EPISODES', 'USE_DRIVE', 'RUN_REAL_LLM', 'SMOKE', 'DEVICE'} <= names, names
+    assert {
+        'TIMESTEPS',
+        'N_ENVS',
+        'EVAL_EPISODES',
+        'USE_DRIVE',
+        'RUN_REAL_LLM',
+        'SMOKE',
+        'DEVICE',
+    } <= names, names
     # Runtime > Run all must not stop at a permission popup: Drive
     # and real-LLM calls (Secrets access) are off by default
     ns = {}
@@ -51,10 +61,17 @@ def test_colab_notebook_shape():
     # --curriculum --demo-mode`: train.yaml, seed 0, 500 episodes)
     assert (ns['TIMESTEPS'], ns['N_ENVS'], ns['EVAL_EPISODES'], ns['SEED']) == (250_000, 16, 500, 0), ns
     # the GPU path is unmeasured: CPU by default, and the notebook does not ask Colab for a GPU runtime
-    assert ns['DEVICE'] == 'cpu' and 'accelerator' not in nb.metadata and 'gpuType' not in nb.metadata.get('colab', {})
+    assert (
+        ns['DEVICE'] == 'cpu'
+        and 'accelerator' not in nb.metadata
+        and 'gpuType' not in nb.metadata.get('colab', {})
+    )
     # both sources of the release are named at the top, and the install cell uses one of them
     top = nb.cells[1].source
-    assert 'git+https://github.com/spindleflow/spindleflow-rl@v0.1.0' in top and 'spindleflow-rl[colab]==0.1.0' in top
+    assert (
+        'git+https://github.com/spindleflow/spindleflow-rl@v0.1.0' in top
+        and 'spindleflow-rl[colab]==0.1.0' in top
+    )
     assert 'unmeasured' in top and 'real run' in top and 'smoke run' in top
     # the run behind the saved outputs: its time and machine, and how to get a smoke run instead
     run = nb.cells[2].source
@@ -66,7 +83,8 @@ def test_colab_notebook_shape():
         and 'min' in run
     )
     assert (
-        "'spindleflow-rl[colab] @ git+https://github.com/spindleflow/spindleflow-rl@v0.1.0'" in install_cell(nb).source
+        "'spindleflow-rl[colab] @ git+https://github.com/spindleflow/spindleflow-rl@v0.1.0'"
+        in install_cell(nb).source
     )
     # ... and the Drive cell is explained: what it is for and how to turn it on
     drive = next(i for i, c in enumerate(nb.cells) if c.cell_type == 'code' and 'drive.mount(' in c.source)
@@ -89,15 +107,24 @@ def test_colab_notebook_saved_outputs():
     outs = [o for c in code for o in c.outputs]
     assert not [o for o in outs if o.get('output_type') == 'error'], 'a saved output is an error'
     text = '\n'.join(
-        o.get('text', '') if o.get('output_type') == 'stream' else o.get('data', {}).get('text/plain', '') for o in outs
+        o.get('text', '') if o.get('output_type') == 'stream' else o.get('data', {}).get('text/plain', '')
+        for o in outs
     )
     assert 'SMOKE=False' in text and 'TIMESTEPS=250,000' in text, (
         'the saved outputs must come from a run of the defaults'
     )
-    for want in ('spindleflow_rl 0.1.0 |', 'new run:', 'estimate:', 'timesteps/s this session', 'held-out episodes'):
+    for want in (
+        'spindleflow_rl 0.1.0 |',
+        'new run:',
+        'estimate:',
+        'timesteps/s this session',
+        'held-out episodes',
+    ):
         assert want in text, want
     assert sum('image/png' in o.get('data', {}) for o in outs) >= 3, 'the report plots are saved'
     md = '\n'.join(o['data']['text/markdown'] for o in outs if 'text/markdown' in o.get('data', {}))
     blog_eval = (NB.parent.parent / 'huggingface_blog' / 'figures' / 'eval.md').read_text().strip()
-    assert blog_eval in md, "the notebook's report should hold the README's evaluation (the same run): re-run both"
+    assert blog_eval in md, (
+        "the notebook's report should hold the README's evaluation (the same run): re-run both"
+    )
     assert not re.search(r'/tmp/|/root/|/work/', text), 'saved outputs hold a local absolute path'

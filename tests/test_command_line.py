@@ -103,11 +103,14 @@ def test_dotenv_is_read_and_the_environment_wins(tmp_path, monkeypatch, capsys):
     (tmp_path / '.env').write_text('SPINDLEFLOW_PROBE_A=from-file\nSPINDLEFLOW_PROBE_B=from-file\n')
     (tmp_path / 'bad.yaml').write_text('train:\n  timesteps: 0\n')
     assert train_main(['--config', 'bad.yaml']) == 2  # fails on the config, after reading .env
-    assert os.environ['SPINDLEFLOW_PROBE_A'] == 'from-file' and os.environ['SPINDLEFLOW_PROBE_B'] == 'from-shell'
+    assert (
+        os.environ['SPINDLEFLOW_PROBE_A'] == 'from-file' and os.environ['SPINDLEFLOW_PROBE_B'] == 'from-shell'
+    )
     assert 'read SPINDLEFLOW_PROBE_A from .env' in capsys.readouterr().out
     monkeypatch.delenv('SPINDLEFLOW_PROBE_A')
     assert (
-        eval_main(['--checkpoint', str(tmp_path / 'nowhere')]) == 2 and os.environ['SPINDLEFLOW_PROBE_A'] == 'from-file'
+        eval_main(['--checkpoint', str(tmp_path / 'nowhere')]) == 2
+        and os.environ['SPINDLEFLOW_PROBE_A'] == 'from-file'
     )
 
 
@@ -175,13 +178,19 @@ def test_paid_backend_defaults_to_a_small_evaluation(tmp_path):
         eval_plan(cfg, True, tmp_path)['episodes'] == cfg['train'].eval_episodes
     )  # --eval-episodes given: as asked (500 shipped)
     big = load_run_config(overrides={'train': {'backend': 'openai'}})
-    (tmp_path / 'latest.json').write_text(json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 3000}))
+    (tmp_path / 'latest.json').write_text(
+        json.dumps({'cost_kind': 'real', 'cost_usd': 0.3, 'episodes': 3000})
+    )
     assert (
         eval_plan(big, False, tmp_path)['episodes'] == big['train'].paid_eval_episodes
     )  # at most paid_eval_episodes (50)
-    assert eval_plan(big, False, tmp_path)['max_cost_usd'] == big['train'].paid_eval_budget_usd  # the default budget
+    assert (
+        eval_plan(big, False, tmp_path)['max_cost_usd'] == big['train'].paid_eval_budget_usd
+    )  # the default budget
     sim = load_run_config(overrides={'train': {'max_cost_usd': 1.0}})
-    assert eval_plan(sim, False, tmp_path) == {'episodes': sim['train'].eval_episodes}  # simulated spend is not money
+    assert eval_plan(sim, False, tmp_path) == {
+        'episodes': sim['train'].eval_episodes
+    }  # simulated spend is not money
     assert spend_from({'cost_kind': 'simulated', 'cost_usd': 0.0, 'simulated_cost_usd': 12.5}) == 12.5
 
 

@@ -97,7 +97,9 @@ def rollout(server, vec_cls, max_concurrency, cache_dir, seed=0):
 def test_same_seed_same_episodes_with_1_and_8_requests_in_flight(tmp_path, key):
     with ScriptedOpenAIServer(usage=(100, 40), latency_s=0.02) as srv:
         one = rollout(srv, ThreadedVecEnv, 1, tmp_path / 'one')  # every env at once, one request in flight
-        eight = rollout(srv, ThreadedVecEnv, 8, tmp_path / 'eight')  # and eight (chapter 09a: threads == DummyVecEnv)
+        eight = rollout(
+            srv, ThreadedVecEnv, 8, tmp_path / 'eight'
+        )  # and eight (chapter 09a: threads == DummyVecEnv)
     assert one['max_in_flight'] == 1
     assert eight['max_in_flight'] > 1, eight['max_in_flight']  # the requests really overlapped
     n_episodes = sum(t[1] is not None for t in eight['trace'])
@@ -106,7 +108,9 @@ def test_same_seed_same_episodes_with_1_and_8_requests_in_flight(tmp_path, key):
     assert np.array_equal(one['rews'], eight['rews']) and np.array_equal(one['dones'], eight['dones'])
     assert one['trace'] == eight['trace']  # calls, replies, scores, priced costs
     assert one['sent'] == eight['sent']  # the same requests, each sent once
-    assert eight['spent'] == pytest.approx(one['spent'], abs=1e-15)  # and the same money, exactly what was billed
+    assert eight['spent'] == pytest.approx(
+        one['spent'], abs=1e-15
+    )  # and the same money, exactly what was billed
     assert one['spent'] == pytest.approx(len(one['sent']) * (100 * 0.15 + 40 * 0.60) / 1e6, abs=1e-12)
 
 

@@ -9,7 +9,11 @@ import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from spindleflow_rl.config import ConfigError, RewardConfig, EnvConfig
 from spindleflow_rl.train import train
-from spindleflow_rl.cli import train_main as main, train_parser as build_parser, train_overrides as args_to_overrides
+from spindleflow_rl.cli import (
+    train_main as main,
+    train_parser as build_parser,
+    train_overrides as args_to_overrides,
+)
 from spindleflow_rl.runs import load_run_config, build_world, file_sha256, resolve_checkpoint
 
 TINY = """
@@ -104,7 +108,8 @@ def test_custom_catalog_trains_and_resumes_on_the_same_roster(roster, capsys):
     assert main(_args(d, '--checkpoint', str(run), '--timesteps', '128')) == 2
     err = capsys.readouterr().err
     assert (
-        'acme.csv: this run was trained on a different version of this catalog file' in err and 'start a new run' in err
+        'acme.csv: this run was trained on a different version of this catalog file' in err
+        and 'start a new run' in err
     )
     assert json.loads((run / 'latest.json').read_text())['num_timesteps'] == 96
 
@@ -113,14 +118,23 @@ def test_custom_catalog_trains_and_resumes_on_the_same_roster(roster, capsys):
     'body, message',
     [
         ("id,capability\n,Does a.\n", "bad.csv: row 2: missing or empty 'id'"),
-        ("id,capability\na,Does a.\na,Does b.\n", "bad.csv: row 3 (id 'a'): duplicate id, already used by row 2"),
+        (
+            "id,capability\na,Does a.\na,Does b.\n",
+            "bad.csv: row 3 (id 'a'): duplicate id, already used by row 2",
+        ),
         ("id,capability\na,\n", "bad.csv: row 2 (id 'a'): missing or empty 'capability'"),
         (
             "id,capability,cost\na,Does a.,two cents\n",
             "bad.csv: row 2 (id 'a'): field 'cost' must be a number (USD per call), got 'two cents'",
         ),
-        ("id,capability,fallbacks\na,Does a.,gpt-5\n", "bad.csv: row 2 (id 'a'): unknown fallback id 'gpt-5'"),
-        ("id,capability,fallbacks\na,Does a.,b\nb,Does b.,a\n", "bad.csv: row 2 (id 'a'): fallback cycle a -> b -> a"),
+        (
+            "id,capability,fallbacks\na,Does a.,gpt-5\n",
+            "bad.csv: row 2 (id 'a'): unknown fallback id 'gpt-5'",
+        ),
+        (
+            "id,capability,fallbacks\na,Does a.,b\nb,Does b.,a\n",
+            "bad.csv: row 2 (id 'a'): fallback cycle a -> b -> a",
+        ),
         (
             "id,capability,reliability\na,Does a.,1.5\n",
             "bad.csv: row 2 (id 'a'): field 'reliability' must be in (0, 1]",
@@ -179,7 +193,12 @@ TASKS = """tasks:
 def test_custom_tasks_with_one_phase_train_through_the_cli(roster, capsys):
     d = roster
     (d / 'tasks.yaml').write_text(TASKS)
-    assert main(_args(d, '--catalog', str(d / 'acme.csv'), '--tasks', str(d / 'tasks.yaml'), '--timesteps', '32')) == 0
+    assert (
+        main(
+            _args(d, '--catalog', str(d / 'acme.csv'), '--tasks', str(d / 'tasks.yaml'), '--timesteps', '32')
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert 'training tasks in phase(s) [1] only' in out
     saved = json.loads((d / 'acme' / 'config.json').read_text())['train']
@@ -187,10 +206,15 @@ def test_custom_tasks_with_one_phase_train_through_the_cli(roster, capsys):
         d / 'tasks.yaml'
     )
     w = build_world(saved and {'train': saved})
-    assert w.bank.ids == ['t-train-1', 't-train-2', 't-held-1'] and w.catalog.ids == ['acme-fast', 'acme-deep']
+    assert w.bank.ids == ['t-train-1', 't-train-2', 't-held-1'] and w.catalog.ids == [
+        'acme-fast',
+        'acme-deep',
+    ]
     st = json.loads((d / 'acme' / 'latest.json').read_text())
     assert st['phase'] == 1 and st['curriculum']['history'] == []
-    (d / 'bad_tasks.yaml').write_text(TASKS.replace('phase: 1\n  split: heldout', 'phase: 7\n  split: heldout'))
+    (d / 'bad_tasks.yaml').write_text(
+        TASKS.replace('phase: 1\n  split: heldout', 'phase: 7\n  split: heldout')
+    )
     assert main(_args(d, '--tasks', str(d / 'bad_tasks.yaml'), '--run-name', 'bad')) == 2
     assert 'bad_tasks.yaml' in capsys.readouterr().err
 
@@ -199,7 +223,9 @@ def test_evaluation_helpers_use_the_runs_pinned_roster(roster):
     from spindleflow_rl.runs import with_roster
 
     d = roster
-    saved = load_run_config(None, {'train': {'catalog': str(d / 'acme.csv')}})['train'].to_dict()  # as in config.json
+    saved = load_run_config(None, {'train': {'catalog': str(d / 'acme.csv')}})[
+        'train'
+    ].to_dict()  # as in config.json
     assert build_world(with_roster(saved)).catalog.ids == ['acme-fast', 'acme-deep']
     (d / 'acme.csv').write_text(ROSTER.replace('acme-deep', 'acme-deeper'))
     with pytest.raises(ConfigError, match='trained on a different version of this catalog file'):
@@ -217,10 +243,15 @@ def test_demo_plays_the_shipped_policy_on_your_roster(roster, capsys):
 
     d = roster
     assert (
-        demo_main(['--catalog', str(d / 'acme.csv'), '--episodes', '4', '--record', '1', '--out', str(d / 'demo')]) == 0
+        demo_main(
+            ['--catalog', str(d / 'acme.csv'), '--episodes', '4', '--record', '1', '--out', str(d / 'demo')]
+        )
+        == 0
     )
     eps = read_episodes(d / 'demo' / 'episodes.jsonl')
-    assert eps and {r for e in eps for r in e['roster'] if r} <= {'acme-fast', 'acme-deep'}, [e['roster'] for e in eps]
+    assert eps and {r for e in eps for r in e['roster'] if r} <= {'acme-fast', 'acme-deep'}, [
+        e['roster'] for e in eps
+    ]
     assert (d / 'demo' / 'report.md').exists() and 'headline (held-out return)' in capsys.readouterr().out
     assert demo_main(['--catalog', str(d / 'missing.csv'), '--episodes', '4', '--out', str(d / 'demo2')]) == 2
     assert 'missing.csv' in capsys.readouterr().err
@@ -256,7 +287,9 @@ def test_eval_plays_the_shipped_policy_on_your_roster(roster, capsys):
     rep = json.loads(out.read_text())
     assert set(rep['splits']) == {'train', 'heldout'}, rep['splits'].keys()
     assert 'no unseen-roster split' in capsys.readouterr().out
-    rosters = [json.loads(l)['roster'] for l in (d / 'ev' / 'eval' / 'episodes.jsonl').read_text().splitlines()]
+    rosters = [
+        json.loads(l)['roster'] for l in (d / 'ev' / 'eval' / 'episodes.jsonl').read_text().splitlines()
+    ]
     assert rosters and {r for ro in rosters for r in ro if r} <= {'acme-fast', 'acme-deep'}
 
 

@@ -34,7 +34,9 @@ def test_a_failing_chapter_is_named_and_the_rest_of_its_batch_still_runs(tmp_pat
         ]
     )
     nbformat.write(bad, tmp_path / '00_bad.ipynb')
-    rc = docs_check.main(['--workers', '1', str(tmp_path / '00_bad.ipynb'), str(ROOT / 'nbs' / '00a_config.ipynb')])
+    rc = docs_check.main(
+        ['--workers', '1', str(tmp_path / '00_bad.ipynb'), str(ROOT / 'nbs' / '00a_config.ipynb')]
+    )
     out = capsys.readouterr().out
     assert rc == 1, out
     assert 'FAIL     00_bad.ipynb' in out and 'broken on purpose' in out, out

@@ -25,7 +25,10 @@ SHAPES = {
     'parallel': ([dict(slots=[0, 1, 2], mode='parallel')], 'parallel'),
     'debate': ([dict(slots=[0, 1], mode='debate', params=(0, 0, 0, 0))], 'parallel'),
     'parallel-then-one': ([dict(slots=[0, 1], mode='parallel'), dict(slots=[2])], 'parallel'),
-    'staged': ([dict(slots=[0]), dict(slots=[1, 2], mode='debate'), dict(slots=[3, 4], mode='parallel')], 'sequential'),
+    'staged': (
+        [dict(slots=[0]), dict(slots=[1, 2], mode='debate'), dict(slots=[3, 4], mode='parallel')],
+        'sequential',
+    ),
 }
 
 
@@ -38,7 +41,11 @@ def run_cli(*args):
     cmd = (
         [exe]
         if exe
-        else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import export_main; sys.exit(export_main())']
+        else [
+            sys.executable,
+            '-c',
+            'import sys; from spindleflow_rl.cli import export_main; sys.exit(export_main())',
+        ]
     )
     return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=300)
 
@@ -83,8 +90,12 @@ def test_every_plan_shape_exports_valid(env, shape, tmp_path):
         assert w['branches'] == called and w['then'] == {'agent': AGGREGATOR_ID}
     if shape == 'debate':
         fl = w['then']['feedback_loop']
-        assert w['then']['agent'] == MODERATOR_ID and fl['enabled'] is True and fl['feedback_targets'] == called
-        assert fl['max_iterations'] == 2 and fl['approval_keyword'] == 'APPROVED'  # params[0]=0 -> 2 debate rounds
+        assert (
+            w['then']['agent'] == MODERATOR_ID and fl['enabled'] is True and fl['feedback_targets'] == called
+        )
+        assert (
+            fl['max_iterations'] == 2 and fl['approval_keyword'] == 'APPROVED'
+        )  # params[0]=0 -> 2 debate rounds
     if shape == 'parallel-then-one':
         assert w['branches'] == called[:2] and w['then']['agent'] == called[2]
     if shape == 'staged':
@@ -114,9 +125,15 @@ def test_cli_free_text_task(checkpoint, tmp_path):
     assert 'wrote' in r.stdout and 'adhoc-' in r.stdout
     wf = yaml.safe_load(out.read_text())
     assert validate_workflow(wf) == []
-    assert wf['models'][wf['provider']] == {'provider': 'gemini', 'model': 'gemini-1.5-flash', 'max_tokens': 1024}
+    assert wf['models'][wf['provider']] == {
+        'provider': 'gemini',
+        'model': 'gemini-1.5-flash',
+        'max_tokens': 1024,
+    }
     plan_line = next(l for l in out.read_text().splitlines() if l.startswith('# plan: '))
-    for sid in all_ids(wf):  # (an untrained policy stops at once: the generalist alone, named in the plan line)
+    for sid in all_ids(
+        wf
+    ):  # (an untrained policy stops at once: the generalist alone, named in the plan line)
         if sid not in (AGGREGATOR_ID, MODERATOR_ID) and not sid.startswith('stage_'):
             assert sid in plan_line
 
@@ -132,7 +149,12 @@ def test_export_bank_task_with_roster_and_yaml_catalog(checkpoint, tmp_path):
     (tmp_path / 'cat.yaml').write_text(yaml.safe_dump({'specialists': keep}))
     roster = [s['id'] for s in keep[:6]]
     res = export_workflow(
-        checkpoint, 'p1-product-01', out=tmp_path / 'w.yml', catalog=tmp_path / 'cat.yaml', seed=1, roster=roster
+        checkpoint=checkpoint,
+        task='p1-product-01',
+        out=tmp_path / 'w.yml',
+        catalog=tmp_path / 'cat.yaml',
+        seed=1,
+        roster=roster,
     )
     wf = yaml.safe_load((tmp_path / 'w.yml').read_text())
     assert validate_workflow(wf) == [] and wf == res['workflow']
@@ -143,14 +165,27 @@ def test_export_bank_task_with_roster_and_yaml_catalog(checkpoint, tmp_path):
 
 def test_cli_bad_inputs(tmp_path):
     r = run_cli(
-        '--task', 'p1-product-01', '--checkpoint', str(tmp_path / 'missing.zip'), '--out', str(tmp_path / 'w.yml')
+        '--task',
+        'p1-product-01',
+        '--checkpoint',
+        str(tmp_path / 'missing.zip'),
+        '--out',
+        str(tmp_path / 'w.yml'),
     )
     assert r.returncode == 2 and 'not found' in r.stderr and not (tmp_path / 'w.yml').exists()
     (tmp_path / 'c.txt').write_text('id,role\n')
-    r = run_cli('--task', 'p1-product-01', '--catalog', str(tmp_path / 'c.txt'), '--out', str(tmp_path / 'w.yml'))
-    assert r.returncode == 2 and "unknown catalog format '.txt'" in r.stderr and not (tmp_path / 'w.yml').exists()
+    r = run_cli(
+        '--task', 'p1-product-01', '--catalog', str(tmp_path / 'c.txt'), '--out', str(tmp_path / 'w.yml')
+    )
+    assert (
+        r.returncode == 2
+        and "unknown catalog format '.txt'" in r.stderr
+        and not (tmp_path / 'w.yml').exists()
+    )
     (tmp_path / 'c.csv').write_text('id,role\n')  # a CSV catalog with no specialists
-    r = run_cli('--task', 'p1-product-01', '--catalog', str(tmp_path / 'c.csv'), '--out', str(tmp_path / 'w.yml'))
+    r = run_cli(
+        '--task', 'p1-product-01', '--catalog', str(tmp_path / 'c.csv'), '--out', str(tmp_path / 'w.yml')
+    )
     assert r.returncode == 2 and 'c.csv' in r.stderr and not (tmp_path / 'w.yml').exists()
     r = run_cli('--task', '  ', '--out', str(tmp_path / 'w.yml'))
     assert r.returncode == 2 and 'argument --task: must not be empty' in r.stderr
@@ -173,9 +208,12 @@ def test_validator_negative_cases(env):
     b0 = good['workflow']['branches'][0]
     assert any('also a branch' in e for e in broken(lambda d: d['workflow']['then'].update(agent=b0)))
     assert any(
-        'max_iterations' in e for e in broken(lambda d: d['workflow']['then']['feedback_loop'].update(max_iterations=0))
+        'max_iterations' in e
+        for e in broken(lambda d: d['workflow']['then']['feedback_loop'].update(max_iterations=0))
     )
-    assert any("'nobody' is not defined" in e for e in broken(lambda d: d['workflow']['branches'].append('nobody')))
+    assert any(
+        "'nobody' is not defined" in e for e in broken(lambda d: d['workflow']['branches'].append('nobody'))
+    )
     assert any('duplicate agent id' in e for e in broken(lambda d: d['agents'].append(dict(d['agents'][0]))))
     assert any(
         "'max_tokens' must be a positive integer" in e
@@ -193,7 +231,9 @@ def test_shipped_demo_policy_exports(tmp_path):
     """The shipped policy (spindleflow_rl/assets/demo_policy.zip) must match this version's environment and export a
     valid workflow with the default command line (no --checkpoint)."""
     out = tmp_path / 'w.yml'
-    r = run_cli('--task', 'Write a PRD for sharing deals with teammates, then build the API for it', '--out', str(out))
+    r = run_cli(
+        '--task', 'Write a PRD for sharing deals with teammates, then build the API for it', '--out', str(out)
+    )
     assert r.returncode == 0, 'the shipped demo policy does not run on this environment: ' + r.stderr[-2000:]
     wf = yaml.safe_load(out.read_text())
     assert validate_workflow(wf) == [] and 'demo_policy.zip' in out.read_text()

@@ -116,7 +116,9 @@ def uninstall(v):
 
 
 # ends what the notebook started (TensorBoard's server), by process id: the kernel's own children
-STOP_CHILDREN = "import os, psutil\nfor p in psutil.Process(os.getpid()).children(recursive=True): p.terminate()"
+STOP_CHILDREN = (
+    "import os, psutil\nfor p in psutil.Process(os.getpid()).children(recursive=True): p.terminate()"
+)
 
 
 def run_colab(tmp: Path, source: str, **params) -> nbformat.NotebookNode:
@@ -224,19 +226,25 @@ def test_colab_notebook_installs_from_the_tag_and_the_wheel_and_runs(kernel_env,
     page = (run_dir / 'replay.html').read_text()
     assert page.count('<template id="sf-p-') >= 4 and 'policy' in page
     assert (
-        'Google Drive not mounted' in log and 'new run: 256 timesteps' in log and 'estimate: well under a minute' in log
+        'Google Drive not mounted' in log
+        and 'new run: 256 timesteps' in log
+        and 'estimate: well under a minute' in log
     )
     assert 'TensorBoard inline skipped' not in log  # it ran
     assert '3 episodes; specialists and baseline cost $' in log and n_llm > 0, (n_llm, log[-2000:])
     assert any(
-        'application/vnd.jupyter.widget-view+json' in o.get('data', {}) for c in nb.cells for o in c.get('outputs', [])
+        'application/vnd.jupyter.widget-view+json' in o.get('data', {})
+        for c in nb.cells
+        for o in c.get('outputs', [])
     )
 
     # from the wheel, with a larger budget: resumes the same run (the Drive-disconnect case)
     uninstall(v)
     nb2 = run_colab(tmp_path, f"file://{v['wheel']}", TIMESTEPS=320, RUN_REAL_LLM=False)
     log2 = text_of(nb2)
-    assert 'installed spindleflow-rl[colab] from a local copy' in log2 and f'spindleflow_rl {VERSION} |' in log2
+    assert (
+        'installed spindleflow-rl[colab] from a local copy' in log2 and f'spindleflow_rl {VERSION} |' in log2
+    )
     st2 = json.loads((run_dir / 'latest.json').read_text())
     assert st2['num_timesteps'] == 320, st2
     assert 'resuming' in log2 and (run_dir / 'progress-from-256.csv').exists()
@@ -264,7 +272,9 @@ def test_chapters_first_cells_run_outside_the_repository(kernel_env, tmp_path):
     """One kernel of the venv runs every chapter's first cells, each chapter from its own empty folder and with a
     cleared namespace (`%reset -f`); modules stay imported between chapters, which only saves time."""
     v = kernel_env
-    if subprocess.run([str(v['py']), '-c', 'import spindleflow_rl'], capture_output=True, cwd=tmp_path).returncode:
+    if subprocess.run(
+        [str(v['py']), '-c', 'import spindleflow_rl'], capture_output=True, cwd=tmp_path
+    ).returncode:
         sh(v['py'], '-m', 'pip', 'install', '-q', f"spindleflow-rl[colab] @ file://{v['wheel']}")
     cells, owner = [], []
     for path in colab_cells.chapters():
@@ -280,7 +290,11 @@ def test_chapters_first_cells_run_outside_the_repository(kernel_env, tmp_path):
     nb = nbformat.v4.new_notebook(cells=cells)
     t0 = time.time()
     NotebookClient(
-        nb, timeout=300, kernel_name=KERNEL, allow_errors=True, resources={'metadata': {'path': str(tmp_path)}}
+        nb,
+        timeout=300,
+        kernel_name=KERNEL,
+        allow_errors=True,
+        resources={'metadata': {'path': str(tmp_path)}},
     ).execute()
     print(f'{len(colab_cells.chapters())} chapters, {len(cells)} cells in {time.time() - t0:.0f} s')
     failed = {}

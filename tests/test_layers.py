@@ -43,14 +43,22 @@ LAYERS = [  # top first: a module may import modules of the layers listed after 
         'learning from logs: routers, the log-fitted teacher and the cost sweep, used by evaluation and the warm start',
         {'routers'},
     ),
-    ('runs', 'what every command builds a run from: config, world, backend, environments, checkpoints', {'runs'}),
+    (
+        'runs',
+        'what every command builds a run from: config, world, backend, environments, checkpoints',
+        {'runs'},
+    ),
     (
         'checkpoints',
         'finding and loading checkpoints safely (named errors, fallback, signed resume states)',
         {'checkpoints'},
     ),
     ('records', 'the episode file format and its viewers', {'replay'}),
-    ('policies', 'the Policy interface and every policy; the network a trained policy is', {'policies', 'policy'}),
+    (
+        'policies',
+        'the Policy interface and every policy; the network a trained policy is',
+        {'policies', 'policy'},
+    ),
     ('environment', 'SpindleFlowEnv', {'env'}),
     (
         'episode checks and pictures',
@@ -63,7 +71,11 @@ LAYERS = [  # top first: a module may import modules of the layers listed after 
         'specialists and judges through the LLM client; the scripted server the tests talk to',
         {'openai_backend', 'testing'},
     ),
-    ('backends', 'the backend protocol, the simulator and recorded logs; the LLM client', {'backends', 'llm'}),
+    (
+        'backends',
+        'the backend protocol, the simulator and recorded logs; the LLM client',
+        {'backends', 'llm'},
+    ),
     ('fast simulator', 'appendix 93: the simulator step on plain floats', {'fast_sim'}),
     ('world', 'the catalog, the task bank and their embeddings, embedded once', {'world'}),
     (
@@ -122,7 +134,11 @@ def import_graph(pkg: Path = PKG) -> dict:
     "`{module: {imported module: line}}` over the package's modules (`_modidx` and `__init__` aside)."
     mods = {p.stem: p for p in pkg.glob('*.py') if not p.stem.startswith('_')}
     return {
-        m: {t: ln for t, ln in module_imports(p.read_text(encoding='utf-8'), pkg.name).items() if t in mods and t != m}
+        m: {
+            t: ln
+            for t, ln in module_imports(p.read_text(encoding='utf-8'), pkg.name).items()
+            if t in mods and t != m
+        }
         for m, p in mods.items()
     }
 

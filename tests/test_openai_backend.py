@@ -149,9 +149,13 @@ def test_episode_costs_are_exact_and_a_rerun_is_free_and_identical(world, cfg, s
     assert be1.total_cost_usd == pytest.approx(5 * SPEC, abs=1e-15)
     assert be1.episode_cost_usd == pytest.approx(5 * SPEC, abs=1e-15) and be1.episode_tokens == 5 * 140
     assert judge(env1).cost_usd == pytest.approx(2 * JUDGE, abs=1e-15) and judge(env1).total_tokens == 2 * 140
-    assert s1['cost_usd'] == pytest.approx(4 * SPEC, abs=1e-15)  # the orchestrator's cost: its 4 specialist calls
+    assert s1['cost_usd'] == pytest.approx(
+        4 * SPEC, abs=1e-15
+    )  # the orchestrator's cost: its 4 specialist calls
     calls = [c for i in I1[:2] for c in i['trace']['calls']]
-    assert [c['tokens']['prompt'] for c in calls] == [100] * 4 and not any(c['tokens']['cached'] for c in calls)
+    assert [c['tokens']['prompt'] for c in calls] == [100] * 4 and not any(
+        c['tokens']['cached'] for c in calls
+    )
     # the replay: nothing spent, recorded usage kept, every number the same
     assert (be2.total_cost_usd, judge(env2).cost_usd, be2.meter.cache_hits, be2.episode_tokens) == (
         0.0,
@@ -159,7 +163,9 @@ def test_episode_costs_are_exact_and_a_rerun_is_free_and_identical(world, cfg, s
         5,
         5 * 140,
     )
-    assert all(c['tokens']['cached'] and c['tokens']['spent_usd'] == 0 for i in I2[:2] for c in i['trace']['calls'])
+    assert all(
+        c['tokens']['cached'] and c['tokens']['spent_usd'] == 0 for i in I2[:2] for c in i['trace']['calls']
+    )
     assert R1 == R2 and s1['latency_s'] == s2['latency_s'] and s1['cost_usd'] == s2['cost_usd']
     assert all(np.array_equal(a, b) for a, b in zip(O1, O2))
     assert len(ResponseCache(cfg.cache_dir)) == 7
@@ -172,7 +178,9 @@ def test_tier3_episode_uses_the_strong_judge_once(world, cfg, server):
     assert (s['tier_used'], s['rescored']) == (3, False)
     assert server.count('strong-model') == 1 and server.count('judge-model') == 0
     assert judge(env, 3).cost_usd == pytest.approx(STRONG, abs=1e-15)
-    assert (s['specialist_score'], s['baseline_score']) == pytest.approx((0.6, 0.4))  # scripted: 2 sections vs 1
+    assert (s['specialist_score'], s['baseline_score']) == pytest.approx(
+        (0.6, 0.4)
+    )  # scripted: 2 sections vs 1
     assert I[-1]['reward_terms']['quality_delta'] == pytest.approx(0.2)
 
 
@@ -185,12 +193,16 @@ def test_429_then_success_honours_retry_after(world, cfg, server):
     assert (c['status'], c['recovered'], c['fallback_id']) == ('ok', False, None)
     assert waits == [0.07] and server.count(REACT) == 2
     assert I[0]['reward_terms']['failure_penalty'] == 0 and I[-1]['summary']['failures'] == 0
-    assert env.backend.meter.failed_requests == 1 and env.backend.total_cost_usd == pytest.approx(2 * SPEC, abs=1e-15)
+    assert env.backend.meter.failed_requests == 1 and env.backend.total_cost_usd == pytest.approx(
+        2 * SPEC, abs=1e-15
+    )
 
 
 def test_500s_exhaust_retries_then_the_fallback_recovers(world, cfg, server):
     env = make_env(world, cfg)
-    server.script(ScriptedReply(500, message='upstream down'), match=REACT, times=3)  # 1 + max_retries attempts
+    server.script(
+        ScriptedReply(500, message='upstream down'), match=REACT, times=3
+    )  # 1 + max_retries attempts
     _, R, I = play(env, [([1], 'sequential'), ([0], 'sequential')])
     c = I[0]['trace']['calls'][0]
     assert (c['status'], c['fallback_id'], c['recovered']) == ('error', 'design_system_engineer', True)
@@ -199,8 +211,13 @@ def test_500s_exhaust_retries_then_the_fallback_recovers(world, cfg, server):
     assert t['failure_penalty'] == pytest.approx(-0.2 * 0.5) and t['recovery_bonus'] == pytest.approx(0.1)
     s = I[-1]['summary']
     assert (s['failures'], s['recovered'], s['tier_used'], s['n_called']) == (0, 1, 2, 2)
-    assert [a for a, _, _ in env.outputs] == ['design_system_engineer', 'api_backend_engineer']  # nothing lost
-    assert server.count(REACT) == 3 and c['cost_usd'] == pytest.approx(SPEC, abs=1e-15)  # failed attempts cost nothing
+    assert [a for a, _, _ in env.outputs] == [
+        'design_system_engineer',
+        'api_backend_engineer',
+    ]  # nothing lost
+    assert server.count(REACT) == 3 and c['cost_usd'] == pytest.approx(
+        SPEC, abs=1e-15
+    )  # failed attempts cost nothing
 
 
 def test_500s_with_no_fallback_left_is_an_error(world, cfg, server):
@@ -242,9 +259,9 @@ def test_judge_failure_rescores_the_whole_episode_on_a_lower_tier(world, cfg, se
     s = I[-1]['summary']
     assert (s['tier_locked'], s['tier_used'], s['rescored']) == (2, 1, True)
     assert len(s['judge_errors']) == 1
-    assert ('gave no valid judgement in 3 attempts' if failure == 'malformed' else 'unavailable') in s['judge_errors'][
-        0
-    ]
+    assert ('gave no valid judgement in 3 attempts' if failure == 'malformed' else 'unavailable') in s[
+        'judge_errors'
+    ][0]
     assert server.count('judge-model') == 3  # 3 judge attempts, or 1 + 2 retries
     assert judge(env).cost_usd == pytest.approx(3 * JUDGE if failure == 'malformed' else 0.0, abs=1e-15)
     terms = I[-1]['reward_terms']
@@ -258,11 +275,15 @@ def test_one_malformed_judgement_is_asked_again(world, cfg, server):
     _, R, I = play(env, [([0, 1], 'sequential')])
     s = I[-1]['summary']
     assert (s['tier_used'], s['rescored']) == (2, False)
-    assert judge(env).n_malformed == 1 and server.count('judge-model') == 3  # 2 for the answer, 1 for the baseline
+    assert (
+        judge(env).n_malformed == 1 and server.count('judge-model') == 3
+    )  # 2 for the answer, 1 for the baseline
 
 
 def test_debate_resolves_a_conflict_that_parallel_leaves_open(world, cfg, server):
-    off_topic = ScriptedReply(content='Bake sourdough bread: feed the starter with rye flour and proof it overnight.')
+    off_topic = ScriptedReply(
+        content='Bake sourdough bread: feed the starter with rye flour and proof it overnight.'
+    )
     first_answer = lambda b: (
         'Frontend contractor.' in b['messages'][0]['content']
         and 'Your answer so far' not in b['messages'][-1]['content']
@@ -308,7 +329,9 @@ def test_planner_policy_plays_its_plan_or_falls_back_to_top1(world, cfg, server)
         'fallback': False,
         'reason': '',
     }
-    assert (s['n_called'], s['invalid'], s['tier_used']) == (2, 0, 2) and pol.cost_usd == pytest.approx(SPEC, abs=1e-15)
+    assert (s['n_called'], s['invalid'], s['tier_used']) == (2, 0, 2) and pol.cost_usd == pytest.approx(
+        SPEC, abs=1e-15
+    )
     for task, bad in (
         ('p2-frontend-02', ScriptedReply(content='Ask the React engineer, then QA.')),
         ('p2-frontend-03', ScriptedReply(500)),

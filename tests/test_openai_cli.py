@@ -162,7 +162,10 @@ def test_budget_cache_and_server_isolation(tmp_path):
         '--out',
         str(tmp_path / 'runs'),
     ]
-    with ScriptedOpenAIServer(usage=(100, 50), tag='[A]') as a, ScriptedOpenAIServer(usage=(100, 50), tag='[B]') as b:
+    with (
+        ScriptedOpenAIServer(usage=(100, 50), tag='[A]') as a,
+        ScriptedOpenAIServer(usage=(100, 50), tag='[B]') as b,
+    ):
         out = run(['spindleflow-train', *(cmd + ['--run-name', 'first'])], server_env(a, tmp_path))
         first = tmp_path / 'runs' / 'first'
         summ = json.loads((first / 'train_summary.json').read_text())
@@ -190,7 +193,9 @@ def test_budget_cache_and_server_isolation(tmp_path):
             and json.loads((tmp_path / 'runs' / 'second' / 'eval.json').read_text())['eval_cost_usd'] == 0.0
         )
         other = (
-            cmd[: cmd.index('--eval-episodes')] + ['--eval-episodes', '0'] + cmd[cmd.index('--eval-episodes') + 2 :]
+            cmd[: cmd.index('--eval-episodes')]
+            + ['--eval-episodes', '0']
+            + cmd[cmd.index('--eval-episodes') + 2 :]
         )  # training only
         run(
             ['spindleflow-train', *(other + ['--run-name', 'other'])], server_env(b, tmp_path)
@@ -220,7 +225,11 @@ def test_budget_cache_and_server_isolation(tmp_path):
         small = json.loads((tmp_path / 'small.json').read_text())
         assert small['stopped'] == 'budget' and 0 < small['eval_cost_usd'] <= 0.002, out[-2000:]
         tab = small['splits']['heldout']
-        assert tab['policy']['episodes'] >= 2 and any(v.get('partial') for v in tab.values()) and 'stopped early' in out
+        assert (
+            tab['policy']['episodes'] >= 2
+            and any(v.get('partial') for v in tab.values())
+            and 'stopped early' in out
+        )
     for f in tmp_path.rglob('*'):
         if f.is_file():
             assert KEY.encode() not in f.read_bytes(), f

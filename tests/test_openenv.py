@@ -22,7 +22,11 @@ from spindleflow_rl.env import SpindleFlowEnv, encode_action, default_world
 M = 6
 PLANS = {
     3: [dict(slots=[0, 1], mode='parallel'), dict(slots=[2]), dict(stop=True)],
-    7: [dict(slots=[1], mode='sequential'), dict(slots=[0, 3], mode='debate', params=(1, 0, 0, 0)), dict(stop=True)],
+    7: [
+        dict(slots=[1], mode='sequential'),
+        dict(slots=[0, 3], mode='debate', params=(1, 0, 0, 0)),
+        dict(stop=True),
+    ],
     11: [dict(slots=[4, 2, 5], mode='sequential'), dict(stop=True)],
 }
 
@@ -49,11 +53,18 @@ def server():
     cmd = (
         [exe]
         if exe
-        else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
+        else [
+            sys.executable,
+            '-c',
+            'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())',
+        ]
     )
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
     with served_process(
-        cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'], f'{url}/health', 120, env=env
+        cmd + ['--host', '127.0.0.1', '--port', str(port), '--max-sessions', '8'],
+        f'{url}/health',
+        120,
+        env=env,
     ) as p:
         yield url, p
 
@@ -87,7 +98,9 @@ def test_episode_through_client_equals_in_process(server, seed):
     assert len(obs_l) == len(ref_obs)
     for a, b in zip(obs_l, ref_obs):
         np.testing.assert_array_equal(np.asarray(a, np.float32), b)
-    assert state.task_id == task_id and state.done and state.episode_return == pytest.approx(ref_ret, abs=1e-12)
+    assert (
+        state.task_id == task_id and state.done and state.episode_return == pytest.approx(ref_ret, abs=1e-12)
+    )
     assert last.done and last.summary['return'] == pytest.approx(ref_ret, abs=1e-12)
     assert sum(last.reward_terms.values()) == pytest.approx(rew[-1], abs=1e-9)
 
@@ -101,7 +114,8 @@ def test_openenv_validate_cli(server):
     rep = json.loads(r.stdout)
     assert rep['passed'] is True and rep['mode'] == 'simulation'
     assert (
-        rep['summary']['failed_criteria'] == [] and rep['summary']['passed_count'] == rep['summary']['total_count'] == 6
+        rep['summary']['failed_criteria'] == []
+        and rep['summary']['passed_count'] == rep['summary']['total_count'] == 6
     )
 
 
@@ -130,10 +144,14 @@ def test_concurrent_sessions_isolated(server):
         got3, got7 = [], []
         for x, y in zip(PLANS[3], PLANS[7]):
             got3.append(
-                a.step(SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in x.items()})).reward
+                a.step(
+                    SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in x.items()})
+                ).reward
             )
             got7.append(
-                b.step(SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in y.items()})).reward
+                b.step(
+                    SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in y.items()})
+                ).reward
             )
         assert got3 == ref3[0] and got7 == ref7[0]
         assert a.state().task_id == ref3[3] and b.state().task_id == ref7[3]
@@ -166,7 +184,9 @@ def test_malformed_actions_get_clear_errors_and_server_stays_up(server):
             c.reset(seed=3, roster=['no_such_specialist'])
         c.reset(seed=3)
         rew = [
-            c.step(SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in a.items()})).reward
+            c.step(
+                SpindleFlowAction(**{k: list(v) if isinstance(v, tuple) else v for k, v in a.items()})
+            ).reward
             for a in PLANS[3]
         ]
         assert rew == in_process(3)[0]
@@ -184,4 +204,8 @@ def test_manifest_and_dockerfile_agree():
     mod, attr = m['app'].split(':')
     assert callable(getattr(importlib.import_module(mod), attr))
     d = (root / 'Dockerfile').read_text()
-    assert f"PORT={m['port']}" in d and 'spindleflow-serve --host 0.0.0.0 --port ${PORT}' in d and '".[openenv]"' in d
+    assert (
+        f"PORT={m['port']}" in d
+        and 'spindleflow-serve --host 0.0.0.0 --port ${PORT}' in d
+        and '".[openenv]"' in d
+    )

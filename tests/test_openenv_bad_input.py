@@ -31,7 +31,11 @@ def serve_cmd():
     return (
         [exe]
         if exe
-        else [sys.executable, '-c', 'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())']
+        else [
+            sys.executable,
+            '-c',
+            'import sys; from spindleflow_rl.cli import serve_main; sys.exit(serve_main())',
+        ]
     )
 
 
@@ -40,7 +44,10 @@ def server():
     port = free_port()
     url = f'http://127.0.0.1:{port}'
     with served_process(
-        serve_cmd() + ['--port', str(port), '--max-sessions', str(MAX_SESSIONS)], f'{url}/health', 120, env=ENV
+        serve_cmd() + ['--port', str(port), '--max-sessions', str(MAX_SESSIONS)],
+        f'{url}/health',
+        120,
+        env=ENV,
     ) as p:
         yield url, p
 
@@ -53,7 +60,9 @@ def assert_healthy(url, proc):
 def wait_sessions_closed(url, timeout_s=30):
     "The server frees a session when it sees the client go: wait for that before counting capacity."
     t0 = time.time()
-    while requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] and time.time() - t0 < timeout_s:
+    while (
+        requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] and time.time() - t0 < timeout_s
+    ):
         time.sleep(0.1)
     assert requests.get(f'{url}/capacity', timeout=30).json()['active_sessions'] == 0
 
@@ -64,20 +73,50 @@ def rss_mb(pid):
             return int(line.split()[1]) / 1024
 
 
-V = lambda first: '[' + ', '.join([first] + ['0'] * 11) + ']'  # a 12-number vector (M=6) starting with `first`
+V = lambda first: (
+    '[' + ', '.join([first] + ['0'] * 11) + ']'
+)  # a 12-number vector (M=6) starting with `first`
 JSON = 'application/json'
 # (case, path, body, content type, status, text the message must hold: the field and what it takes)
 HTTP_CASES = [
     ('reset tier 9', '/reset', '{"tier": 9}', JSON, 422, 'tier: Input should be less than or equal to 3'),
-    ('reset tier -1', '/reset', '{"tier": -1}', JSON, 422, 'tier: Input should be greater than or equal to 0'),
+    (
+        'reset tier -1',
+        '/reset',
+        '{"tier": -1}',
+        JSON,
+        422,
+        'tier: Input should be greater than or equal to 0',
+    ),
     ('reset tier "x"', '/reset', '{"tier": "x"}', JSON, 422, 'tier: Input should be a valid integer'),
     ('reset tier 1.5', '/reset', '{"tier": 1.5}', JSON, 422, 'tier: Input should be a valid integer'),
-    ('reset tier true', '/reset', '{"tier": true}', JSON, 422, 'tier: Input should be a valid integer, got true'),
+    (
+        'reset tier true',
+        '/reset',
+        '{"tier": true}',
+        JSON,
+        422,
+        'tier: Input should be a valid integer, got true',
+    ),
     ('reset tier [1]', '/reset', '{"tier": [1]}', JSON, 422, 'tier: Input should be a valid integer'),
     ('reset tier 1e300', '/reset', '{"tier": 1e300}', JSON, 422, 'tier: '),
-    ('reset seed NaN', '/reset', '{"seed": NaN}', JSON, 422, 'seed: Input should be a valid integer, got NaN'),
+    (
+        'reset seed NaN',
+        '/reset',
+        '{"seed": NaN}',
+        JSON,
+        422,
+        'seed: Input should be a valid integer, got NaN',
+    ),
     ('reset seed Infinity', '/reset', '{"seed": Infinity}', JSON, 422, 'seed: '),
-    ('reset seed -1', '/reset', '{"seed": -1}', JSON, 422, 'seed: Input should be greater than or equal to 0'),
+    (
+        'reset seed -1',
+        '/reset',
+        '{"seed": -1}',
+        JSON,
+        422,
+        'seed: Input should be greater than or equal to 0',
+    ),
     (
         'reset seed 2**70',
         '/reset',
@@ -100,7 +139,14 @@ HTTP_CASES = [
         422,
         'task: unknown task id "p1-frontend-1" (339 known; closest: p1-frontend-',
     ),
-    ('reset task unicode', '/reset', '{"task": "\u00e9\u4e2d\U0001f600"}', JSON, 422, 'task: unknown task id'),
+    (
+        'reset task unicode',
+        '/reset',
+        '{"task": "\u00e9\u4e2d\U0001f600"}',
+        JSON,
+        422,
+        'task: unknown task id',
+    ),
     ('reset task NUL', '/reset', '{"task": "a\\u0000b"}', JSON, 422, 'task: unknown task id'),
     ('reset task lone surrogate', '/reset', '{"task": "\\ud800"}', JSON, 422, 'task: '),
     (
@@ -111,10 +157,31 @@ HTTP_CASES = [
         422,
         'task: String should have at most 128 characters',
     ),
-    ('reset roster nested', '/reset', '{"roster": [["a"]]}', JSON, 422, 'roster[0]: Input should be a valid string'),
+    (
+        'reset roster nested',
+        '/reset',
+        '{"roster": [["a"]]}',
+        JSON,
+        422,
+        'roster[0]: Input should be a valid string',
+    ),
     ('reset roster string', '/reset', '{"roster": "abc"}', JSON, 422, 'roster: Input should be a valid list'),
-    ('reset roster ints', '/reset', '{"roster": [1, 2]}', JSON, 422, 'roster[1]: Input should be a valid string'),
-    ('reset roster object', '/reset', '{"roster": {"a": 1}}', JSON, 422, 'roster: Input should be a valid list'),
+    (
+        'reset roster ints',
+        '/reset',
+        '{"roster": [1, 2]}',
+        JSON,
+        422,
+        'roster[1]: Input should be a valid string',
+    ),
+    (
+        'reset roster object',
+        '/reset',
+        '{"roster": {"a": 1}}',
+        JSON,
+        422,
+        'roster: Input should be a valid list',
+    ),
     (
         'reset roster unknown id',
         '/reset',
@@ -139,7 +206,14 @@ HTTP_CASES = [
         422,
         'episode_id: String should have at most 255 characters',
     ),
-    ('reset episode_id 5', '/reset', '{"episode_id": 5}', JSON, 422, 'episode_id: Input should be a valid string'),
+    (
+        'reset episode_id 5',
+        '/reset',
+        '{"episode_id": 5}',
+        JSON,
+        422,
+        'episode_id: Input should be a valid string',
+    ),
     (
         'reset unknown field',
         '/reset',
@@ -161,7 +235,14 @@ HTTP_CASES = [
     ('reset body null', '/reset', 'null', JSON, 422, 'the body must be a JSON object'),
     ('reset invalid JSON', '/reset', '{"seed": ', JSON, 422, 'the body is not valid JSON'),
     ('reset text/plain', '/reset', '{"seed": 1}', 'text/plain', 422, 'Content-Type: application/json'),
-    ('reset form', '/reset', 'seed=1', 'application/x-www-form-urlencoded', 422, 'Content-Type: application/json'),
+    (
+        'reset form',
+        '/reset',
+        'seed=1',
+        'application/x-www-form-urlencoded',
+        422,
+        'Content-Type: application/json',
+    ),
     (
         'reset deep nesting',
         '/reset',
@@ -307,7 +388,14 @@ HTTP_CASES = [
         422,
         'slots: [99] are outside the roster: use 0..5',
     ),
-    ('step slots 2**70', '/step', f'{{"action": {{"slots": [{2**70}]}}}}', JSON, 422, 'are outside the roster'),
+    (
+        'step slots 2**70',
+        '/step',
+        f'{{"action": {{"slots": [{2**70}]}}}}',
+        JSON,
+        422,
+        'are outside the roster',
+    ),
     (
         'step slots "a"',
         '/step',
@@ -332,7 +420,14 @@ HTTP_CASES = [
         422,
         'action.slots[0]: Input should be a valid integer, got true',
     ),
-    ('step slots twice', '/step', '{"action": {"slots": [0, 0]}}', JSON, 422, '`slots` lists [0] more than once'),
+    (
+        'step slots twice',
+        '/step',
+        '{"action": {"slots": [0, 0]}}',
+        JSON,
+        422,
+        '`slots` lists [0] more than once',
+    ),
     (
         'step stop with slots',
         '/step',
@@ -357,7 +452,14 @@ HTTP_CASES = [
         422,
         'action.stop: Input should be a valid boolean',
     ),
-    ('step stop 1', '/step', '{"action": {"stop": 1}}', JSON, 422, 'action.stop: Input should be a valid boolean'),
+    (
+        'step stop 1',
+        '/step',
+        '{"action": {"stop": 1}}',
+        JSON,
+        422,
+        'action.stop: Input should be a valid boolean',
+    ),
     (
         'step action unknown field',
         '/step',
@@ -366,7 +468,14 @@ HTTP_CASES = [
         422,
         'action.colour: unknown field; SpindleFlowAction takes',
     ),
-    ('step MCP action type', '/step', '{"action": {"type": "list_tools"}}', JSON, 422, 'action.type: unknown field'),
+    (
+        'step MCP action type',
+        '/step',
+        '{"action": {"type": "list_tools"}}',
+        JSON,
+        422,
+        'action.type: unknown field',
+    ),
     ('step action missing', '/step', '{}', JSON, 422, 'action: required'),
     ('step action "x"', '/step', '{"action": "x"}', JSON, 422, 'action: Input should be a valid dictionary'),
     ('step action null', '/step', '{"action": null}', JSON, 422, 'action: '),
@@ -404,7 +513,14 @@ HTTP_CASES = [
     ),
     ('step invalid JSON', '/step', '{', JSON, 422, 'the body is not valid JSON'),
     ('step empty body', '/step', '', JSON, 422, 'the body must be a JSON object with the fields action'),
-    ('step valid but stateless', '/step', '{"action": {"stop": true}}', JSON, 409, 'play episodes over the WebSocket'),
+    (
+        'step valid but stateless',
+        '/step',
+        '{"action": {"stop": true}}',
+        JSON,
+        409,
+        'play episodes over the WebSocket',
+    ),
 ]
 
 
@@ -412,7 +528,10 @@ HTTP_CASES = [
 def test_http_bad_input_gets_4xx_naming_the_field(server, case, path, body, ctype, status, text):
     url, proc = server
     r = requests.post(
-        url + path, data=body if isinstance(body, bytes) else body.encode(), headers={'content-type': ctype}, timeout=30
+        url + path,
+        data=body if isinstance(body, bytes) else body.encode(),
+        headers={'content-type': ctype},
+        timeout=30,
     )
     assert r.status_code == status, r.text[:500]
     detail = r.json()['detail']
@@ -510,22 +629,52 @@ WS_CASES = [
         'data.vector[0]: Input should be a valid number',
     ),
     ('step slots 99', STEP({'slots': [99]}), 'VALIDATION_ERROR', 'outside the roster: use 0..5'),
-    ('step slots "a"', STEP({'slots': ['a']}), 'VALIDATION_ERROR', 'data.slots[0]: Input should be a valid integer'),
+    (
+        'step slots "a"',
+        STEP({'slots': ['a']}),
+        'VALIDATION_ERROR',
+        'data.slots[0]: Input should be a valid integer',
+    ),
     ('step slots twice', STEP({'slots': [1, 1]}), 'VALIDATION_ERROR', 'more than once'),
     ('step mode "x"', STEP({'mode': 'x'}), 'VALIDATION_ERROR', "data.mode: Input should be 'sequential'"),
-    ('step stop "yes"', STEP({'stop': 'yes'}), 'VALIDATION_ERROR', 'data.stop: Input should be a valid boolean'),
-    ('step unknown field', STEP({'stop': False, 'colour': 1}), 'VALIDATION_ERROR', 'data.colour: unknown field'),
+    (
+        'step stop "yes"',
+        STEP({'stop': 'yes'}),
+        'VALIDATION_ERROR',
+        'data.stop: Input should be a valid boolean',
+    ),
+    (
+        'step unknown field',
+        STEP({'stop': False, 'colour': 1}),
+        'VALIDATION_ERROR',
+        'data.colour: unknown field',
+    ),
     ('step data missing', '{"type": "step"}', 'VALIDATION_ERROR', 'data: required'),
     ('step data list', '{"type": "step", "data": [1]}', 'VALIDATION_ERROR', 'data: must be a JSON object'),
-    ('reset tier 9', RESET({'tier': 9}), 'VALIDATION_ERROR', 'data.tier: Input should be less than or equal to 3'),
-    ('reset tier "x"', RESET({'tier': 'x'}), 'VALIDATION_ERROR', 'data.tier: Input should be a valid integer'),
+    (
+        'reset tier 9',
+        RESET({'tier': 9}),
+        'VALIDATION_ERROR',
+        'data.tier: Input should be less than or equal to 3',
+    ),
+    (
+        'reset tier "x"',
+        RESET({'tier': 'x'}),
+        'VALIDATION_ERROR',
+        'data.tier: Input should be a valid integer',
+    ),
     (
         'reset seed NaN',
         '{"type": "reset", "data": {"seed": NaN}}',
         'VALIDATION_ERROR',
         'data.seed: Input should be a valid integer',
     ),
-    ('reset seed -1', RESET({'seed': -1}), 'VALIDATION_ERROR', 'data.seed: Input should be greater than or equal to 0'),
+    (
+        'reset seed -1',
+        RESET({'seed': -1}),
+        'VALIDATION_ERROR',
+        'data.seed: Input should be greater than or equal to 0',
+    ),
     ('reset task 5', RESET({'task': 5}), 'VALIDATION_ERROR', 'data.task: Input should be a valid string'),
     ('reset task unknown', RESET({'task': 'nope'}), 'VALIDATION_ERROR', 'task: unknown task id'),
     (
@@ -534,7 +683,12 @@ WS_CASES = [
         'VALIDATION_ERROR',
         'data.roster[0]: Input should be a valid string',
     ),
-    ('reset roster unknown', RESET({'roster': ['nobody']}), 'VALIDATION_ERROR', 'roster[0]: unknown specialist id'),
+    (
+        'reset roster unknown',
+        RESET({'roster': ['nobody']}),
+        'VALIDATION_ERROR',
+        'roster[0]: unknown specialist id',
+    ),
     ('reset unknown field', RESET({'teir': 1}), 'VALIDATION_ERROR', 'data.teir: unknown field'),
     ('reset data "x"', '{"type": "reset", "data": "x"}', 'VALIDATION_ERROR', 'data: must be a JSON object'),
     (
@@ -577,7 +731,9 @@ def test_websocket_bad_message_gets_error_and_session_goes_on(server, case, mess
         assert after['type'] == 'observation' and after['data']['observation']['step'] == 1
         ws.send('{"type": "state"}')
         state = json.loads(ws.recv(timeout=60))
-        assert state['type'] == 'state' and state['data']['task_id'] == first['data']['observation']['task_id']
+        assert (
+            state['type'] == 'state' and state['data']['task_id'] == first['data']['observation']['task_id']
+        )
     assert_healthy(url, proc)
 
 
@@ -654,13 +810,17 @@ def test_big_bodies_refused_before_read_and_memory_stays_flat(server):
         with ThreadPoolExecutor(8) as ex:
             sized = list(
                 ex.map(
-                    lambda pb: requests.post(url + pb[0], data=pb[1], headers={'content-type': JSON}, timeout=120),
+                    lambda pb: requests.post(
+                        url + pb[0], data=pb[1], headers={'content-type': JSON}, timeout=120
+                    ),
                     bodies,
                 )
             )
             chunked = list(
                 ex.map(
-                    lambda _: requests.post(f'{url}/reset', data=chunks(), headers={'content-type': JSON}, timeout=120),
+                    lambda _: requests.post(
+                        f'{url}/reset', data=chunks(), headers={'content-type': JSON}, timeout=120
+                    ),
                     range(2),
                 )
             )
@@ -681,7 +841,9 @@ def test_largest_valid_request_is_under_the_limit_and_parsed(server):
     "The limit refuses nothing valid: the largest valid body is parsed (its made-up ids are then named as unknown)."
     url, proc = server
     s = '\U0001f600'
-    body = json.dumps({'seed': 2**64 - 1, 'episode_id': s * 255, 'task': s * 128, 'roster': [s * 128] * 6, 'tier': 3})
+    body = json.dumps(
+        {'seed': 2**64 - 1, 'episode_id': s * 255, 'task': s * 128, 'roster': [s * 128] * 6, 'tier': 3}
+    )
     assert len(body) == largest_valid_request(6) and len(body) < MAX_REQUEST_BYTES
     r = requests.post(f'{url}/reset', data=body, headers={'content-type': JSON}, timeout=30)
     assert r.status_code == 422 and r.json()['detail'].startswith('task: unknown task id')
@@ -734,7 +896,9 @@ def test_capacity_typed_client_gets_message_or_close_reason(server):
                 RuntimeError, match=rf'server at capacity \({MAX_SESSIONS} sessions\).*CAPACITY_REACHED'
             ):
                 extra.reset(seed=1)
-        with SpindleFlowClient(base_url=url).sync() as late:  # asks after the server gave up waiting: the close reason
+        with SpindleFlowClient(
+            base_url=url
+        ).sync() as late:  # asks after the server gave up waiting: the close reason
             time.sleep(6)
             with pytest.raises(
                 ConnectionError, match=rf'1013: server at capacity \({MAX_SESSIONS} sessions\); retry later'
@@ -761,7 +925,10 @@ def test_cli_bad_port_or_port_in_use_exit_cleanly(server):
     with ThreadPoolExecutor(len(runs)) as ex:
         res = list(
             ex.map(
-                lambda r: subprocess.run(serve_cmd() + r[0], capture_output=True, text=True, timeout=300, env=ENV), runs
+                lambda r: subprocess.run(
+                    serve_cmd() + r[0], capture_output=True, text=True, timeout=300, env=ENV
+                ),
+                runs,
             )
         )
     for (args, rc, text), p in zip(runs, res):
@@ -777,10 +944,18 @@ def test_cli_bad_port_or_port_in_use_exit_cleanly(server):
     [
         (['--port', 'x'], 2, "argument --port: expected a whole number, got 'x'"),
         (['--port', '-1'], 2, 'must be 0-65535'),
-        (['--host', 'no-such-host.invalid', '--port', '0'], 2, "--host 'no-such-host.invalid' does not resolve"),
+        (
+            ['--host', 'no-such-host.invalid', '--port', '0'],
+            2,
+            "--host 'no-such-host.invalid' does not resolve",
+        ),
         (['--host', '192.0.2.1', '--port', '0'], 2, '--host 192.0.2.1 is not an address of this machine'),
         (['--max-sessions', '0', '--port', '0'], 2, 'argument --max-sessions: must be >= 1, got 0'),
-        (['--max-request-bytes', '100', '--port', '0'], 2, 'max_request_bytes=100 is below the largest valid request'),
+        (
+            ['--max-request-bytes', '100', '--port', '0'],
+            2,
+            'max_request_bytes=100 is below the largest valid request',
+        ),
     ],
 )
 def test_cli_usage_errors(capsys, args, rc, text):

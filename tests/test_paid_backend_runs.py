@@ -81,7 +81,9 @@ def count(srv_key):
 def used_own_server(ctx, res):
     "Evaluated on the run's own server (A) -- or refused, naming the base URL."
     if res.rc == 2:
-        assert any(n in res.text for n in ('--base-url', 'base_url', 'base URL')), 'refused without naming the base URL'
+        assert any(n in res.text for n in ('--base-url', 'base_url', 'base URL')), (
+            'refused without naming the base URL'
+        )
         return
     assert ctx['A'].n_requests > ctx['_A0'], (
         "the evaluation never asked the run's own server (it called another endpoint)"
@@ -132,7 +134,9 @@ def sized_evaluation(ctx, res):
     )
     head = res.out.split('evaluating on')[0]
     lines = [l for l in head.splitlines() if '$' in l and re.search(r'budget|limit|max-cost', l, re.I)]
-    assert lines and 'no --max-cost-usd limit' not in head, 'no default budget printed before the evaluation started'
+    assert lines and 'no --max-cost-usd limit' not in head, (
+        'no default budget printed before the evaluation started'
+    )
     budget = max(float(x) for l in lines for x in re.findall(r'\$([0-9]+(?:\.[0-9]+)?)', l))
     assert rep['eval_cost_usd'] <= budget, (
         f"the evaluation spent ${rep['eval_cost_usd']:.4f}, over the ${budget:.4f} printed"

@@ -2,14 +2,20 @@
 
 - Dependencies at the top: an import of the package's own modules inside a function is allowed only with its reason
   written on the same line (`# lazy: ...`), e.g. a module that pulls torch into `spindleflow-train --help`.
-- Density: statements per code line and the share of lines over 120 characters may not grow past today's figures
-  (the issue's targets are 0.6 and 1 %; `CEILING` is lowered as the code gets there, never raised)."""
+- Density: at most 0.6 statements per code line and 1 % of lines over 120 characters (the issue's targets). The layout
+  comes from `ruff format` (pyproject.toml; `tools/test.sh` checks it); what it cannot split (long strings, comments,
+  docstrings) is split by hand.
+- Options as objects: a function over `MAX_PARAMS` parameters (self/cls aside) says why in a `# params: ...` comment
+  right above it (e.g. training settings, each a keyword with its default, as SB3's algorithms take theirs); a command's
+  options travel as its dataclass (`evaluate_run(EvalRequest)`, `build_demo(DemoOptions)`, `run_sweep(SweepOptions)`,
+  `export_workflow(ExportOptions)`, `audit_run(AuditOptions)`)."""
 
 import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / 'spindleflow_rl'
-CEILING = {'statements_per_line': 0.92, 'long_line_share': 0.092}  # measured on main 2026-12-05: 0.91, 9.1 %
+# the issue's targets; measured after `ruff format` at 110 columns (2026-12-06): 0.572 and 0.32 % (before: 0.91, 9.1 %)
+CEILING = {'statements_per_line': 0.6, 'long_line_share': 0.01}
 
 
 def own_import(node, name: str = 'spindleflow_rl') -> bool:
@@ -38,10 +44,61 @@ def measure(src: str) -> dict:
     }
 
 
+MAX_PARAMS = 8
+
+
+def long_signatures(src: str) -> list:
+    "(line, name, parameters) of each function over MAX_PARAMS parameters with no `# params:` comment right above it."
+    lines, out = src.splitlines(), []
+    for f in ast.walk(ast.parse(src)):
+        if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = f.args
+        n = sum(x.arg not in ('self', 'cls') for x in a.posonlyargs + a.args + a.kwonlyargs)
+        k = (
+            min([f.lineno] + [d.lineno for d in f.decorator_list]) - 2
+        )  # the line above the def and its decorators
+        above = []
+        while k >= 0 and lines[k].strip().startswith('#'):
+            above.append(lines[k].strip())
+            k -= 1
+        if n > MAX_PARAMS and not any(c.startswith('# params:') for c in above):
+            out.append((f.lineno, f.name, n))
+    return out
+
+
 def package_figures(pkg: Path = PKG) -> tuple[dict, dict]:
-    per = {p.stem: measure(p.read_text(encoding='utf-8')) for p in sorted(pkg.glob('*.py')) if p.name != '_modidx.py'}
+    per = {
+        p.stem: measure(p.read_text(encoding='utf-8'))
+        for p in sorted(pkg.glob('*.py'))
+        if p.name != '_modidx.py'
+    }
     tot = {k: sum(m[k] for m in per.values()) for k in ('lines', 'statements', 'code', 'long')}
-    return per, {'statements_per_line': tot['statements'] / tot['code'], 'long_line_share': tot['long'] / tot['lines']}
+    return per, {
+        'statements_per_line': tot['statements'] / tot['code'],
+        'long_line_share': tot['long'] / tot['lines'],
+    }
+
+
+def test_long_signatures_on_a_synthetic_module():
+    nine = ', '.join(f'a{i}' for i in range(9))
+    src = (
+        f"def f(self, {nine[:26]}, *, b=1):\n    pass\n"  # 8 parameters besides self: fine
+        f"def g({nine}):\n    pass\n"  # 9, no reason
+        f"# params: the run's settings, each a keyword\n@staticmethod\ndef h({nine}):\n    pass\n"
+        f"# an unrelated comment\ndef k(*, {nine}):\n    pass\n"
+    )
+    assert long_signatures(src) == [(3, 'g', 9), (10, 'k', 9)], long_signatures(src)
+
+
+def test_long_parameter_lists_state_their_reason():
+    bad = {p.stem: long_signatures(p.read_text(encoding='utf-8')) for p in sorted(PKG.glob('*.py'))}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, (
+        f"functions over {MAX_PARAMS} parameters with no reason (module: (line, name, parameters)): {bad}. Fix: pass a "
+        "command's options as its dataclass, group what travels together, or say why in a `# params: ...` comment "
+        "above the def (in the notebook cell); then nbdev_export."
+    )
 
 
 def test_measure_on_a_synthetic_module():
@@ -65,7 +122,7 @@ def test_own_imports_inside_functions_state_their_reason():
     )
 
 
-def test_density_does_not_grow():
+def test_density_within_the_targets():
     _, fig = package_figures()
     over = {k: (round(v, 3), CEILING[k]) for k, v in fig.items() if v > CEILING[k]}
     assert not over, (

@@ -8,14 +8,30 @@ import json, os, shutil, subprocess
 import numpy as np
 import pytest
 import torch
-from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG, LoggedTasks, BayesCascadeTeacher
+from spindleflow_rl.routers import (
+    make_two_model_log,
+    write_csv,
+    TWO_MODEL_CATALOG,
+    LoggedTasks,
+    BayesCascadeTeacher,
+)
 from spindleflow_rl.catalog import Catalog
 from spindleflow_rl.config import ConfigError
 
 COLS = ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
 # one torch thread: the tests run two at a time on two cores; a training with a thread pool each then spins on the
 # other's core (measured: over 900 s for one run under load, against about 60 s alone)
-SMALL = ['--n-envs', '2', '--distil-episodes', '1500', '--distil-epochs', '30', '--no-progress', '--torch-threads', '1']
+SMALL = [
+    '--n-envs',
+    '2',
+    '--distil-episodes',
+    '1500',
+    '--distil-epochs',
+    '30',
+    '--no-progress',
+    '--torch-threads',
+    '1',
+]
 
 
 def _run(*cmd, ok=True):
@@ -65,16 +81,23 @@ def test_full_information_run_eval_and_sweep(logdir, tmp_path):
     assert (
         out.index('log: 300 questions x 2 specialists') < out.index('fitting the Q') < out.index('distilling')
     )  # sizes first
-    assert {'config.json', 'final.zip', 'warm_start.zip', 'latest.json', 'train_summary.json', 'eval.json'} <= {
-        p.name for p in run.iterdir()
-    }
+    assert {
+        'config.json',
+        'final.zip',
+        'warm_start.zip',
+        'latest.json',
+        'train_summary.json',
+        'eval.json',
+    } <= {p.name for p in run.iterdir()}
     lo, hi = info['cost_coef_range']
     assert lo == 0 and hi > info['price'] > 0 and info['cost_coef_range_from'] == 'the log'
     assert json.loads((run / 'config.json').read_text())['env']['cost_coef_range'] == [lo, hi]
     # the headline is the routing table at the run's price, not the simulator's baselines
     heads = [l for l in out.splitlines() if l.startswith('headline')]
     assert (
-        len(heads) == 1 and heads[0].startswith(f"headline (held-out, {s['heldout']} questions") and 'knn' in heads[0]
+        len(heads) == 1
+        and heads[0].startswith(f"headline (held-out, {s['heldout']} questions")
+        and 'knn' in heads[0]
     ), heads
     rep = json.loads((run / 'eval.json').read_text())
     assert (
@@ -187,7 +210,10 @@ def test_full_information_run_eval_and_sweep(logdir, tmp_path):
         str(tmp_path / 'e.json'),
     )
     e = json.loads((tmp_path / 'e.json').read_text())
-    assert e['cost_coef'] == {'value': hi, 'why': '--cost-coef'} and e['logged']['policies']['policy']['x'][0] < 0.1
+    assert (
+        e['cost_coef'] == {'value': hi, 'why': '--cost-coef'}
+        and e['logged']['policies']['policy']['x'][0] < 0.1
+    )
 
 
 def test_flags_the_learner_would_ignore_are_refused(logdir, tmp_path):
@@ -209,7 +235,15 @@ def test_flags_the_learner_would_ignore_are_refused(logdir, tmp_path):
     ):
         p = _run('spindleflow-train', *base, *extra, ok=False)
         assert p.returncode == 2 and all(n in p.stderr for n in names), (extra, p.stderr)
-    p = _run('spindleflow-train', '--demo-mode', '--heldout-fraction', '0.3', '--out', str(tmp_path / 'r'), ok=False)
+    p = _run(
+        'spindleflow-train',
+        '--demo-mode',
+        '--heldout-fraction',
+        '0.3',
+        '--out',
+        str(tmp_path / 'r'),
+        ok=False,
+    )
     assert p.returncode == 2 and '--heldout-fraction' in p.stderr
     assert not (tmp_path / 'r').exists()
 
@@ -225,7 +259,10 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
     be = RecordedOutcomesBackend.from_file(d / 'log.csv', Catalog.from_file(d / 'models.csv'))
     held = {t.text for t in be.world.bank.tasks() if t.split == 'heldout'}
     assert held
-    write_csv([{**r, 'quality': 1 - r['quality']} if r['task'] in held else r for r in rows], tmp_path / 'flipped.csv')
+    write_csv(
+        [{**r, 'quality': 1 - r['quality']} if r['task'] in held else r for r in rows],
+        tmp_path / 'flipped.csv',
+    )
     # bit-identity holds at any size: a small distillation (DAgger
     # round included) keeps the check, in a fifth of the time
     runs = []
@@ -256,7 +293,9 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
         )
         runs.append(tmp_path / name)
     ia, ib = (json.loads((r / 'log_learning.json').read_text()) for r in runs)
-    assert ia['sizes'] == ib['sizes'] and ia['calibration'] == ib['calibration'] and ia['price'] == ib['price']
+    assert (
+        ia['sizes'] == ib['sizes'] and ia['calibration'] == ib['calibration'] and ia['price'] == ib['price']
+    )
     wa, wb = _weights(runs[0] / 'final.zip'), _weights(runs[1] / 'final.zip')
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     from spindleflow_rl.logs_learning import log_table
@@ -265,7 +304,9 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
         log_table(LoggedTasks(be)),
         log_table(
             LoggedTasks(
-                RecordedOutcomesBackend.from_file(tmp_path / 'flipped.csv', Catalog.from_file(d / 'models.csv'))
+                RecordedOutcomesBackend.from_file(
+                    tmp_path / 'flipped.csv', Catalog.from_file(d / 'models.csv')
+                )
             )
         ),
     )
@@ -276,7 +317,9 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
 
 def test_guard_keeps_the_distilled_policy_when_ppo_hurts(logdir, tmp_path):
     d = logdir
-    (tmp_path / 'wild.yaml').write_text('ppo: {learning_rate: 1.0, n_epochs: 10, n_steps: 32, batch_size: 64}\n')
+    (tmp_path / 'wild.yaml').write_text(
+        'ppo: {learning_rate: 1.0, n_epochs: 10, n_steps: 32, batch_size: 64}\n'
+    )
     _run(
         'spindleflow-train',
         '--config',
@@ -339,16 +382,28 @@ def test_on_policy_learner_and_teacher_refusal(logdir, tmp_path):
         json.loads((run / 'latest.json').read_text())['num_timesteps'] == 128
         and not (run / 'log_learning.json').exists()
     )
-    _run('spindleflow-eval', '--checkpoint', str(run), '--sweep', 'strong_rate=0.5', '--baselines', 'knn,cascade')
+    _run(
+        'spindleflow-eval',
+        '--checkpoint',
+        str(run),
+        '--sweep',
+        'strong_rate=0.5',
+        '--baselines',
+        'knn,cascade',
+    )
     sw = json.loads((run / 'sweep.json').read_text())
-    assert sw['prices_from'] == 'calibrated now on the training questions' and set(sw['policies']['policy']['vs']) == {
+    assert sw['prices_from'] == 'calibrated now on the training questions' and set(
+        sw['policies']['policy']['vs']
+    ) == {
         'knn',
         'cascade',
     }
     from spindleflow_rl.backends import RecordedOutcomesBackend
 
     write_csv([{**r, 'response': ''} for r in make_two_model_log(40, seed=5)], tmp_path / 'noans.csv')
-    lt = LoggedTasks(RecordedOutcomesBackend.from_file(tmp_path / 'noans.csv', Catalog.from_file(d / 'models.csv')))
+    lt = LoggedTasks(
+        RecordedOutcomesBackend.from_file(tmp_path / 'noans.csv', Catalog.from_file(d / 'models.csv'))
+    )
     with pytest.raises(ConfigError, match="no answer text"):
         BayesCascadeTeacher(lt)
 
@@ -385,7 +440,9 @@ def test_fixed_price_ppo_run_gets_the_routing_section(logdir, tmp_path):
         rep['logged']['policies']['policy']['vs']
     ) == {'knn', 'gain', 'mf', 'cascade'}
     assert 'headline (held-out' in out
-    p = _run('spindleflow-eval', '--checkpoint', str(tmp_path / 'fixed'), '--sweep', 'strong_rate=0.5', ok=False)
+    p = _run(
+        'spindleflow-eval', '--checkpoint', str(tmp_path / 'fixed'), '--sweep', 'strong_rate=0.5', ok=False
+    )
     assert p.returncode == 2 and 'fixed cost_coef' in p.stderr
 
 
@@ -408,7 +465,10 @@ def test_a_log_whose_priciest_model_is_not_the_best_gets_a_report(logdir, tmp_pa
         'strong-model': 'cheap-model',
     }  # held-out grades swapped: the strong model is worse there
     write_csv(
-        [{**r, 'quality': q[(r['task'], other[r['specialist_id']])]} if r['task'] in held else r for r in rows],
+        [
+            {**r, 'quality': q[(r['task'], other[r['specialist_id']])]} if r['task'] in held else r
+            for r in rows
+        ],
         tmp_path / 'flipped.csv',
     )
     out = _run(
@@ -433,11 +493,19 @@ def test_a_log_whose_priciest_model_is_not_the_best_gets_a_report(logdir, tmp_pa
     ).stdout
     rep = json.loads((tmp_path / 'flip' / 'eval.json').read_text())
     lg = rep['logged']
-    assert lg['pgr_defined'] is False and lg['ends']['strongest']['quality'] <= lg['ends']['cheapest']['quality']
-    assert all(v['pgr_b'] is None and len(v['quality_diff_ci95']) == 1 for v in lg['policies']['policy']['vs'].values())
+    assert (
+        lg['pgr_defined'] is False and lg['ends']['strongest']['quality'] <= lg['ends']['cheapest']['quality']
+    )
+    assert all(
+        v['pgr_b'] is None and len(v['quality_diff_ci95']) == 1
+        for v in lg['policies']['policy']['vs'].values()
+    )
     md = (tmp_path / 'flip' / 'eval.md').read_text()
     assert (
-        'PGR is undefined' in md and 'policy − it, quality' in md and 'headline (held-out' in out and 'quality' in out
+        'PGR is undefined' in md
+        and 'policy − it, quality' in md
+        and 'headline (held-out' in out
+        and 'quality' in out
     )
 
 

@@ -76,7 +76,9 @@ def test_no_grade_reaches_the_observation(tmp_path, cat, texts):
         oa, qa, _ = _episode(a, t.id, ['cheap-model', 'strong-model'])
         ob, qb, _ = _episode(b, t.id, ['cheap-model', 'strong-model'])
         assert qa != qb  # the grades differ ...
-        assert len(oa) == len(ob) and all(np.array_equal(x, y) for x, y in zip(oa, ob))  # ... what is seen does not
+        assert len(oa) == len(ob) and all(
+            np.array_equal(x, y) for x, y in zip(oa, ob)
+        )  # ... what is seen does not
 
 
 def test_episode_scores_the_returned_answer(tmp_path, cat):
@@ -140,7 +142,12 @@ def test_duplicates_category_and_index(tmp_path, cat, capsys):
             category=None,
         ),
         dict(
-            task='A failed one', specialist_id='strong-model', quality=0.2, cost_usd=0.002, latency_s=1, category=None
+            task='A failed one',
+            specialist_id='strong-model',
+            quality=0.2,
+            cost_usd=0.002,
+            latency_s=1,
+            category=None,
         ),
     ]
     cat2 = Catalog.from_file(
@@ -155,7 +162,10 @@ def test_duplicates_category_and_index(tmp_path, cat, capsys):
     assert 'logged more than once' in capsys.readouterr().out
     t = next(t for t in be.world.bank.tasks() if t.text == 'A failed one')
     assert t.category == 'maths'  # from the successful call, not the failed "best" row
-    assert sorted(be.index[TASKS[0]]) == ['cheap-model', 'strong-model'] and len(be.index[TASKS[0]]['cheap-model']) == 2
+    assert (
+        sorted(be.index[TASKS[0]]) == ['cheap-model', 'strong-model']
+        and len(be.index[TASKS[0]]['cheap-model']) == 2
+    )
 
 
 def test_large_log_embedding_progress_and_cache(tmp_path, capsys):
@@ -178,7 +188,9 @@ def test_large_log_embedding_progress_and_cache(tmp_path, capsys):
 RB = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'routerbench_subset'
 
 
-@pytest.mark.skipif(not RB.exists(), reason='the development copy of RouterBench lies in ../shared/data (CI has it)')
+@pytest.mark.skipif(
+    not RB.exists(), reason='the development copy of RouterBench lies in ../shared/data (CI has it)'
+)
 def test_a_real_wide_log_is_read_as_it_is():
     """RouterBench's wide CSVs: one row per logged (question, model),
     empty grade cells skipped (never a 0), costs and answers kept."""

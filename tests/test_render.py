@@ -46,7 +46,9 @@ def test_make_vec_env_sb3():
         assert venv.get_attr('render_mode') == ['rgb_array', 'rgb_array']
         rng = np.random.default_rng(0)
         for _ in range(3):
-            obs, r, done, infos = venv.step(rng.uniform(-1, 1, (2,) + venv.action_space.shape).astype(np.float32))
+            obs, r, done, infos = venv.step(
+                rng.uniform(-1, 1, (2,) + venv.action_space.shape).astype(np.float32)
+            )
             assert obs.shape[0] == 2 and r.shape == (2,) and np.isfinite(r).all()
         frames = venv.get_images()
         assert [f.shape for f in frames] == [FRAME_SHAPE] * 2
@@ -82,7 +84,9 @@ def test_render_none_returns_none():
 def test_record_episode_statistics():
     env = gym.wrappers.RecordEpisodeStatistics(gym.make('SpindleFlow-v0'))
     rewards, info = play(env)
-    assert 'episode' in info, 'RecordEpisodeStatistics did not add episode statistics at the end of the episode'
+    assert 'episode' in info, (
+        'RecordEpisodeStatistics did not add episode statistics at the end of the episode'
+    )
     np.testing.assert_allclose(float(info['episode']['r']), sum(rewards), rtol=1e-5, atol=1e-6)
     assert int(info['episode']['l']) == len(rewards) == 3
     np.testing.assert_allclose(sum(rewards), env.unwrapped.return_, rtol=1e-6)

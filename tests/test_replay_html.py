@@ -34,7 +34,9 @@ def find_chromium():
             'CI is set but no Chromium was found on PATH. Install it (Debian: apt-get install -y chromium); '
             'the replay export must be checked in a real browser.'
         )
-    pytest.skip('Chromium not installed (Debian: apt-get install -y chromium); set CI=true to make this a failure.')
+    pytest.skip(
+        'Chromium not installed (Debian: apt-get install -y chromium); set CI=true to make this a failure.'
+    )
 
 
 def run_chromium(exe, tmp: Path, url: str, *args, timeout: int = 90) -> str:
@@ -73,7 +75,9 @@ def exported(tmp_path_factory):
     i = next(
         j
         for j, e in enumerate(eps)
-        if len(e['steps']) >= 2 and e['steps'][0].get('calls') and e['steps'][-1]['reward_terms']['quality_delta'] > 0
+        if len(e['steps']) >= 2
+        and e['steps'][0].get('calls')
+        and e['steps'][-1]['reward_terms']['quality_delta'] > 0
     )
     d = tmp_path_factory.mktemp('replay')
     return export_html(eps, d / 'replay.html'), eps, i
@@ -113,7 +117,9 @@ def test_replay_html_in_headless_chromium(exported, tmp_path):
     m = re.search(r'<div id="sf-a">(.*?)<div id="sf-b">', dom, re.S)
     assert m, 'panel container missing from the DOM'
     shown = m.group(1)
-    assert f'Step {T}/{T}' in shown and 'Episode end' in shown, 'the script did not switch to the requested step'
+    assert f'Step {T}/{T}' in shown and 'Episode end' in shown, (
+        'the script did not switch to the requested step'
+    )
     assert html.escape(ep['task']['text'], quote=False) in shown
     called = ep['steps'][0]['calls'][0]['specialist_id']
     assert called in shown, f'specialist {called} not shown'
@@ -143,7 +149,9 @@ def test_specialist_script_renders_as_text_in_chromium(exported, tmp_path):
     dom = run_chromium(exe, tmp_path, f'{page.resolve().as_uri()}#ep=0&step=1', '--dump-dom')
     assert '<title>safe-title</title>' in dom and 'pwned</title>' not in dom, 'the injected script ran'
     m = re.search(r'<div id="sf-a">(.*?)<div id="sf-b">', dom, re.S)
-    assert m and 'XSS-TEXT' in m.group(1) and '&lt;script&gt;' in m.group(1), 'the output is not shown as text'
+    assert m and 'XSS-TEXT' in m.group(1) and '&lt;script&gt;' in m.group(1), (
+        'the output is not shown as text'
+    )
     files = write_audit(audit_report(audit_episodes([ep])), tmp_path / 'audit', title='safe-title')
     dom = run_chromium(exe, tmp_path, files[2].resolve().as_uri(), '--dump-dom')
     assert (

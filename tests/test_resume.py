@@ -74,13 +74,22 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
     end = _latest(run)
     assert end['num_timesteps'] == ref['num_timesteps']
     assert end['phase'] == ref['phase']
-    assert [h['phase'] for h in end['curriculum']['history']] == [h['phase'] for h in ref['curriculum']['history']]
-    assert [h['end'] for h in end['curriculum']['history']] == [h['end'] for h in ref['curriculum']['history']]
+    assert [h['phase'] for h in end['curriculum']['history']] == [
+        h['phase'] for h in ref['curriculum']['history']
+    ]
+    assert [h['end'] for h in end['curriculum']['history']] == [
+        h['end'] for h in ref['curriculum']['history']
+    ]
     assert (run / 'final.zip').exists()
     from spindleflow_rl.policy import SpindleFlowPPO
 
-    wa, wb = (SpindleFlowPPO.load(r / 'final.zip', device='cpu').policy.state_dict() for r in (tmp_path / 'full', run))
-    assert all(__import__('torch').equal(wa[k], wb[k]) for k in wa), 'resumed weights differ from the uninterrupted run'
+    wa, wb = (
+        SpindleFlowPPO.load(r / 'final.zip', device='cpu').policy.state_dict()
+        for r in (tmp_path / 'full', run)
+    )
+    assert all(__import__('torch').equal(wa[k], wb[k]) for k in wa), (
+        'resumed weights differ from the uninterrupted run'
+    )
     assert 'exact resume' in out
 
 
@@ -156,7 +165,9 @@ def test_crash_keeps_latest_on_last_good_checkpoint(tmp_path):
         train(cfg(tmp_path, 'crash'), quiet=True, callbacks=[At(150, boom)])
     run = tmp_path / 'crash'
     st = json.loads((run / 'latest.json').read_text())
-    assert st['num_timesteps'] == 128 and st['checkpoint'].endswith('step_0000000128.zip')  # the last periodic one
+    assert st['num_timesteps'] == 128 and st['checkpoint'].endswith(
+        'step_0000000128.zip'
+    )  # the last periodic one
     crash = json.loads((run / 'checkpoints' / 'crash_0000000150.json').read_text())
     assert 'backend exploded' in crash['error'] and crash['latest_good'] == st['checkpoint']
     assert (run / 'checkpoints' / 'crash_0000000150.zip').exists() and not (run / 'final.zip').exists()
@@ -225,11 +236,15 @@ def test_a_run_folder_someone_else_wrote_is_not_unpickled(tmp_path, monkeypatch,
     (tmp_path / 'c.yaml').write_text(CONFIG)
     monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'alice.key'))
     run = train(
-        load_run_config(tmp_path / 'c.yaml', {'train': {'timesteps': 128, 'out': str(tmp_path), 'run_name': 'r'}}),
+        load_run_config(
+            tmp_path / 'c.yaml', {'train': {'timesteps': 128, 'out': str(tmp_path), 'run_name': 'r'}}
+        ),
         quiet=True,
     )
     latest = (run / 'latest.json').read_bytes()
-    monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'bob.key'))  # another user resumes Alice's folder
+    monkeypatch.setenv(
+        'SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'bob.key')
+    )  # another user resumes Alice's folder
     loads = []
     monkeypatch.setattr(
         pickle, 'loads', lambda *a, **k: loads.append(1) or (_ for _ in ()).throw(AssertionError('unpickled'))
@@ -240,7 +255,9 @@ def test_a_run_folder_someone_else_wrote_is_not_unpickled(tmp_path, monkeypatch,
     assert loads == [] and (run / 'latest.json').read_bytes() == latest  # nothing unpickled, nothing written
     monkeypatch.undo()
     monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'bob.key'))
-    monkeypatch.setattr(cloudpickle, 'loads', lambda *a, **k: (_ for _ in ()).throw(AssertionError('cloudpickle ran')))
+    monkeypatch.setattr(
+        cloudpickle, 'loads', lambda *a, **k: (_ for _ in ()).throw(AssertionError('cloudpickle ran'))
+    )
     assert (
         train_main(
             [
@@ -261,10 +278,15 @@ def test_a_run_folder_someone_else_wrote_is_not_unpickled(tmp_path, monkeypatch,
     )  # weights only: no unpickling at all
     monkeypatch.undo()
     monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'bob.key'))
-    assert train_main(['--checkpoint', str(run), '--timesteps', '192', '--no-progress', '--trust-resume-state']) == 0
+    assert (
+        train_main(['--checkpoint', str(run), '--timesteps', '192', '--no-progress', '--trust-resume-state'])
+        == 0
+    )
     assert json.loads((run / 'latest.json').read_text())['num_timesteps'] == 192
     monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'alice.key'))
-    rs = run / json.loads((run / 'latest.json').read_text())['resume_state']  # now signed by Bob: Alice refuses it ...
+    rs = (
+        run / json.loads((run / 'latest.json').read_text())['resume_state']
+    )  # now signed by Bob: Alice refuses it ...
     assert train_main(['--checkpoint', str(run), '--timesteps', '256', '--no-progress']) == 2
     monkeypatch.setenv('SPINDLEFLOW_RESUME_KEY', str(tmp_path / 'bob.key'))
     blob = bytearray(rs.read_bytes())

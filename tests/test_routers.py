@@ -36,7 +36,9 @@ ASSETS = Path(str(ir.files('spindleflow_rl') / 'assets'))
 @pytest.fixture(scope='module')
 def lt():
     be = RecordedOutcomesBackend.from_file(
-        ASSETS / 'two_model_log.csv', Catalog.from_file(ASSETS / 'two_model_catalog.csv'), embedder=get_embedder()
+        ASSETS / 'two_model_log.csv',
+        Catalog.from_file(ASSETS / 'two_model_catalog.csv'),
+        embedder=get_embedder(),
     )
     return LoggedTasks(be)
 
@@ -65,8 +67,12 @@ def test_every_heldout_task_once_and_pgr_ends(lt):
     assert {v['tasks'] for v in tab.values()} == {len(held)}
     assert tab['cheapest']['pgr'] == 0.0 and tab['strongest']['pgr'] == 1.0
     k = int(round(0.4 * len(held))) / len(held)
-    assert tab['knn']['strong_call_rate'] == pytest.approx(k) and tab['cascade']['strong_call_rate'] == pytest.approx(k)
-    assert tab['cascade']['calls_per_task']['cheap-model'] == 1.0  # the cascade always reads the cheap answer first
+    assert tab['knn']['strong_call_rate'] == pytest.approx(k) and tab['cascade'][
+        'strong_call_rate'
+    ] == pytest.approx(k)
+    assert (
+        tab['cascade']['calls_per_task']['cheap-model'] == 1.0
+    )  # the cascade always reads the cheap answer first
     assert tab['knn']['calls_per_task']['cheap-model'] == pytest.approx(1 - k)  # kNN calls one model
     assert tab['oracle']['quality'] >= max(v['quality'] for v in tab.values())
 
@@ -119,9 +125,13 @@ def test_bayes_cascade_teacher_prices_escalation_and_reads_no_grade(lt):
     ref = reference(lt, held)
     rates = []
     for c in (0, 150, 400):
-        env = SpindleFlowEnv(EnvConfig(split='heldout', cost_coef_range=(c, c)), backend=lt.backend, world=lt.world)
+        env = SpindleFlowEnv(
+            EnvConfig(split='heldout', cost_coef_range=(c, c)), backend=lt.backend, world=lt.world
+        )
         plays = play_policy(env, T, held)
-        assert all(p.calls and p.calls[0][0] == lt.cheapest for p in plays)  # always reads the cheap answer first
+        assert all(
+            p.calls and p.calls[0][0] == lt.cheapest for p in plays
+        )  # always reads the cheap answer first
         rates.append(summarize(plays, lt, ref)['strong_call_rate'])
     assert rates[0] > 0.9 and rates[0] > rates[1] > rates[2] and rates[2] < 0.1
     # flipping every held-out grade changes nothing the teacher
@@ -142,7 +152,9 @@ def test_teacher_demonstrations_carry_the_episode_price(lt):
     from spindleflow_rl.env import SpindleFlowEnv
     from spindleflow_rl.imitation import collect_demonstrations
 
-    env = SpindleFlowEnv(EnvConfig(split='train', cost_coef_range=(0, 400)), backend=lt.backend, world=lt.world)
+    env = SpindleFlowEnv(
+        EnvConfig(split='train', cost_coef_range=(0, 400)), backend=lt.backend, world=lt.world
+    )
     d = collect_demonstrations(env, BayesCascadeTeacher(lt), 12, seed=3)
     scal = env.layout.slices['scalars']
     coefs = d.obs[d.starts == 1][:, scal][:, -1]

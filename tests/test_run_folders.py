@@ -32,10 +32,31 @@ def chain(*fns):
 
 
 def train(*extra):
-    return ['--config', '{cfg}', '--demo-mode', '--timesteps', '64', '--eval-episodes', '0', '--no-progress', *extra]
+    return [
+        '--config',
+        '{cfg}',
+        '--demo-mode',
+        '--timesteps',
+        '64',
+        '--eval-episodes',
+        '0',
+        '--no-progress',
+        *extra,
+    ]
 
 
-EVAL = ['--checkpoint', '{run}', '--episodes', '2', '--record', '0', '--split', 'heldout', '--baselines', 'random']
+EVAL = [
+    '--checkpoint',
+    '{run}',
+    '--episodes',
+    '2',
+    '--record',
+    '0',
+    '--split',
+    'heldout',
+    '--baselines',
+    'random',
+]
 DEMO = ['--checkpoint', '{run}', '--episodes', '2', '--record', '1']
 EXPORT = ['--checkpoint', '{run}', '--task', TASK]
 SWEEP = [
@@ -460,13 +481,21 @@ def partial_report_or_none(path):
     def check(ctx, res):
         p = ctx.path(path)
         if p.exists():
-            assert json.loads(p.read_text()).get('stopped') == 'interrupted', 'a report that does not say it is partial'
+            assert json.loads(p.read_text()).get('stopped') == 'interrupted', (
+                'a report that does not say it is partial'
+            )
 
     return check
 
 
 UNBUF = {'PYTHONUNBUFFERED': '1'}
-KEPT = ('{run}/final.zip', '{run}/config.json', '{run}/progress.csv', '{run}/eval.json', '{run}/episodes.jsonl')
+KEPT = (
+    '{run}/final.zip',
+    '{run}/config.json',
+    '{run}/progress.csv',
+    '{run}/eval.json',
+    '{run}/episodes.jsonl',
+)
 SIGNAL_CASES = [
     Case(
         'sigint-train',
@@ -637,7 +666,9 @@ def base(tmp_path_factory):
     assert res.rc == 0, res.text[-3000:]
     write_csv(make_two_model_log(20, seed=5), root / 'log.csv')
     write_csv(
-        TWO_MODEL_CATALOG, root / 'models.csv', ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+        TWO_MODEL_CATALOG,
+        root / 'models.csv',
+        ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'],
     )
     rec = tiny_run(
         root,
@@ -658,9 +689,13 @@ def base(tmp_path_factory):
         ),
     )
     assert (rec / 'episodes.jsonl').exists()
-    from spindleflow_rl.config import config_path  # the shipped bank with every id renamed: my-p1-..., my-p2-...
+    from spindleflow_rl.config import (
+        config_path,
+    )  # the shipped bank with every id renamed: my-p1-..., my-p2-...
 
-    (root / 'mytasks.yaml').write_text(config_path('tasks.yaml').read_text().replace('\n- id: p', '\n- id: my-p'))
+    (root / 'mytasks.yaml').write_text(
+        config_path('tasks.yaml').read_text().replace('\n- id: p', '\n- id: my-p')
+    )
     own = tiny_run(root, 'own', ('--tasks', str(root / 'mytasks.yaml')))
     return {'@run': str(run), '@rec': str(rec), '@own': str(own), 'cfg': str(root / 'tiny.yaml')}
 

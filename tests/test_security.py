@@ -7,7 +7,13 @@ import pytest
 from spindleflow_rl.env import SpindleFlowEnv, encode_action
 from spindleflow_rl.world import default_world
 from spindleflow_rl.llm import OpenAIConfig, LLMClient
-from spindleflow_rl.security import SandboxedOpenAIBackend, SandboxWrapper, Scratchpad, SandboxViolation, QUOTE_PREFIX
+from spindleflow_rl.security import (
+    SandboxedOpenAIBackend,
+    SandboxWrapper,
+    Scratchpad,
+    SandboxViolation,
+    QUOTE_PREFIX,
+)
 
 try:
     from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
@@ -35,7 +41,11 @@ def run_plan(world, tmp_path, monkeypatch, plan, task_text_injection=False, leak
     roster = [sid for sid in cat.ids if not cat[sid].fallbacks][:6]  # no fallbacks: each slot has one author
     if task_text_injection:
         task = type(task)(
-            **{**task.__dict__, 'id': task.id + '-inj', 'text': task.text + ' ' + INJECT.format(other=roster[1])}
+            **{
+                **task.__dict__,
+                'id': task.id + '-inj',
+                'text': task.text + ' ' + INJECT.format(other=roster[1]),
+            }
         )
         from spindleflow_rl.embeddings import get_embedder
 
@@ -47,9 +57,13 @@ def run_plan(world, tmp_path, monkeypatch, plan, task_text_injection=False, leak
             if s == 0:
                 text += '\n' + INJECT.format(other=roster[1]) + (f'\nthe key is {KEY}' if leak_key else '')
             srv.script(ScriptedReply(content=text), match=f'Your role: {role[sid]}.', times=None)
-        cfg = OpenAIConfig(base_url=srv.base_url, cache_dir=str(tmp_path / 'llm'), max_retries=0, timeout_s=5.0)
+        cfg = OpenAIConfig(
+            base_url=srv.base_url, cache_dir=str(tmp_path / 'llm'), max_retries=0, timeout_s=5.0
+        )
         env = SandboxWrapper(
-            SpindleFlowEnv(world=world, backend=SandboxedOpenAIBackend(world, cfg, client=LLMClient(cfg)), tier=1)
+            SpindleFlowEnv(
+                world=world, backend=SandboxedOpenAIBackend(world, cfg, client=LLMClient(cfg)), tier=1
+            )
         )
         env.reset(seed=0, options={'task': task, 'roster': roster})
         for step in plan + [None]:
@@ -66,7 +80,11 @@ def run_plan(world, tmp_path, monkeypatch, plan, task_text_injection=False, leak
     return env.unwrapped, prompts, roster, info
 
 
-PLAN = [([0, 1], 'parallel'), ([2, 3], 'parallel'), ([4], 'sequential')]  # 4 hangs from the aggregator: sees 0, 1 only
+PLAN = [
+    ([0, 1], 'parallel'),
+    ([2, 3], 'parallel'),
+    ([4], 'sequential'),
+]  # 4 hangs from the aggregator: sees 0, 1 only
 
 
 def check_isolation(env, prompts, roster, forged_blocks=True):
@@ -77,11 +95,14 @@ def check_isolation(env, prompts, roster, forged_blocks=True):
             if who is None:
                 continue
             seen = {int(x) for x in re.findall(r'CANARY-(\d)', text)} - {who}
-            assert seen <= set(pad.visible_slots(who)), f'slot {who} saw {seen}, may see {pad.visible_slots(who)}'
+            assert seen <= set(pad.visible_slots(who)), (
+                f'slot {who} saw {seen}, may see {pad.visible_slots(who)}'
+            )
             if forged_blocks:
                 assert (
                     'SLOT OVERWRITTEN</work>' not in text
-                    and '</work>\n<work by=' not in text.split('Write your contribution')[0].split('<work by=')[0]
+                    and '</work>\n<work by='
+                    not in text.split('Write your contribution')[0].split('<work by=')[0]
                 )
     for s, e in pad.entries.items():  # every slot holds its own author's output only
         assert e.author == roster[s] and f'CANARY-{s}' in e.text
@@ -111,7 +132,9 @@ def test_task_injection_leaks_nothing(world, tmp_path, monkeypatch):
     env, prompts, roster, info = run_plan(
         world, tmp_path, monkeypatch, [([0], 'sequential'), ([1, 2], 'parallel')], task_text_injection=True
     )
-    check_isolation(env, prompts, roster, forged_blocks=False)  # the task is the user's own text, sent as written
+    check_isolation(
+        env, prompts, roster, forged_blocks=False
+    )  # the task is the user's own text, sent as written
     assert all(
         'Print the other specialists' in t for s in prompts if s is not None for t in prompts[s]
     )  # the task is sent

@@ -39,7 +39,7 @@ def numbers(rec):
 
 
 def test_two_trial_sweep_without_ray(tmp_path):
-    rec = run_sweep(AXES, TINY, out=tmp_path / 'local', eval_episodes=4, engine='local', quiet=True)
+    rec = run_sweep(sweep=AXES, set=TINY, out=tmp_path / 'local', eval_episodes=4, engine='local', quiet=True)
     assert rec['engine'] == 'local' and [r['point'] for r in rec['trials']] == [
         {'reward.efficiency_coef': 0.0},
         {'reward.efficiency_coef': 0.5},
@@ -82,8 +82,10 @@ def test_sweep_runs_without_ray_installed(tmp_path):
     not ray_available(), reason='the [ray] extra is not installed (pip install -e ".[dev]" installs it)'
 )
 def test_two_trial_sweep_through_ray_tune_local(tmp_path):
-    local = run_sweep(AXES, TINY, out=tmp_path / 'local', eval_episodes=4, engine='local', quiet=True)
-    rec = run_sweep(AXES, TINY, out=tmp_path / 'ray', eval_episodes=4, engine='ray', quiet=True)
+    local = run_sweep(
+        sweep=AXES, set=TINY, out=tmp_path / 'local', eval_episodes=4, engine='local', quiet=True
+    )
+    rec = run_sweep(sweep=AXES, set=TINY, out=tmp_path / 'ray', eval_episodes=4, engine='ray', quiet=True)
     assert rec['engine'] == 'ray'
     assert numbers(rec) == numbers(local)  # the same trials, the same numbers, whichever engine ran them
     assert (tmp_path / 'ray' / 'ray').is_dir()  # Ray Tune's own experiment folder

@@ -30,7 +30,9 @@ def _yaml(tmp_path, extra=''):
     p.write_text(
         'train:\n'
         + ''.join(
-            f"  {k}: {v!r}\n" if isinstance(v, str) else f"  {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
+            f"  {k}: {v!r}\n"
+            if isinstance(v, str)
+            else f"  {k}: {str(v).lower() if isinstance(v, bool) else v}\n"
             for k, v in TINY.items()
         )
         + 'ppo:\n'
@@ -132,7 +134,9 @@ def test_init_from_refuses_a_policy_without_the_cost_scalar(tmp_path, capsys):
         '0,2',
     ]
     assert main(args) == 2
-    assert 'that policy sees observations of shape' in capsys.readouterr().err and not (tmp_path / 'cc').exists()
+    assert (
+        'that policy sees observations of shape' in capsys.readouterr().err and not (tmp_path / 'cc').exists()
+    )
 
 
 def test_fine_tuning_curve_starts_at_the_source_policy(tmp_path):
@@ -147,11 +151,18 @@ def test_fine_tuning_curve_starts_at_the_source_policy(tmp_path):
         torch_threads=1,
     )
     assert json.loads((tmp_path / 'curve.json').read_text()) == json.loads(json.dumps(res))
-    assert set(res['arms']) == {'init-from-demo', 'scratch'} and set(res['baselines']) == {'adaptive-planner', 'random'}
+    assert set(res['arms']) == {'init-from-demo', 'scratch'} and set(res['baselines']) == {
+        'adaptive-planner',
+        'random',
+    }
     for cells in res['arms'].values():
         assert sorted(cells) == ['0', '32'] and cells['32']['timesteps'] >= 32
     cfg = transfer_config()
     tab, _ = evaluate_on(
-        build_world(cfg), {'policy': ModelPolicy(SpindleFlowPPO.load(DEMO_POLICY, device='cpu'))}, cfg['env'], 4, 0
+        build_world(cfg),
+        {'policy': ModelPolicy(SpindleFlowPPO.load(DEMO_POLICY, device='cpu'))},
+        cfg['env'],
+        4,
+        0,
     )
     assert res['arms']['init-from-demo']['0']['return'] == pytest.approx(tab['policy']['return'], abs=1e-9)

@@ -119,7 +119,8 @@ def fintech_list(ctx):
     from spindleflow_rl.config import PACKAGE_DIR
 
     return yaml.safe_dump(
-        yaml.safe_load((PACKAGE_DIR / 'assets' / 'fintech_catalog.yaml').read_text())['specialists'], sort_keys=False
+        yaml.safe_load((PACKAGE_DIR / 'assets' / 'fintech_catalog.yaml').read_text())['specialists'],
+        sort_keys=False,
     )
 
 
@@ -144,7 +145,9 @@ def named_if_refused(*names):
 
 
 CATALOG_CASES = [
-    Case('catalog-missing', 'train', train('--catalog', '{tmp}/nope.csv'), 2, ('nope.csv',), R, absent=NO_RUN),
+    Case(
+        'catalog-missing', 'train', train('--catalog', '{tmp}/nope.csv'), 2, ('nope.csv',), R, absent=NO_RUN
+    ),
     Case(
         'catalog-is-folder',
         'train',
@@ -182,7 +185,9 @@ CATALOG_CASES = [
         2,
         ('cat.csv',),
         R + ' (and the encoding problem)',
-        setup=write('cat.csv', lambda c: CSV_HEAD.encode() + catalog_rows().encode() + b'latin,' + LATIN1 + b',data\n'),
+        setup=write(
+            'cat.csv', lambda c: CSV_HEAD.encode() + catalog_rows().encode() + b'latin,' + LATIN1 + b',data\n'
+        ),
         absent=NO_RUN,
     ),
     Case(
@@ -244,7 +249,9 @@ CATALOG_CASES = [
         R,
         setup=write(
             'cat.csv',
-            lambda c: 'id,capability,domain,fallbacks\n' + catalog_rows().replace('\n', ',nobody_engineer\n', 1),
+            lambda c: (
+                'id,capability,domain,fallbacks\n' + catalog_rows().replace('\n', ',nobody_engineer\n', 1)
+            ),
         ),
         absent=NO_RUN,
     ),
@@ -274,7 +281,8 @@ CATALOG_CASES = [
         setup=write(
             'cat.csv',
             lambda c: (
-                'id,capability,domain,cost\n' + catalog_rows().replace('\n', ',0.01\n').replace(',0.01\n', ',nan\n', 1)
+                'id,capability,domain,cost\n'
+                + catalog_rows().replace('\n', ',0.01\n').replace(',0.01\n', ',nan\n', 1)
             ),
         ),
         absent=NO_RUN,
@@ -389,7 +397,9 @@ TASK_CASES = [
         2,
         ('t.yaml',),
         R,
-        setup=write('t.yaml', lambda c: shipped_tasks()(c).encode().replace(b'Can you make it responsive?', LATIN1)),
+        setup=write(
+            't.yaml', lambda c: shipped_tasks()(c).encode().replace(b'Can you make it responsive?', LATIN1)
+        ),
         absent=NO_RUN,
     ),
     Case(
@@ -409,7 +419,9 @@ TASK_CASES = [
         2,
         ('t.yaml', 'bogus'),
         R,
-        setup=write('t.yaml', shipped_tasks(lambda s: s.replace('  phase: 1\n', '  phase: 1\n  bogus: 1\n', 1))),
+        setup=write(
+            't.yaml', shipped_tasks(lambda s: s.replace('  phase: 1\n', '  phase: 1\n  bogus: 1\n', 1))
+        ),
         absent=NO_RUN,
     ),
     Case(
@@ -467,7 +479,14 @@ def log_jsonl(ctx):
 
 LOG_CASES = [
     Case(
-        'log-is-folder', 'train', train_rec('{tmp}/log.csv'), 2, ('log.csv',), R, setup=folder('log.csv'), absent=NO_RUN
+        'log-is-folder',
+        'train',
+        train_rec('{tmp}/log.csv'),
+        2,
+        ('log.csv',),
+        R,
+        setup=folder('log.csv'),
+        absent=NO_RUN,
     ),
     Case(
         'log-empty-file',
@@ -496,7 +515,9 @@ LOG_CASES = [
         2,
         ('log.csv',),
         R,
-        setup=write('log.csv', lambda c: log_csv()(c).encode() + b'"' + LATIN1 + b'",cheap-model,0.5,0.001,1.0,ok,,\n'),
+        setup=write(
+            'log.csv', lambda c: log_csv()(c).encode() + b'"' + LATIN1 + b'",cheap-model,0.5,0.001,1.0,ok,,\n'
+        ),
         absent=NO_RUN,
     ),
     Case(
@@ -551,7 +572,13 @@ LOG_CASES = [
             lambda c: (
                 log_jsonl(c)
                 + json.dumps(
-                    {'task': 't', 'specialist_id': 'cheap-model', 'quality': [0.5], 'cost_usd': 0.1, 'latency_s': 1}
+                    {
+                        'task': 't',
+                        'specialist_id': 'cheap-model',
+                        'quality': [0.5],
+                        'cost_usd': 0.1,
+                        'latency_s': 1,
+                    }
                 )
                 + '\n'
             ),
@@ -699,7 +726,9 @@ def cfg_with(section, key, value, raw=None):
     return write('c.yaml', data)
 
 
-def config_case(id, section, key, value, want='refuse (exit 2) naming the file and the key; no run folder', extra=()):
+def config_case(
+    id, section, key, value, want='refuse (exit 2) naming the file and the key; no run folder', extra=()
+):
     return Case(
         f'config-{id}',
         'train',
@@ -728,7 +757,17 @@ CONFIG_CASES = [
     Case(
         'config-is-folder',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml',),
         R,
@@ -738,7 +777,17 @@ CONFIG_CASES = [
     Case(
         'config-unreadable',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml',),
         R,
@@ -748,7 +797,17 @@ CONFIG_CASES = [
     Case(
         'config-not-utf8',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml',),
         R,
@@ -758,7 +817,17 @@ CONFIG_CASES = [
     Case(
         'config-invalid-yaml',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml', 'line'),
         R + ' and the line',
@@ -768,7 +837,17 @@ CONFIG_CASES = [
     Case(
         'config-unknown-section',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml', 'trainer'),
         R + ' and the section',
@@ -782,7 +861,11 @@ CONFIG_CASES = [
     config_case('reward-unknown-key', 'reward', 'efficency_coef', 0.1),
     config_case('sim-unknown-key', 'sim', 'fit_nois', 0.1),
     config_case(
-        'openai-unknown-key-on-sim', 'openai', 'timeout', 5, 'refuse an unknown openai key also when the backend is sim'
+        'openai-unknown-key-on-sim',
+        'openai',
+        'timeout',
+        5,
+        'refuse an unknown openai key also when the backend is sim',
     ),
     config_case('train-n-envs-text', 'train', 'n_envs', 'two'),
     config_case('train-checkpoint-every-negative', 'train', 'checkpoint_every', -1),
@@ -796,7 +879,11 @@ CONFIG_CASES = [
     config_case('policy-lstm-hidden-zero', 'policy', 'lstm_hidden', 0),
     config_case('policy-net-arch-text', 'policy', 'net_arch', 'big'),
     config_case(
-        'policy-emb-dim-mismatch', 'policy', 'emb_dim', 128, 'refuse an emb_dim the embeddings (384) do not have'
+        'policy-emb-dim-mismatch',
+        'policy',
+        'emb_dim',
+        128,
+        'refuse an emb_dim the embeddings (384) do not have',
     ),
     config_case('env-max-specialists-zero', 'env', 'max_specialists', 0),
     config_case('env-max-steps-zero', 'env', 'max_steps', 0),
@@ -817,7 +904,17 @@ CONFIG_CASES = [
     Case(
         'config-ppo-learning-rate-negative-process',
         'train',
-        ['--config', '{tmp}/c.yaml', '--demo-mode', '--timesteps', '64', '--out', '{tmp}/runs', '--run-name', 'x'],
+        [
+            '--config',
+            '{tmp}/c.yaml',
+            '--demo-mode',
+            '--timesteps',
+            '64',
+            '--out',
+            '{tmp}/runs',
+            '--run-name',
+            'x',
+        ],
         2,
         ('c.yaml', 'learning_rate'),
         'refuse (the real console script)',
@@ -839,7 +936,9 @@ def base(tmp_path_factory):
     run = tiny_run(root)
     write_csv(make_two_model_log(20, seed=5), root / 'log.csv')
     write_csv(
-        TWO_MODEL_CATALOG, root / 'models.csv', ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
+        TWO_MODEL_CATALOG,
+        root / 'models.csv',
+        ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability'],
     )
     return {
         '@run': str(run),

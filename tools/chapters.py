@@ -102,7 +102,9 @@ def render(outputs) -> str:
         elif widget:
             parts.append('<widget>\n')
         else:
-            parts.append(_text(d.get('text/plain') or d.get('text/markdown') or d.get('text/html') or '') + '\n')
+            parts.append(
+                _text(d.get('text/plain') or d.get('text/markdown') or d.get('text/html') or '') + '\n'
+            )
     text = ADDR.sub('0x…', ''.join(parts))
     return '\n'.join('<timing>' if TIMING.search(line) else line.rstrip() for line in text.splitlines())
 
@@ -186,8 +188,12 @@ def differences(saved, fresh) -> list[str]:
         for o in c.outputs:
             if o.get('output_type') == 'error':
                 probs.append(f"code cell {i} raised {o.get('ename')}: {o.get('evalue')}")
-    shows = [c for c in sc if not skipped(c) and not re.match(r'\s*#\|\s*(export|default_exp|hide)', c.source)]
-    if shows and not any(c.outputs for c in shows):  # a chapter with demo cells must show what they print or draw
+    shows = [
+        c for c in sc if not skipped(c) and not re.match(r'\s*#\|\s*(export|default_exp|hide)', c.source)
+    ]
+    if shows and not any(
+        c.outputs for c in shows
+    ):  # a chapter with demo cells must show what they print or draw
         probs.append("no saved outputs: run `python tools/chapters.py run` on it and commit")
     for i, (a, b) in enumerate(zip(sc, fc)):
         if skipped(a):
@@ -195,7 +201,9 @@ def differences(saved, fresh) -> list[str]:
         ra, rb = render(a.outputs), render(b.outputs)
         if not same(ra, rb, rtol=cell_rtol(a), numbers=not machine_dependent(a)):
             first = a.source.splitlines()[0] if a.source else ''
-            probs.append(f"code cell {i} ({first[:60]!r}) is stale:\n--- saved\n{ra[:800]}\n--- now\n{rb[:800]}")
+            probs.append(
+                f"code cell {i} ({first[:60]!r}) is stale:\n--- saved\n{ra[:800]}\n--- now\n{rb[:800]}"
+            )
     return probs
 
 

@@ -77,7 +77,9 @@ def fix(path: Path, check: bool = False) -> list[str]:
     cells = nb['cells']
     todo = []
     badges = [c for c in cells if c['cell_type'] == 'markdown' and BADGE_MARK in _src(c)]
-    if badges and _src(badges[0]) != badge_src(path.name):  # e.g. a renamed chapter: the badge opens the new name
+    if badges and _src(badges[0]) != badge_src(
+        path.name
+    ):  # e.g. a renamed chapter: the badge opens the new name
         todo.append('badge')
         badges[0]['source'] = _lines(badge_src(path.name))
     if not badges:
@@ -127,7 +129,9 @@ def fix(path: Path, check: bool = False) -> list[str]:
 
 
 def chapters() -> list[Path]:
-    return sorted(p for p in (ROOT / 'nbs').glob('*.ipynb') if not p.name.startswith('_') and p.name != 'index.ipynb')
+    return sorted(
+        p for p in (ROOT / 'nbs').glob('*.ipynb') if not p.name.startswith('_') and p.name != 'index.ipynb'
+    )
 
 
 if __name__ == '__main__':

@@ -79,7 +79,9 @@ def why(out: str) -> str:
     return '; '.join(dict.fromkeys(parts))
 
 
-def process(nbs: list[Path], out: Path, env: dict, timeout: float = 600) -> list[tuple[str, bool, str, float]]:
+def process(
+    nbs: list[Path], out: Path, env: dict, timeout: float = 600
+) -> list[tuple[str, bool, str, float]]:
     """Process a batch of notebooks in one Python process (imports such as torch load once: ~2 s a chapter saved);
     `(name, ok, why, seconds)` for each, the seconds of a batch shared out evenly."""
     t0 = time.time()
@@ -135,7 +137,9 @@ def main(argv=None) -> int:
     ap.add_argument('notebooks', nargs='*', help='default: every chapter in nbs/')
     ap.add_argument('--workers', type=int, default=2)
     ap.add_argument('--timeout', type=float, default=600, help='seconds per chapter (default 600)')
-    ap.add_argument('--skip-known', action='store_true', help="don't process the chapters in KNOWN (saves minutes)")
+    ap.add_argument(
+        '--skip-known', action='store_true', help="don't process the chapters in KNOWN (saves minutes)"
+    )
     a = ap.parse_args(argv)
     nbs = [Path(p).resolve() for p in a.notebooks] or chapters()
     if a.skip_known:

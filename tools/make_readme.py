@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def render(nb_path: Path) -> str:
     nb = json.loads(nb_path.read_text(encoding='utf-8'))
-    out = ['<!-- Generated from nbs/index.ipynb by tools/make_readme.py: edit the notebook, not this file. -->', '']
+    out = [
+        '<!-- Generated from nbs/index.ipynb by tools/make_readme.py: edit the notebook, not this file. -->',
+        '',
+    ]
     for cell in nb['cells']:
         src = ''.join(cell['source']).rstrip()
         if cell['cell_type'] == 'markdown':
@@ -40,7 +43,10 @@ def main():
     readme = ROOT / 'README.md'
     if '--check' in sys.argv:
         if not readme.exists() or readme.read_text(encoding='utf-8') != text:
-            print('README.md is stale: run `python tools/make_readme.py` and commit the result.', file=sys.stderr)
+            print(
+                'README.md is stale: run `python tools/make_readme.py` and commit the result.',
+                file=sys.stderr,
+            )
             return 1
         print('README.md is in sync with nbs/index.ipynb')
         return 0

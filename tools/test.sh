@@ -30,6 +30,14 @@ if [ "$before" != "$after" ]; then
   exit 1
 fi
 python tools/make_readme.py --check
+# one statement per line, lines <= 120 characters (pyproject.toml [tool.ruff]; ruff is pinned in the dev extra because
+# its layout changes between versions)
+if ! ruff format --check --quiet nbs tests tools bench streamlit_app.py setup.py; then
+  echo "FAIL: code not in the formatter's layout. Run: ruff format nbs tests tools bench streamlit_app.py setup.py && nbdev_export, review, commit." >&2
+  exit 1
+fi
+ruff check --quiet --select E701,E702,E703 nbs tests tools bench spindleflow_rl || {
+  echo "FAIL: several statements on one line (see above). Fix in the notebook cells, then nbdev_export." >&2; exit 1; }
 
 echo "== 2/3 import without network"
 python -c "import spindleflow_rl, gymnasium as gym; print('spindleflow_rl', spindleflow_rl.__version__)"
