@@ -12,7 +12,8 @@ import numpy as np
 from .config import ConfigError, SimConfig, default_cache_dir, read_user_text, read_csv
 from .files import atomic_write_bytes
 from .embeddings import get_embedder
-from .catalog import Catalog, Specialist, patch_into
+from .catalog import Catalog, Specialist
+from .config import patch_into
 from .tasks import Task, Subtask, TaskBank
 from .world import World, fit_from_cosine
 from spindleflow_rl.fast_sim import (

@@ -106,6 +106,19 @@ class SpindleFlowEnv(gym.Env):
     `backend` (an `ExecutionBackend`), `scorers` (extra tier scorers, e.g. LLM judges for tiers 2 and 3), and any
     `EnvConfig` field as a keyword (`gymnasium.make('SpindleFlow-v0', max_specialists=4, phase=2)`).
     Reset options: `task` (a `Task` or task id), `roster` (list of specialist ids), `tier` (0-3).
+
+    ## Methods
+
+    Each group is defined in its own cell of chapter 07 and attached with `patch_into`, in this order:
+    - set-up: `__init__` (checked by `_check_config`); the curriculum: `set_phase`, `get_phase`, `task_pool`,
+      `n_task_categories`; the roster pool: `roster_pool`, `sub_emb_cache`
+    - reset: `reset`, which calls `_pick_task`, `_pick_roster`, `_load_task_static`, `_fresh_dag`, `_reset_counters`,
+      `_draw_cost_coef` and `_first_observation`
+    - the observation: `_obs`, from `_scratchpad`, `_slot_obs` and `_scalars`
+    - step: `step`, which calls `_clean_action`, `_choose_calls`, `_execute`, `_record` and, at the end, `_finish`
+      (with `_summary`)
+    - for wrappers, trainers and tools: `action_masks`, `dag_edges`, `spent_usd`, `render`, `consistency_state`,
+      `load_consistency_state`, `__getstate__`
     """
 
     metadata = {'render_modes': ['ansi', 'rgb_array'], 'render_fps': 1}

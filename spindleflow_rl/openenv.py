@@ -35,7 +35,7 @@ except ImportError as e:  # the optional extra
 from dataclasses import dataclass, fields
 from .config import ConfigError, param
 from .env import SpindleFlowEnv, encode_action, default_world
-from .catalog import patch_into
+from .config import patch_into
 from . import __version__
 
 # %% auto #0

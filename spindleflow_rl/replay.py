@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import ipywidgets as widgets
 from .config import ConfigError
-from .catalog import Catalog, patch_into
+from .catalog import Catalog
+from .config import patch_into
 from .tasks import TaskBank
 from .rewards import REWARD_TERMS
 from .render import node_labels, dag_png, reward_png

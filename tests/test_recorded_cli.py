@@ -8,6 +8,7 @@ import json, os, shutil, subprocess
 import numpy as np
 import pytest
 import torch
+from cli_harness import run_inproc
 from spindleflow_rl.routers import (
     make_two_model_log,
     write_csv,
@@ -35,7 +36,13 @@ SMALL = [
 
 
 def _run(*cmd, ok=True):
+    """A command as the user runs it (its console script, a new interpreter); `ok=False`, a refusal expected: the same
+    `main` run in this process (no interpreter start-up per refused flag)."""
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'TRANSFORMERS_OFFLINE': '1'}
+    if not ok:
+        r = run_inproc(cmd[0].removeprefix('spindleflow-'), list(cmd[1:]), os.getcwd(), env)
+        assert 'Traceback' not in r.text, r.err[-3000:]
+        return subprocess.CompletedProcess(list(cmd), r.rc, r.out, r.err)
     p = subprocess.run([shutil.which(cmd[0]), *cmd[1:]], env=env, capture_output=True, text=True, timeout=900)
     if ok:
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
