@@ -466,7 +466,9 @@ def export_workflow(opts: ExportOptions | None = None, *old, **given) -> dict:
     works, with a DeprecationWarning."""
     if 'model_name' in given:  # the 0.1.0 keyword
         given['model'] = given.pop('model_name')
-    if not isinstance(opts, ExportOptions):
+    if (
+        not isinstance(opts, ExportOptions) and len(old) < 2
+    ):  # `out` not given by position (the 0.1.0 form's third)
         given.setdefault('out', '')
     o = options_from(ExportOptions, opts, old, _EXPORT_POSITIONAL, given, 'export_workflow')
     if not isinstance(o.task, str) or not o.task.strip():
