@@ -3,9 +3,10 @@ the README show it): for each log, the run's sizes, training range, price and se
 evaluation's routing section at the run's price (eval.json), the 19-point sweep (sweep.json) and the wall times the
 script printed.
 
-    python bench/log_runs_collect.py /tmp/log_runs /tmp/log_runs_bench.txt ["2-core CPU, each command alone"]
+    python bench/log_runs_collect.py /tmp/log_runs /tmp/log_runs_bench.txt ["2-core CPU, each command alone"] [ASSET]
 
-The optional third argument describes the machine (default: a shared 2-core CPU, timings noisy)."""
+The optional third argument describes the machine (default: a shared 2-core CPU, timings noisy); the fourth names the
+asset to write (default log_runs_readme.json; the real-like pair of chapter 18a: real_like_runs.json)."""
 
 import json, re, sys
 from pathlib import Path
@@ -79,8 +80,11 @@ def main(argv=None):
         if (run / 'sweep12.json').exists():
             entry['sweep12_seconds'] = json.loads((run / 'sweep12.json').read_text())['seconds']
         res['logs'][d.name] = entry
-    ASSET.write_text(json.dumps(res, indent=1))
-    print('wrote', ASSET, list(res['logs']))
+    asset = ASSET.with_name(argv[3]) if len(argv) > 3 else ASSET
+    if len(argv) > 3:
+        res['command'] = f'LOGS="{" ".join(res["logs"])}" bash bench/log_runs_readme.sh OUT'
+    asset.write_text(json.dumps(res, indent=1))
+    print('wrote', asset, list(res['logs']))
 
 
 if __name__ == '__main__':

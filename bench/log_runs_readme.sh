@@ -4,6 +4,7 @@
 # two-model log for the speed target. Prints wall times; each run folder keeps eval.md and sweep.md (the tables).
 #     nice -n 10 bash bench/log_runs_readme.sh /tmp/log_runs
 # Another draw of the logs and of training: SEED=3 TRAIN_SEED=1 LOGS="two two-noans multi" bash bench/log_runs_readme.sh DIR
+# The real-like pair of chapter 18a, with and without answers: LOGS="real-like real-like-noans" bash bench/...
 set -euo pipefail
 OUT=${1:-/tmp/log_runs}; mkdir -p "$OUT"
 SEED=${SEED:-1}; TRAIN_SEED=${TRAIN_SEED:-0}
@@ -13,6 +14,8 @@ python bench/make_two_model_log.py --n 3000 --seed "$SEED" --out "$OUT/two/log.c
 python bench/make_two_model_log.py --n 3000 --seed "$SEED" --no-answers --out "$OUT/two-noans/log.csv" --catalog "$OUT/two-noans/catalog.csv"
 python bench/make_multi_model_log.py --n 3000 --seed "$SEED" --out "$OUT/multi/log.csv" --catalog "$OUT/multi/catalog.csv"
 python bench/make_two_model_log.py --n 1500 --seed 2 --out "$OUT/two-1500/log.csv" --catalog "$OUT/two-1500/catalog.csv"
+python bench/make_two_model_log.py --n 3000 --seed "$SEED" --real-like --out "$OUT/real-like/log.csv" --catalog "$OUT/real-like/catalog.csv"
+python bench/make_two_model_log.py --n 3000 --seed "$SEED" --real-like --no-answers --out "$OUT/real-like-noans/log.csv" --catalog "$OUT/real-like-noans/catalog.csv"
 for name in ${LOGS:-two two-noans multi two-1500}; do
   d="$OUT/$name"; axis=strong_rate; [ "$name" = multi ] && axis=spend_share
   rm -rf "$d/runs"; SECONDS=0

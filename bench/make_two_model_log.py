@@ -3,12 +3,14 @@
     python bench/make_two_model_log.py                       # the shipped assets: 200 questions, seed 0
     python bench/make_two_model_log.py --n 3000 --seed 1 --out /tmp/two_model_3000.csv   # a larger log for the sweep
     python bench/make_two_model_log.py --n 3000 --seed 1 --no-answers --out /tmp/noans.csv   # the same log, no answer text logged
+    python bench/make_two_model_log.py --n 3000 --seed 1 --real-like --out /tmp/real_like.csv   # shaped like a real pair (18a)
 
 Seeded: the same arguments write the same files. The log is synthetic; see chapter 18 for how it is built."""
 
 import argparse
 from pathlib import Path
 from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+from spindleflow_rl.multi_model_log import make_real_like_log
 
 ASSETS = Path(__file__).resolve().parents[1] / 'spindleflow_rl' / 'assets'
 
@@ -24,8 +26,13 @@ def main(argv=None):
         action='store_true',
         help="leave the 'response' column empty: a log of grades, costs and latencies only",
     )
+    ap.add_argument(
+        '--real-like',
+        action='store_true',
+        help="chapter 18a's real-like pair (a small, correlated gap: make_real_like_log) instead of chapter 18's",
+    )
     a = ap.parse_args(argv)
-    rows = make_two_model_log(a.n, a.seed)
+    rows = (make_real_like_log if a.real_like else make_two_model_log)(a.n, a.seed)
     if a.no_answers:
         rows = [{**r, 'response': ''} for r in rows]
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from .checkpoints import load_model, resolve_checkpoint
 from .config import ConfigError, EnvConfig, RewardConfig, SimConfig, seed_everything
 from .env import SpindleFlowEnv
 from .policies import ModelPolicy
-from .routers import LoggedTasks, pgr_ci
+from .routers import LoggedTasks, pgr, pgr_ci
 from spindleflow_rl.runs import (
     TrainConfig,
     _model_bytes,
@@ -389,7 +389,7 @@ def routing_points(
         'vs': {},
     }
     defined = float(qs.mean() - qc.mean()) > 1e-12  # else PGR is undefined: quality and cost only
-    pol['pgr'] = [ll.pgr_of(p[0], qc, qs) if defined else None for p in played]
+    pol['pgr'] = [pgr(p[0], qc, qs) if defined else None for p in played]
     pol['pgr_ci95'] = [pgr_ci(p[0], qc, qs, seed=seed) if defined else None for p in played]
     for n, r in routers.items():
         P = r.quality(rows)
@@ -444,14 +444,16 @@ def _routing_table(rep: dict, ax: str) -> list:
         head + ' policy − it, quality (95% CI) |',
         '|---|---|---|---|' + ('---|---|' if ok else '') + '---|',
     ]
-    pgr = f" {pol['pgr'][0]:.3f} [{pol['pgr_ci95'][0][0]:.3f}, {pol['pgr_ci95'][0][1]:.3f}] | |" if ok else ''
+    pgr_cell = (
+        f" {pol['pgr'][0]:.3f} [{pol['pgr_ci95'][0][0]:.3f}, {pol['pgr_ci95'][0][1]:.3f}] | |" if ok else ''
+    )
     out.append(
-        f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr} |"
+        f"| **policy** | {pol['x'][0]:.2f} | {pol['quality'][0]:.3f} | {pol['cost_usd'][0]:.6f} |{pgr_cell} |"
     )
     for n, v in pol['vs'].items():
-        pgr = f" {v['pgr_b'][0]:.3f} | {ci(v, 0, 'diff')} |" if ok else ''
+        pgr_cell = f" {v['pgr_b'][0]:.3f} | {ci(v, 0, 'diff')} |" if ok else ''
         out.append(
-            f"| {n} | {v['x_router'][0]:.2f} | {v['quality_b'][0]:.3f} | {v['cost_usd'][0]:.6f} |{pgr} "
+            f"| {n} | {v['x_router'][0]:.2f} | {v['quality_b'][0]:.3f} | {v['cost_usd'][0]:.6f} |{pgr_cell} "
             f"{ci(v, 0, 'quality_diff')} |"
         )
     for n, x, p in (('always cheapest', 0, 0), ('always strongest', 1, 1)):

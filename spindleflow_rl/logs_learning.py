@@ -6,9 +6,10 @@
 from __future__ import annotations
 import copy, math, time
 from dataclasses import dataclass, replace as dc_replace
+from typing import Protocol, runtime_checkable
 import numpy as np
 from .config import ConfigError, RewardConfig, patch_into
-from .routers import LoggedTasks, at_rate, pgr, _sigmoid
+from .routers import LoggedTasks, Linear, at_rate, fit_logistic_lbfgs, pgr, _sigmoid
 from .backends import World, RecordedOutcomesBackend
 from .config import EnvConfig
 from .env import SpindleFlowEnv
@@ -24,15 +25,15 @@ from .routers import play_policy
 from .tasks import TaskBank
 
 # %% auto #0
-__all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'LOGISTIC_L2', 'BLOCKS', 'LogTable',
-           'log_table', 'returned_quality', 'sequence_returns', 'kfolds', 'Linear', 'ridge_path', 'fit_ridge',
-           'fit_logistic_lbfgs', 'knn_path', 'MatrixFactorisation', 'GainMLP', 'play_calls', 'pgr_of', 'spend_axis',
-           'ends', 'curve_area', 'prompt_calls', 'decision_value', 'break_even_prices', 'logistic_path', 'prompt_paths',
-           'QualityStack', 'FullInfoQ', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls',
-           'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model',
-           'TunedRouter', 'KNNQuality', 'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range',
-           'fit_network', 'distil', 'agreement', 'carve_validation', 'validation_area', 'guarded_finetune',
-           'paired_curve', 'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
+__all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'pgr_of', 'KNN_KS', 'RIDGE_ALPHAS', 'MF_GRID', 'LOGISTIC_L2', 'BLOCKS',
+           'LogTable', 'log_table', 'returned_quality', 'sequence_returns', 'kfolds', 'ridge_path', 'fit_ridge',
+           'knn_path', 'MatrixFactorisation', 'GainMLP', 'play_calls', 'spend_axis', 'ends', 'curve_area',
+           'prompt_calls', 'decision_value', 'break_even_prices', 'logistic_path', 'prompt_paths', 'QualityStack',
+           'FullInfoQ', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls', 'slot_scorer_arrays',
+           'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model', 'Router', 'TunedRouter',
+           'KNNQuality', 'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range', 'fit_network',
+           'distil', 'agreement', 'carve_validation', 'validation_area', 'guarded_finetune', 'paired_curve',
+           'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7989e56e
 LOG_REWARD = RewardConfig(
@@ -186,17 +187,6 @@ def kfolds(n: int, k: int = 5, seed: int = 0) -> list:
     return [(np.flatnonzero(f != i), np.flatnonzero(f == i)) for i in range(k)]
 
 
-@dataclass
-class Linear:
-    "`F @ W + b`: what a ridge or logistic fit leaves behind (a logistic one is read through a sigmoid)."
-
-    W: np.ndarray
-    b: np.ndarray
-
-    def __call__(self, F):
-        return np.asarray(F, np.float64) @ self.W + self.b
-
-
 def ridge_path(Ftr, Ytr, Fte, alphas) -> np.ndarray:
     "Ridge predictions (unpenalised intercept) on `Fte` for every `alpha` at once: `(len(alphas), n_te, targets)`."
     Ftr, Fte, Ytr = (np.asarray(a, np.float64) for a in (Ftr, Fte, Ytr))
@@ -215,42 +205,6 @@ def fit_ridge(F, Y, alpha: float) -> Linear:
     return Linear(W, ym - mu @ W)
 
 # %% ../nbs/18b_learning_from_logs.ipynb #7089a166
-def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
-    """L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft, one target `(n,)` or several
-    `(n, T)` (one regression per column: apart, each converges in a few steps). Read it as `_sigmoid(fit(F))`."""
-    import torch as th  # heavy: imported where the fit runs
-
-    X = th.as_tensor(np.asarray(F, np.float64))
-    Y = np.asarray(y, np.float64).reshape(len(X), -1)
-    W, B = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
-    for j in range(Y.shape[1]):
-        t = th.as_tensor(Y[:, j])
-        w = th.zeros(X.shape[1], dtype=th.float64, requires_grad=True)
-        b = th.zeros(1, dtype=th.float64, requires_grad=True)
-        opt = th.optim.LBFGS(
-            [w, b],
-            max_iter=iters,
-            tolerance_grad=1e-9,
-            tolerance_change=1e-12,
-            history_size=20,
-            line_search_fn='strong_wolfe',
-        )
-
-        def closure():
-            "The summed cross-entropy of column `j` plus the L2 penalty on `w`, gradients recomputed (for L-BFGS)."
-            opt.zero_grad()
-            loss = (
-                th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum')
-                + 0.5 * l2 * (w * w).sum()
-            )
-            loss.backward()
-            return loss
-
-        opt.step(closure)
-        W[:, j], B[j] = w.detach().numpy(), float(b.detach()[0])
-    return Linear(W, B)
-
-
 def knn_path(Etr, Ytr, E, ks, skip_first: bool = False) -> np.ndarray:
     """Mean of `Ytr` over the k most cosine-similar training rows (ties: the earlier row), for every k:
     `(len(ks), n, targets)`."""
@@ -359,9 +313,8 @@ def play_calls(tab: LogTable, rows, calls: np.ndarray) -> tuple[np.ndarray, np.n
     return q, c
 
 
-def pgr_of(q, qc, qs) -> float:
-    "PGR of per-question qualities `q` between the two ends' (chapter 18's `pgr`: NaN when the strongest is no better)."
-    return pgr(np.mean(q), np.mean(qc), np.mean(qs))
+# the 0.1.0 name of chapter 18's `pgr`, which takes per-question qualities as they are
+pgr_of = pgr
 
 
 def spend_axis(tab: LogTable, rows, calls) -> float:
@@ -1112,6 +1065,29 @@ def make_scored_model(
     model.policy.features_extractor.scorer.load_arrays(slot_scorer_arrays(q.stack, q, cap, carry_q))
     return set_fitting_scores(model, q, backend) if fitting else model
 
+# %% ../nbs/18b_learning_from_logs.ipynb #r0uter0c
+@runtime_checkable
+class Router(Protocol):
+    "A router fitted on a log table (`LogTable`): what the log runs, the fitted Q and the reports use."
+
+    name: str  # its name in reports (knn, gain, mf, cascade)
+    reads_answer: bool  # it calls the cheapest first and reads its answer
+
+    def fit(self, tab: LogTable, rows, folds: int = 5, seed: int = 0) -> Router:
+        "Fit on questions `rows` of `tab`, the setting chosen by out-of-fold `area`; returns itself."
+
+    def quality(self, rows) -> np.ndarray:
+        "`(n, M)` predicted qualities of every specialist on questions `rows`."
+
+    def score(self, P) -> np.ndarray:
+        "How much escalating is worth per question (higher first), from predictions `P`."
+
+    def calls_at(self, P, x) -> np.ndarray:
+        "`(n, K)` calls at strong-call rate or price `x`."
+
+    def area(self, tab: LogTable, rows, P) -> float:
+        "The decision value of predictions `P` on `rows`: the area of the cost-quality curve."
+
 # %% ../nbs/18b_learning_from_logs.ipynb #76fec904
 class TunedRouter:
     """A router fitted on training questions with its setting chosen on them (out-of-fold routing area: PGR averaged
@@ -1426,7 +1402,7 @@ def validation_area(tab: LogTable, backend, policy, prices, seed: int = 0, max_s
             tab, log_env(backend, 'heldout', (c, c), max_specialists=max_specialists), policy, rows, seed
         )
         xs.append(spend_axis(tab, rows, calls))
-        ys.append(pgr_of(play_calls(tab, rows, calls)[0], qc, qs))
+        ys.append(pgr(play_calls(tab, rows, calls)[0], qc, qs))
     return curve_area(xs + [1.0], ys + [1.0])
 
 # %% ../nbs/18b_learning_from_logs.ipynb #b37d0e35

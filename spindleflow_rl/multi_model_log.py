@@ -4,36 +4,13 @@
 
 # %% ../nbs/18a_multi_model_log.ipynb #e4bc7ba8
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import replace
 import numpy as np
-from .routers import SUBJECTS, _question, _wording, _sigmoid
+from .routers import LoggedModel, TWO_MODELS, make_log
 
 # %% auto #0
-__all__ = ['MULTI_MODELS', 'MULTI_MODEL_CATALOG', 'LoggedModel', 'make_multi_model_log']
-
-# %% ../nbs/18a_multi_model_log.ipynb #7ed7c133
-@dataclass(frozen=True)
-class LoggedModel:
-    "One model of the synthetic log. Every field is a property a real model has; the comment says which."
-
-    usd_in: float  # list price per input token (USD)
-    usd_out: float  # list price per output token (USD); reasoning tokens are output tokens
-    ttft: float  # time to first token (s)
-    tok_s: float  # output tokens per second
-    base: float  # overall ability: log-odds of a right answer on a question of difficulty 0
-    slope: float  # log-odds lost per unit of difficulty: small = robust on hard questions
-    skill: dict = field(
-        default_factory=dict
-    )  # subject strengths (+) and weaknesses (-) in log-odds: what it was trained on
-    self_noise: float = (
-        1.0  # spread between its own confidence and its true chance: large = weak self-knowledge
-    )
-    overconfidence: float = 1.0  # log-odds its wording adds to its confidence: it sounds surer than it is
-    think: float = 80.0  # mean reasoning tokens before the answer on a question of difficulty 0
-    think_growth: float = (
-        0.25  # growth of the reasoning per unit of difficulty: harder questions get longer, dearer answers
-    )
-    fail_rate: float = 0.01  # share of calls that time out (no answer, 30 s, quality 0)
+__all__ = ['MULTI_MODELS', 'MULTI_MODEL_CATALOG', 'REAL_PAIR', 'REAL_LIKE_TRICK_SD', 'REAL_LIKE_MODELS', 'make_multi_model_log',
+           'make_real_like_log', 'pair_stats']
 
 # %% ../nbs/18a_multi_model_log.ipynb #9a58ac19
 MULTI_MODELS = {
@@ -128,49 +105,10 @@ def make_multi_model_log(
     trick_sd: float = 0.8,
     label_noise: float = 0.03,
 ) -> list[dict]:
-    """A seeded synthetic log of `models` (default `MULTI_MODELS`) answering `n_questions` distinct questions.
-    `trick_sd`: spread of the per-question trickiness every model shares (correlated errors); `label_noise`: share of
-    grades flipped (an imperfect grader)."""
-    models = MULTI_MODELS if models is None else models
-    rng = np.random.default_rng(seed)
-    rows, seen = [], set()
-    while len(seen) < n_questions:
-        subj = SUBJECTS[int(rng.integers(len(SUBJECTS)))]
-        q, right, diff, wrong = _question(subj, rng)
-        if q in seen:
-            continue
-        seen.add(q)
-        trick = rng.normal(0, trick_sd)
-        for sid, m in models.items():
-            p = _sigmoid(m.base + m.skill.get(subj, 0.0) - m.slope * (diff + trick))
-            ok = rng.random() < p
-            answer = right if ok else wrong[int(rng.integers(len(wrong)))]
-            text = _wording(
-                float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence)),
-                answer,
-                rng,
-            )
-            t_in, t_out = (
-                60 + len(q) // 4,
-                len(text) // 4
-                + int(m.think * np.exp(m.think_growth * (diff + trick)) * rng.lognormal(0, 0.4)),
-            )
-            lat = (m.ttft + t_out / m.tok_s) * float(rng.lognormal(0, 0.25))
-            status = 'timeout' if rng.random() < m.fail_rate else 'ok'
-            grade = float(ok) if rng.random() >= label_noise else float(not ok)
-            rows.append(
-                {
-                    'task': q,
-                    'specialist_id': sid,
-                    'quality': grade if status == 'ok' else 0.0,
-                    'cost_usd': round(t_in * m.usd_in + t_out * m.usd_out, 7),
-                    'latency_s': round(lat if status == 'ok' else 30.0, 3),
-                    'status': status,
-                    'response': text if status == 'ok' else '',
-                    'category': subj,
-                }
-            )
-    return rows
+    """A seeded synthetic log of `models` (default `MULTI_MODELS`) answering `n_questions` distinct questions: chapter
+    18's `make_log` with a noisy grader. `trick_sd`: spread of the per-question trickiness every model shares
+    (correlated errors); `label_noise`: share of grades flipped (an imperfect grader)."""
+    return make_log(MULTI_MODELS if models is None else models, n_questions, seed, trick_sd, label_noise)
 
 # %% ../nbs/18a_multi_model_log.ipynb #85169ab4
 MULTI_MODEL_CATALOG = [
@@ -215,3 +153,78 @@ MULTI_MODEL_CATALOG = [
         'facts; slower and about forty times the price of the small model per call.',
     ),
 ]
+
+# %% ../nbs/18a_multi_model_log.ipynb #r1a1001c
+# printed by bench/real_log_stats.py from RouterBench's files (`pair_stats`)
+REAL_PAIR = dict(
+    source='RouterBench zero-shot subset (train part): mistralai/mixtral-8x7b-chat vs gpt-4-1106-preview',
+    questions=2217,
+    weak=0.739,
+    strong=0.880,
+    only_strong=0.176,
+    only_weak=0.035,
+    phi=0.375,
+    gain_share_of_category=0.007,
+    price_ratio=20.2,
+)
+_SHARED_SKILL = {  # base rates by subject, the same for both models
+    'arithmetic': -1.2,
+    'finance': -0.9,
+    'probability': -0.8,
+    'algebra': -0.4,
+    'statistics': -0.3,
+    'physics': -0.2,
+    'chemistry': 0.0,
+    'geometry': 0.1,
+    'units': 0.4,
+    'computer science': 0.5,
+    'calendar': 0.8,
+    'geography': 1.2,
+}
+_WEAK_GAP = {'arithmetic': 0.5, 'finance': 0.4, 'probability': 0.4, 'geography': 0.3, 'algebra': 0.2}
+REAL_LIKE_TRICK_SD = 2.4
+REAL_LIKE_MODELS = {
+    'cheap-model': replace(
+        TWO_MODELS['cheap-model'],
+        base=4.2,
+        slope=1.0,
+        skill={k: v - _WEAK_GAP.get(k, 0.0) for k, v in _SHARED_SKILL.items()},
+    ),
+    'strong-model': replace(
+        TWO_MODELS['strong-model'], base=5.8, slope=1.0, skill=dict(_SHARED_SKILL), think_range=(50, 155)
+    ),
+}
+
+# %% ../nbs/18a_multi_model_log.ipynb #r1a1002c
+def make_real_like_log(n_questions: int = 200, seed: int = 0, hidden: bool = False) -> list[dict]:
+    """A two-model log (`cheap-model`, `strong-model`, chapter 18's catalog) shaped like a real pair: `REAL_LIKE_MODELS`
+    with their shared trickiness, graded without noise (`make_log`)."""
+    return make_log(REAL_LIKE_MODELS, n_questions, seed, trick_sd=REAL_LIKE_TRICK_SD, hidden=hidden)
+
+
+def pair_stats(rows, weak: str, strong: str) -> dict:
+    """A weak and a strong model on the questions both were logged on: their accuracies, the share where only the
+    strong one (the gain of escalating) or only the weak one is right, the correlation of their grades (phi), the
+    share of the gain's variance the category explains, each one's accuracy per category, and the price ratio."""
+    by = {}
+    for r in rows:
+        by.setdefault(r['task'], {})[r['specialist_id']] = r
+    both = [v for v in by.values() if weak in v and strong in v]
+    W, S = (np.array([float(v[m]['quality']) for v in both]) for m in (weak, strong))
+    cat = np.array([str(v[weak].get('category', '')) for v in both])
+    gain = S - W
+    by_cat = {c: gain[cat == c].mean() for c in set(cat)}
+    explained = np.var([by_cat[c] for c in cat]) / max(np.var(gain), 1e-12)
+    return {
+        'questions': len(both),
+        'weak': float(W.mean()),
+        'strong': float(S.mean()),
+        'only_strong': float(np.mean(gain > 0)),
+        'only_weak': float(np.mean(gain < 0)),
+        'phi': float(np.corrcoef(W, S)[0, 1]),
+        'gain_share_of_category': float(explained),
+        'price_ratio': float(
+            np.mean([v[strong]['cost_usd'] for v in both]) / np.mean([v[weak]['cost_usd'] for v in both])
+        ),
+        'weak_by_category': {c: float(W[cat == c].mean()) for c in sorted(set(cat))},
+    }

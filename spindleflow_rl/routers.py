@@ -5,7 +5,7 @@
 # %% ../nbs/18_routers.ipynb #ad08feb9
 from __future__ import annotations
 import argparse, csv, json, math, sys, zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 import numpy as np
 from .config import ConfigError
@@ -13,12 +13,12 @@ from .env import encode_action
 from .policies import ModelPolicy, run_episode
 
 # %% auto #0
-__all__ = ['PRICES', 'SUBJECTS', 'TWO_MODEL_CATALOG', 'make_two_model_log', 'write_csv', 'Answer', 'LoggedTasks', 'Play', 'play',
-           'SingleRouter', 'RandomRouter', 'OracleRouter', 'KNNRouter', 'fit_logistic', 'predict_logistic',
-           'CascadeRouter', 'pgr', 'pgr_ci', 'summarize', 'at_rate', 'router_scores', 'router_curve', 'reference',
-           'router_table', 'HindsightOraclePolicy', 'logged_markdown', 'play_policy', 'paired_pgr_diff', 'matched',
-           'logged_report', 'BayesCascadeTeacher', 'parse_sweep', 'cost_sweep', 'fmt_point', 'plot_sweep',
-           'write_sweep', 'sweep_main']
+__all__ = ['PRICES', 'SUBJECTS', 'TWO_MODELS', 'TWO_MODEL_CATALOG', 'LoggedModel', 'make_log', 'make_two_model_log', 'write_csv',
+           'Answer', 'LoggedTasks', 'Play', 'play', 'SingleRouter', 'RandomRouter', 'OracleRouter', 'KNNRouter',
+           'Linear', 'fit_logistic_lbfgs', 'fit_logistic', 'predict_logistic', 'CascadeRouter', 'pgr', 'pgr_ci',
+           'summarize', 'at_rate', 'router_scores', 'router_curve', 'reference', 'router_table',
+           'HindsightOraclePolicy', 'logged_markdown', 'play_policy', 'paired_pgr_diff', 'matched', 'logged_report',
+           'BayesCascadeTeacher', 'parse_sweep', 'cost_sweep', 'fmt_point', 'plot_sweep', 'write_sweep', 'sweep_main']
 
 # %% ../nbs/18_routers.ipynb #94d3636b
 PRICES = {
@@ -256,9 +256,38 @@ SUBJECTS = (
     'geography',
 )
 
+# %% ../nbs/18_routers.ipynb #c0076c2a
+@dataclass(frozen=True)
+class LoggedModel:
+    "One model of a synthetic log. Every field is a property a real model has; the comment says which."
+
+    usd_in: float  # list price per input token (USD)
+    usd_out: float  # list price per output token (USD); reasoning tokens are output tokens
+    ttft: float  # time to first token (s)
+    tok_s: float  # output tokens per second
+    base: float  # overall ability: log-odds of a right answer on a question of difficulty 0
+    slope: float  # log-odds lost per unit of difficulty: small = robust on hard questions
+    # subject strengths (+) and weaknesses (-) in log-odds: what it was trained on
+    skill: dict = field(default_factory=dict)
+    # spread between its own confidence and its true chance: large = weak self-knowledge
+    self_noise: float = 1.0
+    # log-odds its wording adds to its confidence: it sounds surer than it is
+    overconfidence: float = 1.0
+    think: float = 80.0  # mean reasoning tokens before the answer on a question of difficulty 0
+    # growth of the reasoning per unit of difficulty: harder questions get longer, dearer answers
+    think_growth: float = 0.25
+    fail_rate: float = 0.01  # share of calls that time out (no answer, 30 s, quality 0)
+    # reasoning tokens drawn uniformly from [lo, hi) instead (the two-model log's simpler length: it does not grow
+    # with difficulty); None: `think` and `think_growth`
+    think_range: tuple | None = None
+
 # %% ../nbs/18_routers.ipynb #fa8e6c86
-_SKILL = {
-    'cheap-model': dict(
+TWO_MODELS = {
+    'cheap-model': LoggedModel(
+        PRICES['cheap-model']['usd_in'],
+        PRICES['cheap-model']['usd_out'],
+        PRICES['cheap-model']['ttft'],
+        PRICES['cheap-model']['tok_s'],
         base=2.4,
         slope=1.25,
         skill={
@@ -269,8 +298,21 @@ _SKILL = {
             'geography': 0.4,
             'calendar': 0.2,
         },
+        overconfidence=0.9,
+        think_range=(40, 120),
     ),
-    'strong-model': dict(base=4.2, slope=1.05, skill={'arithmetic': 0.2, 'geography': 0.5}),
+    'strong-model': LoggedModel(
+        PRICES['strong-model']['usd_in'],
+        PRICES['strong-model']['usd_out'],
+        PRICES['strong-model']['ttft'],
+        PRICES['strong-model']['tok_s'],
+        base=4.2,
+        slope=1.05,
+        skill={'arithmetic': 0.2, 'geography': 0.5},
+        self_noise=0.5,
+        overconfidence=1.5,
+        think_range=(80, 260),
+    ),
 }
 _CONFIDENT = ['The answer is {a}.', '{a}.', 'It is {a}.', 'The result is {a}.', 'That comes to {a}.']
 _FAIRLY = ['I believe the answer is {a}.', 'It should be {a}.', 'Most likely {a}.', 'I think it is {a}.']
@@ -297,14 +339,28 @@ def _wording(conf: float, answer: str, rng) -> str:
     return pool[int(rng.integers(len(pool)))].format(a=answer)
 
 # %% ../nbs/18_routers.ipynb #c0076c2c
-def make_two_model_log(
-    n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01, hidden: bool = False
+def _reasoning_tokens(m: LoggedModel, hardness: float, rng) -> int:
+    "Reasoning tokens of one answer: uniform in `think_range`, else `think` grown by the question's hardness."
+    if m.think_range is not None:
+        return int(rng.integers(*m.think_range))
+    return int(m.think * np.exp(m.think_growth * hardness) * rng.lognormal(0, 0.4))
+
+
+def make_log(
+    models: dict,
+    n_questions: int = 200,
+    seed: int = 0,
+    trick_sd: float = 0.8,
+    label_noise: float | None = None,
+    hidden: bool = False,
 ) -> list[dict]:
-    """A seeded synthetic log of a cheap and a strong model (`cheap-model`, `strong-model`) answering `n_questions`
-    distinct questions: rows with task, specialist_id, quality (1 right / 0 wrong), cost_usd, latency_s, status,
-    response (the answer text) and category (the subject). `hidden`: each row also carries `p_right`, the generator's
-    hidden probability that this model answers this question right (the rows are otherwise the same): for measuring
-    what a router that knew it could reach (`bench/router_bar.py`), never a column of a log anyone learns from."""
+    """A seeded synthetic log of `models` ({id: `LoggedModel`}) answering `n_questions` distinct questions: rows with
+    task, specialist_id, quality (1 right / 0 wrong), cost_usd, latency_s, status, response (the answer text) and
+    category (the subject). `trick_sd`: spread of the per-question trickiness every model shares (correlated errors);
+    `label_noise`: share of grades flipped after the answer is written (an imperfect grader; None: a perfect one,
+    no draw); `hidden`: each row also carries `p_right`, the generator's hidden probability that this model answers
+    this question right (the rows are otherwise the same): for measuring what a router that knew it could reach
+    (`bench/router_bar.py`), never a column of a log anyone learns from."""
     rng = np.random.default_rng(seed)
     rows, seen = [], set()
     while len(seen) < n_questions:
@@ -313,29 +369,24 @@ def make_two_model_log(
         if q in seen:
             continue
         seen.add(q)
-        trick = rng.normal(0, 0.8)  # shared: both models find the same questions tricky
-        for sid, m in _SKILL.items():
-            p = _sigmoid(m['base'] + m['skill'].get(subj, 0.0) - m['slope'] * (diff + trick))
+        trick = rng.normal(0, trick_sd)  # shared: every model finds the same questions tricky
+        for sid, m in models.items():
+            p = _sigmoid(m.base + m.skill.get(subj, 0.0) - m.slope * (diff + trick))
             ok = rng.random() < p
-            ans = right if ok else wrong[int(rng.integers(len(wrong)))]
-            if sid == 'cheap-model':  # its own estimate: noisy and overconfident
-                conf = float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, 1.0) + 0.9))
-            else:
-                conf = float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, 0.5) + 1.5))
-            text = _wording(conf, ans, rng)
-            pr = PRICES[sid]
+            answer = right if ok else wrong[int(rng.integers(len(wrong)))]
+            conf = float(_sigmoid(np.log(p / (1 - p)) + rng.normal(0, m.self_noise) + m.overconfidence))
+            text = _wording(conf, answer, rng)
             t_in = 60 + len(q) // 4  # system prompt + question
-            t_out = len(text) // 4 + int(
-                rng.integers(40, 120) if sid == 'cheap-model' else rng.integers(80, 260)
-            )  # + reasoning
-            lat = (pr['ttft'] + t_out / pr['tok_s']) * float(rng.lognormal(0, 0.25))
-            status = 'timeout' if rng.random() < fail_rate else 'ok'
+            t_out = len(text) // 4 + _reasoning_tokens(m, diff + trick, rng)
+            lat = (m.ttft + t_out / m.tok_s) * float(rng.lognormal(0, 0.25))
+            status = 'timeout' if rng.random() < m.fail_rate else 'ok'
+            grade = float(ok) if label_noise is None or rng.random() >= label_noise else float(not ok)
             rows.append(
                 {
                     'task': q,
                     'specialist_id': sid,
-                    'quality': float(ok) if status == 'ok' else 0.0,
-                    'cost_usd': round(t_in * pr['usd_in'] + t_out * pr['usd_out'], 7),
+                    'quality': grade if status == 'ok' else 0.0,
+                    'cost_usd': round(t_in * m.usd_in + t_out * m.usd_out, 7),
                     'latency_s': round(lat if status == 'ok' else 30.0, 3),
                     'status': status,
                     'response': text if status == 'ok' else '',
@@ -344,6 +395,15 @@ def make_two_model_log(
                 }
             )
     return rows
+
+
+def make_two_model_log(
+    n_questions: int = 200, seed: int = 0, fail_rate: float = 0.01, hidden: bool = False
+) -> list[dict]:
+    """`make_log` of the cheap and the strong model (`TWO_MODELS`), graded without noise; `fail_rate`: each model's
+    share of timed-out calls."""
+    models = {k: replace(m, fail_rate=fail_rate) for k, m in TWO_MODELS.items()}
+    return make_log(models, n_questions, seed, hidden=hidden)
 
 # %% ../nbs/18_routers.ipynb #eb4cd927
 TWO_MODEL_CATALOG = [
@@ -583,31 +643,67 @@ class KNNRouter:
         ask(sid if s >= self.threshold else self.lt.cheapest)
 
 # %% ../nbs/18_routers.ipynb #f430aa47
-def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 25) -> np.ndarray:
-    """Weights (last one the bias) of an L2-regularised logistic
-    regression, by Newton's method (y may be soft, in [0, 1])."""
-    X = np.hstack([np.asarray(X, np.float64), np.ones((len(X), 1))])
-    y = np.asarray(y, np.float64)
-    w = np.zeros(X.shape[1])
-    R = l2 * np.eye(X.shape[1])
-    R[-1, -1] = 1e-6
-    for _ in range(iters):
-        p = 1 / (1 + np.exp(-np.clip(X @ w, -30, 30)))
-        g = X.T @ (p - y) + R @ w
-        H = (X * (p * (1 - p))[:, None]).T @ X + R
-        step = np.linalg.solve(H, g)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
+@dataclass
+class Linear:
+    "`F @ W + b`: what a ridge or logistic fit leaves behind (a logistic one is read through a sigmoid)."
+
+    W: np.ndarray
+    b: np.ndarray
+
+    def __call__(self, F):
+        return np.asarray(F, np.float64) @ self.W + self.b
+
+
+def fit_logistic_lbfgs(F, y, l2: float = 1.0, iters: int = 200) -> Linear:
+    """L2-regularised logistic regression (unpenalised bias) by L-BFGS; `y` may be soft, one target `(n,)` or several
+    `(n, T)` (one regression per column: apart, each converges in a few steps). Read it as `_sigmoid(fit(F))`. The
+    project's one logistic fit: the routers here, chapter 18b's learners and its stack all use it."""
+    import torch as th  # heavy: imported where the fit runs
+
+    X = th.as_tensor(np.asarray(F, np.float64))
+    Y = np.asarray(y, np.float64).reshape(len(X), -1)
+    W, B = np.zeros((X.shape[1], Y.shape[1])), np.zeros(Y.shape[1])
+    for j in range(Y.shape[1]):
+        t = th.as_tensor(Y[:, j])
+        w = th.zeros(X.shape[1], dtype=th.float64, requires_grad=True)
+        b = th.zeros(1, dtype=th.float64, requires_grad=True)
+        opt = th.optim.LBFGS(
+            [w, b],
+            max_iter=iters,
+            tolerance_grad=1e-9,
+            tolerance_change=1e-12,
+            history_size=20,
+            line_search_fn='strong_wolfe',
+        )
+
+        def closure():
+            "The summed cross-entropy of column `j` plus the L2 penalty on `w`, gradients recomputed (for L-BFGS)."
+            opt.zero_grad()
+            loss = (
+                th.nn.functional.binary_cross_entropy_with_logits(X @ w + b, t, reduction='sum')
+                + 0.5 * l2 * (w * w).sum()
+            )
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        W[:, j], B[j] = w.detach().numpy(), float(b.detach()[0])
+    return Linear(W, B)
+
+
+def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 200) -> np.ndarray:
+    """Weights (last one the bias) of one L2-regularised logistic regression (y may be soft, in [0, 1]):
+    `fit_logistic_lbfgs` as one array, the form `predict_logistic` reads."""
+    f = fit_logistic_lbfgs(X, y, l2, iters)
+    return np.r_[f.W[:, 0], f.b[0]]
 
 
 def predict_logistic(w: np.ndarray, X: np.ndarray) -> np.ndarray:
     "Probabilities `(n,)` of the logistic regression with weights `w` (last one the bias) on the rows of `X`."
     X = np.atleast_2d(np.asarray(X, np.float64))
-    return 1 / (1 + np.exp(-np.clip(X @ w[:-1] + w[-1], -30, 30)))
+    return _sigmoid(X @ w[:-1] + w[-1])
 
-
+# %% ../nbs/18_routers.ipynb #f430aa48
 class CascadeRouter:
     """Cheapest first; escalate to the strongest when P(cheap answer right | its embedding) < `threshold`.
     `score(task, ask)`: 1 - that probability (1 for a failed cheap call)."""
@@ -638,9 +734,11 @@ class CascadeRouter:
 
 # %% ../nbs/18_routers.ipynb #681647a2
 def pgr(q, q_cheap, q_strong) -> float:
-    "Performance gap recovered: (q - q_cheapest) / (q_strongest - q_cheapest); NaN when the strong model is no better."
-    d = float(q_strong) - float(q_cheap)
-    return (float(q) - float(q_cheap)) / d if d > 1e-12 else float('nan')
+    """Performance gap recovered: (q - q_cheapest) / (q_strongest - q_cheapest); NaN when the strong model is no better.
+    Each argument a mean quality or per-question qualities (then their mean)."""
+    q, q_cheap, q_strong = (float(np.mean(x)) for x in (q, q_cheap, q_strong))
+    d = q_strong - q_cheap
+    return (q - q_cheap) / d if d > 1e-12 else float('nan')
 
 
 def pgr_ci(q, q_cheap, q_strong, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list:

@@ -8,6 +8,12 @@ def pytest_addoption(parser):
         default=False,
         help='also run slow checks (notebook cells flagged #| slow, full learning runs)',
     )
+    parser.addoption(
+        '--only-slow',
+        action='store_true',
+        default=False,
+        help='run only the tests marked slow (the second half of CI: .ci/run)',
+    )
 
 
 def pytest_configure(config):
@@ -52,6 +58,10 @@ def _console_scripts_of_this_checkout():
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_rank)  # the longest first (LONGEST_FIRST below); stable, so the rest keep their order
+    if config.getoption('--only-slow'):
+        config.hook.pytest_deselected(items=[it for it in items if 'slow' not in it.keywords])
+        items[:] = [it for it in items if 'slow' in it.keywords]
+        return
     if config.getoption('--slow'):
         return
     skip = pytest.mark.skip(reason='slow: run with --slow')
@@ -95,25 +105,32 @@ def served_process(cmd, health_url: str, timeout_s: float = 120.0, **popen_kw):
         os.unlink(log.name)
 
 
-# The longest checks first, so that neither of tools/test.sh's two workers is left running one alone at the end
-# (xdist hands out tests in collection order). Measured with `--durations=40`; a substring of the test id each.
+# The longest checks first, so that neither of tools/test.sh's two workers is left running one alone at the end. xdist
+# (--dist loadgroup) gives each worker one check and one in reserve, then the next to whichever frees first; the order
+# below keeps the chapters that compute on every core (18b, 18c: their kernels run as a reader's, without
+# OMP_NUM_THREADS=1) from running at the same time (together they took 119 s and 107 s, apart 63 s and 49 s), and
+# starts 18b beside 09a, which mostly waits on its loopback servers.
+# Measured with `--durations=40`; a substring of the test id each.
 LONGEST_FIRST = [
+    'test_notebook[18b_',
+    'test_notebook[09a_',
     'test_recorded_cli.py::test_full_information_run_eval_and_sweep',
     'test_recorded_cli.py::test_guard_keeps',
-    'test_docs.py::test_docs_processing_every_chapter',
-    'test_notebook[18b_',
-    'test_openai_cli.py::test_budget_cache',
-    'test_paid_backend_case[paid-train-smoke-faults]',
     'test_notebook[18c_',
+    'test_async_rollouts.py::test_ctrl_c_mid_rollout',
+    'test_notebook[00_',
+    'test_paid_backend_case[paid-train-smoke]',
+    'test_notebook[10_evaluate]',
+    'test_openai_cli.py::test_openai_backend_train_and_eval',
+    'test_notebook[08_policy]',
+    'test_resume.py::test_sigkill',
     'test_notebook[12_demo]',
-    'test_checkpoint_case[run-kill9-during-save-resume]',
-    'test_notebook[09a_',
-    'test_recorded_cli.py::test_no_heldout',
     'test_sweep.py::test_two_trial_sweep_through_ray',
     'test_notebook[18_routers]',
-    'test_notebook[00_',
+    'test_recorded_cli.py::test_a_wide_log',
+    'test_checkpoint_case[run-kill9-during-save-resume]',
     'test_recorded_cli.py::test_on_policy',
-    'test_resume.py::test_sigkill',
+    'test_recorded_cli.py::test_no_heldout',
     'test_notebook[05a_',
 ]
 

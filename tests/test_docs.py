@@ -4,12 +4,14 @@ given there and are fixed by later work. The sidebar lists every chapter."""
 
 import sys
 from pathlib import Path
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / 'tools'))
 import docs_check
 
 
+@pytest.mark.slow  # executes every chapter's import cells in nbdev's docs processing: ~85 s (CI runs it)
 def test_docs_processing_every_chapter(capsys):
     rc = docs_check.main(['--workers', '1', '--skip-known'])  # KNOWN ones: `python tools/docs_check.py`
     out = capsys.readouterr().out

@@ -35,7 +35,9 @@ VERSION = _cfg['DEFAULT']['version']
 GITHUB = f'git+https://github.com/spindleflow/spindleflow-rl@v{VERSION}'
 KERNEL = 'spindleflow-colab-venv'
 # every test of this module shares one venv: keep them on one xdist worker (tools/test.sh runs --dist loadgroup)
-pytestmark = pytest.mark.xdist_group('colab-venv')
+# slow (`bash tools/test.sh --slow`; CI runs them): building the release and a fresh venv takes ~80 s, the two
+# Colab runs and the chapters' first cells ~55 s more
+pytestmark = [pytest.mark.xdist_group('colab-venv'), pytest.mark.slow]
 
 
 def sh(*cmd, **kw):

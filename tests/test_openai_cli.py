@@ -137,6 +137,7 @@ def test_max_cost_usd_stops_training_cleanly(tmp_path):
     assert not (runp / 'final.zip').exists()  # a stopped run is resumable, not final
 
 
+@pytest.mark.slow  # three training runs against loopback servers with per-request latency: ~53 s (CI runs it)
 def test_budget_cache_and_server_isolation(tmp_path):
     """`spindleflow-train --backend openai --tier 2 --phase 1` trains and evaluates inside --max-cost-usd and prints the
     evaluation's estimated cost and budget first; that evaluation is sized to the training (one split, the policy against

@@ -8,12 +8,14 @@
 - Options as objects: a function over `MAX_PARAMS` parameters (self/cls aside) says why in a `# params: ...` comment
   right above it (e.g. training settings, each a keyword with its default, as SB3's algorithms take theirs); a command's
   options travel as its dataclass (`evaluate_run(EvalRequest)`, `build_demo(DemoOptions)`, `run_sweep(SweepOptions)`,
-  `export_workflow(ExportOptions)`, `audit_run(AuditOptions)`)."""
+  `export_workflow(ExportOptions)`, `audit_run(AuditOptions)`).
+- The front page: README.md at most 1,500 words, code blocks aside (issue 32: read in five minutes)."""
 
-import ast
+import ast, re
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / 'spindleflow_rl'
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / 'spindleflow_rl'
 # the issue's targets; measured after `ruff format` at 110 columns (2026-12-06): 0.572 and 0.32 % (before: 0.91, 9.1 %)
 CEILING = {'statements_per_line': 0.6, 'long_line_share': 0.01}
 
@@ -128,4 +130,23 @@ def test_density_within_the_targets():
     assert not over, (
         f"denser than the ceiling (measured, ceiling): {over}. Fix: one statement per line, lines <= 120 "
         "characters in the notebook cells you changed; then nbdev_export."
+    )
+
+
+def readme_words(text: str) -> int:
+    "Words of a Markdown front page, its code blocks and HTML comments aside (issue 32's measure)."
+    text = re.sub(r'```.*?```', '', text, flags=re.S)
+    return len(re.sub(r'<!--.*?-->', '', text, flags=re.S).split())
+
+
+def test_readme_words_on_a_synthetic_page():
+    page = '<!-- generated -->\n# Title\n\nTwo words.\n\n```sh\npip install a b c d\n```\n'
+    assert readme_words(page) == 4  # '#', 'Title', 'Two', 'words.'
+
+
+def test_readme_reads_in_five_minutes():
+    n = readme_words((ROOT / 'README.md').read_text())
+    assert n <= 1500, (
+        f"README.md has {n} words (code blocks aside), over the 1,500 a newcomer reads in five minutes: move "
+        "detail to a chapter (nbs/index.ipynb is its source)"
     )

@@ -229,3 +229,19 @@ def test_a_real_wide_log_is_read_as_it_is():
         and len(cat) == 11
         and cat['gpt-4-1106-preview'].cost_per_call > cat['mistralai/mistral-7b-chat'].cost_per_call
     )
+
+
+@pytest.mark.skipif(
+    not RB.exists(), reason='the development copy of RouterBench lies in ../shared/data (CI has it)'
+)
+def test_real_pair_is_what_the_real_log_says():
+    """Chapter 18a's REAL_PAIR, which the real-like synthetic log is fitted to, is `pair_stats` of RouterBench's files
+    (bench/real_log_stats.py's default pair), to its printed precision."""
+    from spindleflow_rl.backends import load_recorded_outcomes
+    from spindleflow_rl.multi_model_log import REAL_PAIR, pair_stats
+
+    s = pair_stats(load_recorded_outcomes(RB), 'mistralai/mixtral-8x7b-chat', 'gpt-4-1106-preview')
+    for k, v in REAL_PAIR.items():
+        if k != 'source':
+            assert s[k] == pytest.approx(v, abs=0.0005 if k != 'price_ratio' else 0.05), k
+    assert s['weak_by_category']['mbpp'] < 0.6 < 0.8 < s['weak_by_category']['arc-challenge']

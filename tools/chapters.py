@@ -16,8 +16,9 @@ machine (`/tmp/...`, the checkout: it means nothing on a reader's machine, and a
   between CPUs and BLAS builds: a behaviour-cloning loss printed 0.025 on one machine and 0.019 on another). Its text
   is compared with every number masked, and the cell itself must assert the properties that matter (a loss that
   falls, a policy that beats its baseline). Bit-identity is tested within one machine by the resume and seeding tests;
-- a cell flagged `#| rtol: 0.01` prints numbers out of a fitted model that moves less than training does (the log
-  learner's calibrated prices: 235.9 on this machine, 235.6 on CI's, 0.13%); its numbers, integers included, are
+- a cell flagged `#| rtol: 0.05` prints numbers out of a fitted model that moves less than training does (the log
+  learner's calibrated price at rate 0.5 on the 200-question example log: 235.6 to 240.8 across CPU kernels and
+  embedding caches, 2.2%); its numbers, integers included, are
   compared with that relative tolerance. Size it from a measurement and say which in a comment below the flag;
 - an image counts as `<image>` and a widget as `<widget>`: their presence is checked, not their pixels;
 - a progress bar (tqdm, as a widget or as `NN%|` text) is dropped: whether one shows depends on what is cached on

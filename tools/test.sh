@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The project's test command (see README): sync checks, then every notebook's tests and the integration tests.
 #   bash tools/test.sh            fast default run
-#   bash tools/test.sh --slow     also the slow checks (full learning run, long benchmarks)
+#   bash tools/test.sh --slow     also the slow checks (full learning run, the release installed into a fresh venv,
+#                                 docs processing of every chapter, runs against slow or faulty LLM servers)
+#   bash tools/test.sh --only-slow   only those slow checks (CI runs the default, then this)
 #   bash tools/test.sh --workers N   N pytest processes (pytest-xdist; default 2, 1 runs them in this process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SLOW=0; WORKERS=2
+SLOW=0; ONLY_SLOW=0; WORKERS=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --slow) SLOW=1;;
+    --only-slow) ONLY_SLOW=1;;
     --workers) WORKERS="${2:-}"; [ $# -gt 1 ] && shift;;
     --workers=*) WORKERS="${1#--workers=}";;
-    *) echo "unknown option $1 (use --slow, --workers N)"; exit 2;;
+    *) echo "unknown option $1 (use --slow, --only-slow, --workers N)"; exit 2;;
   esac; shift
 done
 case "$WORKERS" in ''|*[!0-9]*|0) echo "--workers needs a whole number >= 1, got '$WORKERS'"; exit 2;; esac
@@ -45,6 +48,7 @@ python -c "import spindleflow_rl, gymnasium as gym; print('spindleflow_rl', spin
 echo "== 3/3 notebook tests and integration tests"
 args=(-q -p no:cacheprovider)
 if [ "$SLOW" = 1 ]; then args+=(--slow); fi
+if [ "$ONLY_SLOW" = 1 ]; then args+=(--slow --only-slow); fi
 # the tests are safe to run side by side: free ports, a temp folder each, atomic cache writes
 # loadgroup: the tests of one xdist_group share a fixture (tests/test_install.py: one fresh venv) and one worker
 if [ "$WORKERS" -gt 1 ]; then args+=(-n "$WORKERS" --dist loadgroup); fi
