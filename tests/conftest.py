@@ -125,7 +125,6 @@ LONGEST_FIRST = [
     'test_notebook[08_policy]',
     'test_resume.py::test_sigkill',
     'test_notebook[12_demo]',
-    'test_sweep.py::test_two_trial_sweep_through_ray',
     'test_notebook[18_routers]',
     'test_recorded_cli.py::test_a_wide_log',
     'test_checkpoint_case[run-kill9-during-save-resume]',

@@ -5,7 +5,7 @@ Each chapter runs as it runs from its Colab badge: a copy alone in a temporary f
 package imported as installed, no `../settings.ini`, no `images/`, no `bench/`. One execution checks both (a chapter
 that reads a repository file fails here), and no output may show an absolute path (tests/test_chapters_outside.py)."""
 
-import shutil, sys
+import re, shutil, sys
 from pathlib import Path
 import nbformat, pytest
 
@@ -171,3 +171,22 @@ def test_no_wall_of_code():
         'split these cells (a cell per function, or helpers for a long one; one method per cell with patch_into): '
         + '; '.join(long)
     )
+
+
+# issue 32: "no markdown cell over ~300 words" (a reader scrolls a wall of prose as they do a wall of code)
+MAX_MARKDOWN_WORDS = 320
+
+
+def test_no_wall_of_prose():
+    "No markdown cell of any chapter (index.ipynb, the README's source, included) over about 300 words, code aside."
+    long = []
+    for p in NOTEBOOKS:
+        for i, c in enumerate(nbformat.read(p, as_version=4).cells):
+            n = (
+                len(re.sub(r'```.*?```', '', c.source, flags=re.S).split())
+                if c.cell_type == 'markdown'
+                else 0
+            )
+            if n > MAX_MARKDOWN_WORDS:
+                long.append(f"{p.name} cell {i}: {n} words")
+    assert not long, 'split these markdown cells at a paragraph (or move the detail): ' + '; '.join(long)

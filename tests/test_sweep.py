@@ -78,6 +78,7 @@ def test_sweep_runs_without_ray_installed(tmp_path):
     assert rec['engine'] == 'local' and [r['num_timesteps'] for r in rec['trials']] == [32, 32]
 
 
+@pytest.mark.slow  # starts a local Ray cluster: ~22 s (`bash tools/test.sh --slow`; CI runs it)
 @pytest.mark.skipif(
     not ray_available(), reason='the [ray] extra is not installed (pip install -e ".[dev]" installs it)'
 )

@@ -2,7 +2,8 @@
 # The project's test command (see README): sync checks, then every notebook's tests and the integration tests.
 #   bash tools/test.sh            fast default run
 #   bash tools/test.sh --slow     also the slow checks (full learning run, the release installed into a fresh venv,
-#                                 docs processing of every chapter, runs against slow or faulty LLM servers)
+#                                 docs processing of every chapter, runs against slow or faulty LLM servers, a
+#                                 sweep through a local Ray cluster)
 #   bash tools/test.sh --only-slow   only those slow checks (CI runs the default, then this)
 #   bash tools/test.sh --workers N   N pytest processes (pytest-xdist; default 2, 1 runs them in this process)
 set -euo pipefail
