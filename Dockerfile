@@ -10,7 +10,7 @@ WORKDIR /app
 # a CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build
 RUN pip install torch --index-url https://download.pytorch.org/whl/cpu
 COPY . /app
-RUN pip install ".[openenv]" && python -c "from spindleflow_rl.env import default_world; default_world()"
+RUN pip install ".[openenv]" && python -c "from spindleflow_rl.envs.env import default_world; default_world()"
 RUN useradd -m -u 1000 user && chown -R user /app
 USER user
 EXPOSE 8000

@@ -98,7 +98,7 @@ def comparison_png(ev: dict) -> bytes:
     the colours every figure gives these names (`POLICY_COLOURS`: the trained policy red, the oracle black)."""
     from matplotlib.figure import Figure
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from spindleflow_rl.evaluate import policy_colours
+    from spindleflow_rl.commands.evaluate import policy_colours
 
     splits = [s for s, v in ev.items() if 'policy' in v['table']]
     n = max(len(ev[s]['table']) for s in splits)
@@ -190,7 +190,7 @@ def show_comparison(st):
 
 def baseline_policies() -> dict:
     "The strongest scripted baselines this version has (the planners when present, else greedy top-k)."
-    import spindleflow_rl.policies as b
+    import spindleflow_rl.agent.policies as b
 
     out = {}
     if hasattr(b, 'SubtaskPlannerPolicy'):
@@ -204,12 +204,12 @@ def baseline_policies() -> dict:
 
 def load_resources():
     "World (embedded catalog and tasks), the shipped policy and an environment of its shape (or the reason it cannot run)."
-    from spindleflow_rl.world import default_world
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.runs import DEMO_POLICY
-    from spindleflow_rl.export import load_policy, policy_env
-    from spindleflow_rl.config import ConfigError
-    from spindleflow_rl.embeddings import get_embedder
+    from spindleflow_rl.core.world import default_world
+    from spindleflow_rl.envs.env import SpindleFlowEnv
+    from spindleflow_rl.agent.runs import DEMO_POLICY
+    from spindleflow_rl.commands.export import load_policy, policy_env
+    from spindleflow_rl.core.config import ConfigError
+    from spindleflow_rl.core.embeddings import get_embedder
 
     world = default_world()
     try:
@@ -223,9 +223,9 @@ def load_resources():
 
 def play_all(world, model, env_cfg, task, roster, seed: int) -> dict:
     "Record the trained policy and every baseline on the same task, roster and seed: {name: spindleflow-episode/1 record}."
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.replay import record_episode
-    from spindleflow_rl.policies import ModelPolicy
+    from spindleflow_rl.envs.env import SpindleFlowEnv
+    from spindleflow_rl.agent.replay import record_episode
+    from spindleflow_rl.agent.policies import ModelPolicy
 
     opts = {'task': task} if roster is None else {'task': task, 'roster': roster}
     pols = (
@@ -299,7 +299,7 @@ def plan_markdown(ep: dict) -> str:
 
 
 def show_episode(st, name: str, ep: dict, key: str):
-    from spindleflow_rl.render import dag_png, reward_png
+    from spindleflow_rl.envs.render import dag_png, reward_png
 
     s = ep['summary']
     T = len(ep['steps'])
@@ -354,8 +354,8 @@ def main():
             'Design a Postgres schema for invoices, then build a REST API for it and write its docs',
             key='task_text',
         )
-        from spindleflow_rl.tasks import TaskDecomposer
-        from spindleflow_rl.config import ConfigError
+        from spindleflow_rl.core.tasks import TaskDecomposer
+        from spindleflow_rl.core.config import ConfigError
 
         try:
             task = TaskDecomposer(cat, embedder).decompose(text)

@@ -16,12 +16,12 @@ compares the adaptive planner with the same planner running every single call as
 
 import argparse, json, time
 import numpy as np
-from spindleflow_rl.config import SimConfig
-from spindleflow_rl.world import default_world
-from spindleflow_rl.policies import AdaptivePlannerPolicy, RandomPolicy, OraclePolicy
-from spindleflow_rl.runs import split_env_fn
-from spindleflow_rl.policies import make_baselines, BASELINES
-from spindleflow_rl.evaluate import evaluate_split, fmt_normalised
+from spindleflow_rl.core.config import SimConfig
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.agent.policies import AdaptivePlannerPolicy, RandomPolicy, OraclePolicy
+from spindleflow_rl.agent.runs import split_env_fn
+from spindleflow_rl.agent.policies import make_baselines, BASELINES
+from spindleflow_rl.commands.evaluate import evaluate_split, fmt_normalised
 
 FEATURES = ('dependencies', 'unreliability', 'latency_budget', 'conflicts')
 NOT_DEPLOYABLE = ('random', 'oracle')

@@ -11,7 +11,7 @@ Usage: python bench/bench_embed_cache.py [--n 1000] [--batch-size 64] [--device 
 
 import argparse, itertools, shutil, tempfile, time
 from pathlib import Path
-from spindleflow_rl.embeddings import Embedder
+from spindleflow_rl.core.embeddings import Embedder
 
 VERBS = [
     'build',

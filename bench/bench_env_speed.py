@@ -10,9 +10,9 @@ import numpy as np
 import gymnasium as gym
 from gymnasium import spaces
 import spindleflow_rl
-from spindleflow_rl.env import SpindleFlowEnv
-from spindleflow_rl.world import default_world
-from spindleflow_rl.config import ObsLayout
+from spindleflow_rl.envs.env import SpindleFlowEnv
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.core.config import ObsLayout
 
 
 class ToyEnv(gym.Env):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Real-LLM training throughput against the number of environments (issues 15 and 22): `spindleflow_rl.train.train`
+"""Real-LLM training throughput against the number of environments (issues 15 and 22): `spindleflow_rl.training.train.train`
 with the OpenAI backend (the real `openai` client over real HTTP) against its own loopback OpenAI-compatible server
 that answers every request after `--latency` seconds, for 1, 8, 16, 32 and 64 environments, side by side in one run,
 with the speed-up over the first row and the share of the machine's CPU the run used. `requests/s` and its speed-up
@@ -52,7 +52,7 @@ def meter():
 def run_one(
     server, n_envs, vec_env, timesteps, max_concurrency, root: Path, name: str, torch_threads: int, ppo: dict
 ) -> dict:
-    from spindleflow_rl.train import load_run_config, train
+    from spindleflow_rl.training.train import load_run_config, train
 
     cfg = load_run_config(
         None,
@@ -158,7 +158,7 @@ def main(argv=None):
     ap.add_argument('--json', help='write the table here as JSON too')
     a = ap.parse_args(argv)
     os.environ.setdefault('OPENAI_API_KEY', 'local-bench')  # the loopback server takes any key
-    from spindleflow_rl.testing import ScriptedOpenAIServer
+    from spindleflow_rl.llms.testing import ScriptedOpenAIServer
 
     ppo = {
         'n_steps': a.n_steps,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Training throughput: the project's model (`spindleflow_rl.policy.make_model`) vs sb3-contrib's default
+"""Training throughput: the project's model (`spindleflow_rl.agent.network.make_model`) vs sb3-contrib's default
 `RecurrentPPO('MlpLstmPolicy', ...)`, side by side in one run, on the same environment and the same number of
 DummyVecEnv copies.
 
@@ -35,7 +35,7 @@ class ToyDelegationEnv(gym.Env):
     "Stand-in with SpindleFlow-v0's observation layout: call the specialists that fit the open subtasks, then STOP."
 
     def __init__(self, max_specialists=6, emb_dim=384, max_steps=8):
-        from spindleflow_rl.config import ObsLayout
+        from spindleflow_rl.core.config import ObsLayout
 
         self.L = ObsLayout(max_specialists, emb_dim)
         self.M, self.D, self.max_steps = max_specialists, emb_dim, max_steps
@@ -116,7 +116,7 @@ def real_env_factory():
         import spindleflow_rl
 
         try:
-            import spindleflow_rl.env  # noqa: F401  (registers SpindleFlow-v0)
+            import spindleflow_rl.envs.env  # noqa: F401  (registers SpindleFlow-v0)
         except ImportError:
             pass
         if 'SpindleFlow-v0' not in gym.registry:
@@ -127,7 +127,7 @@ def real_env_factory():
     return lambda: gym.make('SpindleFlow-v0')
 
 
-from spindleflow_rl.runs import (
+from spindleflow_rl.agent.runs import (
     FastDummyVecEnv,
 )  # the vec env spindleflow-train uses (no per-step info deepcopy)
 
@@ -181,7 +181,7 @@ def timed_learn(model, timesteps):
 
 
 def main(argv=None):
-    from spindleflow_rl.policy import make_model, DEFAULT_N_ENVS, DEFAULT_PPO
+    from spindleflow_rl.agent.network import make_model, DEFAULT_N_ENVS, DEFAULT_PPO
 
     p = argparse.ArgumentParser(
         description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -207,7 +207,7 @@ def main(argv=None):
 
     factory = real_env_factory() if a.env in ('auto', 'real') else None
     if factory is None and a.env == 'real':
-        sys.exit('SpindleFlow-v0 is not available (spindleflow_rl.env missing?); use --env toy.')
+        sys.exit('SpindleFlow-v0 is not available (spindleflow_rl.envs.env missing?); use --env toy.')
     env_name = (
         'SpindleFlow-v0 (real)' if factory else 'toy stand-in (SpindleFlow-v0 layout, 1-8-step episodes)'
     )

@@ -22,8 +22,8 @@ COLS = ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
 
 
 def write_log(name: str, n: int, seed: int, out: Path):
-    from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
-    from spindleflow_rl.multi_model_log import make_multi_model_log, MULTI_MODEL_CATALOG
+    from spindleflow_rl.logs.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+    from spindleflow_rl.logs.multi_model_log import make_multi_model_log, MULTI_MODEL_CATALOG
 
     if name == 'multi':
         rows, cat = make_multi_model_log(n, seed), MULTI_MODEL_CATALOG
@@ -39,11 +39,11 @@ def write_log(name: str, n: int, seed: int, out: Path):
 def run(
     name: str, n: int, seed: int, out: Path, episodes: int, epochs: int, dagger: int, scorer: str = 'q'
 ) -> dict:
-    from spindleflow_rl.backends import RecordedOutcomesBackend
-    from spindleflow_rl.catalog import Catalog
-    from spindleflow_rl.config import ConfigError
-    from spindleflow_rl.policies import ModelPolicy
-    import spindleflow_rl.logs_learning as ll
+    from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+    from spindleflow_rl.core.catalog import Catalog
+    from spindleflow_rl.core.config import ConfigError
+    from spindleflow_rl.agent.policies import ModelPolicy
+    import spindleflow_rl.training.logs_learning as ll
 
     T = {}
     t = time.time()

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from spindleflow_rl.config import PACKAGE_DIR
-from spindleflow_rl.files import atomic_write_json
-from spindleflow_rl.train import learning_curve_data, LEARNING_CURVE
-from spindleflow_rl.runs import SECTIONS, load_model, split_env_fn, build_world
-from spindleflow_rl.policies import ModelPolicy, make_baselines
-from spindleflow_rl.evaluate import evaluate_split, paired_difference
+from spindleflow_rl.core.config import PACKAGE_DIR
+from spindleflow_rl.core.files import atomic_write_json
+from spindleflow_rl.training.train import learning_curve_data, LEARNING_CURVE
+from spindleflow_rl.agent.runs import SECTIONS, load_model, split_env_fn, build_world
+from spindleflow_rl.agent.policies import ModelPolicy, make_baselines
+from spindleflow_rl.commands.evaluate import evaluate_split, paired_difference
 
 OUT = PACKAGE_DIR / 'assets' / 'warm_start_vs_ppo.json'
 SPLITS = ('heldout', 'unseen-roster')

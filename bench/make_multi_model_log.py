@@ -6,8 +6,8 @@
 Seeded: the same arguments write the same files. The log is synthetic; chapter 18a says what each parameter models."""
 
 import argparse
-from spindleflow_rl.routers import write_csv
-from spindleflow_rl.multi_model_log import make_multi_model_log, MULTI_MODEL_CATALOG
+from spindleflow_rl.logs.routers import write_csv
+from spindleflow_rl.logs.multi_model_log import make_multi_model_log, MULTI_MODEL_CATALOG
 
 
 def main(argv=None):

@@ -9,8 +9,8 @@ Seeded: the same arguments write the same files. The log is synthetic; see chapt
 
 import argparse
 from pathlib import Path
-from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
-from spindleflow_rl.multi_model_log import make_real_like_log
+from spindleflow_rl.logs.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+from spindleflow_rl.logs.multi_model_log import make_real_like_log
 
 ASSETS = Path(__file__).resolve().parents[1] / 'spindleflow_rl' / 'assets'
 

@@ -7,8 +7,8 @@ and the real-like synthetic log (`make_real_like_log`) is fitted to.
 LOG: one file, a folder or `a.csv,b.csv`, in any format `--recorded` reads (RouterBench's wide CSVs as they are)."""
 
 import argparse, json
-from spindleflow_rl.backends import load_recorded_outcomes
-from spindleflow_rl.multi_model_log import REAL_PAIR, pair_stats
+from spindleflow_rl.sim.backends import load_recorded_outcomes
+from spindleflow_rl.logs.multi_model_log import REAL_PAIR, pair_stats
 
 
 def main(argv=None) -> int:

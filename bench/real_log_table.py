@@ -24,10 +24,10 @@ LOGS = ('arc_challenge_train.csv', 'mbpp_train.csv', 'winograde_train.csv', 'all
 
 
 def run(path: Path, seed: int) -> dict:
-    from spindleflow_rl.backends import RecordedOutcomesBackend
-    from spindleflow_rl.config import ConfigError
-    from spindleflow_rl.routers import LoggedTasks
-    import spindleflow_rl.logs_learning as ll
+    from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+    from spindleflow_rl.core.config import ConfigError
+    from spindleflow_rl.logs.routers import LoggedTasks
+    import spindleflow_rl.training.logs_learning as ll
 
     T = {}
     t = time.time()
@@ -119,7 +119,7 @@ def main(argv=None):
     if not data.exists():
         sys.exit(f"{data}: no such folder; pass --data with RouterBench's wide CSVs.")
     if a.truncate:  # the ablation: MiniLM's own cut, cached apart from the head-and-tail vectors
-        import spindleflow_rl.backends as b
+        import spindleflow_rl.sim.backends as b
 
         os.environ['SPINDLEFLOW_CACHE'] = tempfile.mkdtemp()
         b.head_and_tail = lambda texts, embedder: list(texts)

@@ -24,10 +24,10 @@ from log_runs_collect import criteria
 
 
 def bar(name: str, n: int, seed: int, out: Path) -> dict:
-    from spindleflow_rl.backends import RecordedOutcomesBackend
-    from spindleflow_rl.catalog import Catalog
-    from spindleflow_rl.config import ConfigError
-    import spindleflow_rl.logs_learning as ll
+    from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+    from spindleflow_rl.core.catalog import Catalog
+    from spindleflow_rl.core.config import ConfigError
+    import spindleflow_rl.training.logs_learning as ll
 
     log, cat = write_log(name, n, seed, out)
     be = RecordedOutcomesBackend.from_file(log, Catalog.from_file(cat))
@@ -65,7 +65,7 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
             flush=True,
         )
     if tab.M == 2:  # the oracle: the hidden probabilities, against every router
-        from spindleflow_rl.routers import make_two_model_log, at_rate
+        from spindleflow_rl.logs.routers import make_two_model_log, at_rate
 
         hid = {
             (r['task'], r['specialist_id']): r['p_right'] for r in make_two_model_log(n, seed, hidden=True)

@@ -4,7 +4,7 @@
 
 Writes a 1000-question log (seed 1) and its catalog, then trains ONE cost-conditioned policy (`cost_coef` drawn per
 episode from `--range`, given in the observation) and sweeps it on the held-out questions with
-chapter 18's `cost_sweep` (`spindleflow_rl.routers.sweep_main`; the command line's `--sweep` is chapter 18c's), copying the sweep JSON to `spindleflow_rl/assets/two_model_sweep.json`,
+chapter 18's `cost_sweep` (`spindleflow_rl.logs.routers.sweep_main`; the command line's `--sweep` is chapter 18c's), copying the sweep JSON to `spindleflow_rl/assets/two_model_sweep.json`,
 which chapter 18 plots. Two ways to train (`--mode`):
 
 - `bc` (default): behaviour cloning of the Bayes cascade teacher (`routers.BayesCascadeTeacher`, fitted on the
@@ -18,7 +18,7 @@ Seeded. On a shared CPU: about 7 minutes for `bc` (5 of them cloning; log embedd
 
 import argparse, json, subprocess, sys, time
 from pathlib import Path
-from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+from spindleflow_rl.logs.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
 
 ASSET = Path(__file__).resolve().parents[1] / 'spindleflow_rl' / 'assets' / 'two_model_sweep.json'
 CONFIG = """train:
@@ -68,12 +68,12 @@ def clone_teacher(out: Path, rng: str, episodes: int, epochs: int, dagger: int, 
     """A run folder (as `spindleflow-train` writes it) whose policy is the Bayes cascade teacher cloned by behaviour
     cloning + `dagger` DAgger rounds on training questions, with no PPO update."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from spindleflow_rl.train import train
+    from spindleflow_rl.training.train import train
     from spindleflow_rl.cli import train_parser as build_parser, train_overrides as args_to_overrides
-    from spindleflow_rl.runs import load_run_config, build_world, make_backend
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.routers import LoggedTasks, BayesCascadeTeacher
-    from spindleflow_rl.imitation import (
+    from spindleflow_rl.agent.runs import load_run_config, build_world, make_backend
+    from spindleflow_rl.envs.env import SpindleFlowEnv
+    from spindleflow_rl.logs.routers import LoggedTasks, BayesCascadeTeacher
+    from spindleflow_rl.training.imitation import (
         collect_demonstrations,
         behaviour_clone,
         dagger_round,
@@ -177,7 +177,7 @@ def main(argv=None):
             )
             run = out / 'runs' / 'finetune'
             how += f" --finetune {a.finetune}"
-    from spindleflow_rl.routers import (
+    from spindleflow_rl.logs.routers import (
         sweep_main,
     )  # chapter 18's cost_coef sweep (the PPO learner's, with the Bayes teacher)
 

@@ -11,7 +11,7 @@ Figures go to huggingface_blog/figures/:
 - learning_curve.png: the README's main job, phase by phase (spindleflow_rl/assets/learning_curve.json, written by
   `bench/main_run_assets.py` from the run folder; `--full` re-runs the main job and that script);
 - transfer.png: chapter 19's zero-shot / fine-tuning / from-scratch curves (assets/transfer_result.json; `--full`
-  re-runs `spindleflow_rl.transfer.transfer_curve`);
+  re-runs `spindleflow_rl.commands.transfer.transfer_curve`);
 - cost_quality.png: chapter 18's cost-quality curve on the synthetic two-model log (assets/two_model_sweep.json;
   `--full` re-runs `bench/two_model_sweep.py`);
 - log_routing.png: chapter 18c's policy against the tuned routers on three synthetic logs (assets/log_runs_readme.json;
@@ -48,7 +48,7 @@ def main(argv=None):
             print('$ bash bench/log_runs_readme.sh', OUT/'runs'/'log_runs', flush=True)
             subprocess.run(['bash', 'bench/log_runs_readme.sh', str(OUT/'runs'/'log_runs')], check=True, stdout=f, cwd=ROOT)
         sh(sys.executable, 'bench/log_runs_collect.py', OUT/'runs'/'log_runs', OUT/'runs'/'log_runs_bench.txt')
-        from spindleflow_rl.transfer import transfer_curve
+        from spindleflow_rl.commands.transfer import transfer_curve
         transfer_curve(out=str(OUT/'runs'/'transfer'))
     ev = OUT/'eval'
     if ev.exists(): shutil.rmtree(ev)
@@ -57,17 +57,17 @@ def main(argv=None):
     for f in ('phases.png', 'pareto.png'): shutil.copy(ev/'eval'/f, OUT/f)
     shutil.copy(OUT/'phases.png', ROOT/'nbs'/'images'/'phases.png')       # the README's figure: the same evaluation
     shutil.copy(ev/'eval.md', OUT/'eval.md'); shutil.rmtree(ev)       # keep the table the figures come from, not the episodes
-    from spindleflow_rl.train import plot_learning_curve
+    from spindleflow_rl.training.train import plot_learning_curve
     fig, ax = plt.subplots(figsize=(9, 4.4))       # 990 px at dpi 110: the notes above the curve, the legend below
     plot_learning_curve(json.loads((ASSETS/'learning_curve.json').read_text()), ax=ax)
     fig.tight_layout(); fig.savefig(OUT/'learning_curve.png', dpi=110); plt.close(fig)
-    from spindleflow_rl.transfer import plot_transfer
+    from spindleflow_rl.commands.transfer import plot_transfer
     fig, ax = plt.subplots(figsize=(7, 3.8))
     plot_transfer(json.loads((ASSETS/'transfer_result.json').read_text()), ax=ax)
     fig.tight_layout(); fig.savefig(OUT/'transfer.png', dpi=110); plt.close(fig)
-    from spindleflow_rl.routers import plot_sweep
+    from spindleflow_rl.logs.routers import plot_sweep
     plot_sweep(json.loads((ASSETS/'two_model_sweep.json').read_text()), path=OUT/'cost_quality.png', dpi=110)
-    from spindleflow_rl.log_runs import plot_log_results
+    from spindleflow_rl.training.log_runs import plot_log_results
     plot_log_results(json.loads((ASSETS/'log_runs_readme.json').read_text()), path=OUT/'log_routing.png', dpi=110)
     print('figures:', ', '.join(sorted(p.name for p in OUT.glob('*.png'))))
 

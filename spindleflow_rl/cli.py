@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse, dataclasses, json, os, sys, time, traceback
 from dataclasses import dataclass, fields
 from pathlib import Path
-from .checkpoints import DEMO_POLICY, resolve_checkpoint
-from spindleflow_rl.config import (
+from .agent.checkpoints import DEMO_POLICY, resolve_checkpoint
+from spindleflow_rl.core.config import (
     ConfigError,
     EnvConfig,
     RewardConfig,
@@ -19,7 +19,7 @@ from spindleflow_rl.config import (
     load_yaml,
     param,
 )
-from .llm import OpenAIConfig, load_env_file
+from .llms.client import OpenAIConfig, load_env_file
 
 # %% auto #0
 __all__ = ['TRAIN_EXTRA', 'PAID_EVAL_MIN_EPISODES', 'PPO_ONLY', 'FULL_INFO_ONLY', 'LOG_ONLY', 'SWEEP_IGNORES', 'add_fields',
@@ -149,7 +149,7 @@ def _internal_error(prog: str, e: BaseException) -> int:
 
 def run_command(prog: str, body, *args) -> int:
     "Run `body(*args)` and map how it ended to an exit code: 0, 2 (usage), 1 (runtime failure), 130 (interrupted)."
-    from spindleflow_rl.runs import CallsFailedError, Interrupted  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.agent.runs import CallsFailedError, Interrupted  # lazy: loads torch and SB3 (~1.5 s)
 
     try:
         return body(*args) or 0
@@ -226,7 +226,7 @@ TRAIN_EXTRA = (
 def train_parser() -> argparse.ArgumentParser:
     """`spindleflow-train`'s parser: `TrainOptions`, every `TrainConfig`
     field, and `TRAIN_EXTRA`; defaults shown from train.yaml."""
-    from spindleflow_rl.runs import TrainConfig  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.agent.runs import TrainConfig  # lazy: loads torch and SB3 (~1.5 s)
 
     shipped = load_yaml(config_path('train.yaml'))
     ap = parser(
@@ -273,7 +273,7 @@ def train_overrides(a) -> dict:
 
 def _train_config(a, ov: dict) -> dict:
     "The run config: train.yaml, then (a resume) the run's saved config, then --config, then the flags."
-    from spindleflow_rl.runs import load_run_config  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.agent.runs import load_run_config  # lazy: loads torch and SB3 (~1.5 s)
 
     if not a.checkpoint:
         return load_run_config(a.config, ov, 'the command line')
@@ -292,8 +292,8 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
     split; as many episodes in all as training played: at least 10 per policy, at most `paid_eval_episodes`, or
     `--eval-episodes` when given) inside a budget printed before it starts (`paid_eval_budget_usd`, or what
     `--max-cost-usd` left if less)."""
-    from spindleflow_rl.runs import spend_from  # lazy: loads torch and SB3 (~1.5 s)
-    from spindleflow_rl.evaluate import PAID_BASELINES  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.agent.runs import spend_from  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.evaluate import PAID_BASELINES  # lazy: loads torch and SB3 (~1.5 s)
 
     t = cfg['train']
     st = json.loads((run / 'latest.json').read_text()) if (run / 'latest.json').exists() else {}
@@ -348,7 +348,10 @@ def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str 
                 "--cost-coef sets the price a recorded run is evaluated at: this run is not on a log. Drop it."
             )
         return {}
-    from spindleflow_rl.log_runs import run_price, logged_section  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.training.log_runs import (  # lazy: loads torch and SB3 (~1.5 s)
+        run_price,
+        logged_section,
+    )
 
     price, why = run_price(checkpoint, cost_coef)
     return {
@@ -362,7 +365,7 @@ def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str 
 
 def evaluate_after_training(run: Path, cfg: dict, explicit: bool, quiet: bool = False):
     "Evaluate a run just trained as `eval_plan` says (with its seed); the report is the run's own `eval.json`."
-    from spindleflow_rl.evaluate import evaluate_run  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.evaluate import evaluate_run  # lazy: loads torch and SB3 (~1.5 s)
 
     plan = eval_plan(cfg, explicit, run)
     if isinstance(plan, str):
@@ -442,7 +445,7 @@ def _check_log_learner(cfg: dict, ov: dict) -> dict:
 
 
 def _train(argv) -> int:
-    from spindleflow_rl.train import train  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.training.train import train  # lazy: loads torch and SB3 (~1.5 s)
 
     a = train_parser().parse_args(argv)
     read_env_files(a.env_file)
@@ -470,7 +473,7 @@ def _train(argv) -> int:
         (load_yaml(a.config, what='config') if a.config else {}).get('train') or {}
     )
     if t.backend == 'recorded' and t.log_learner == 'full-info':
-        from spindleflow_rl.log_runs import train_log_run  # lazy: loads torch and SB3 (~1.5 s)
+        from spindleflow_rl.training.log_runs import train_log_run  # lazy: loads torch and SB3 (~1.5 s)
 
         run = train_log_run(cfg)
     else:
@@ -485,13 +488,13 @@ def train_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #64405529
 def _eval(argv) -> int:
-    from spindleflow_rl.evaluate import (  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.evaluate import (  # lazy: loads torch and SB3 (~1.5 s)
         EvalOptions,
         EvalRequest,
         evaluate_run,
         BASELINES,
     )
-    from spindleflow_rl.runs import SPLITS  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.agent.runs import SPLITS  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
         parser('spindleflow-eval', 'Evaluate a trained policy against baselines on SpindleFlow-v0.'),
@@ -534,7 +537,7 @@ def _eval_sweep(a) -> int:
     """`spindleflow-eval --sweep`: every flag is used or refused by name. Used: --checkpoint, --json, --overwrite,
     --seed, --recorded and --catalog (another log or roster), --baselines (which routers), --env-file; --split and
     --backend only as heldout and recorded."""
-    from spindleflow_rl.log_runs import sweep_log_run, ROUTERS  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.training.log_runs import sweep_log_run, ROUTERS  # lazy: loads torch and SB3 (~1.5 s)
 
     bad = [
         '--' + k.replace('_', '-')
@@ -577,7 +580,7 @@ def _opt(a, cls, name):
 
 
 def _demo(argv) -> int:
-    from spindleflow_rl.demo import DemoOptions, build_demo  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.demo import DemoOptions, build_demo  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
         parser(
@@ -601,7 +604,10 @@ def demo_main(argv=None) -> int:
 
 
 def _export(argv) -> int:
-    from spindleflow_rl.export import ExportOptions, export_workflow  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.export import (  # lazy: loads torch and SB3 (~1.5 s)
+        ExportOptions,
+        export_workflow,
+    )
 
     a = add_fields(
         parser(
@@ -630,7 +636,7 @@ def export_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #4f8b3317
 def _audit(argv) -> int:
-    from spindleflow_rl.audit import AuditOptions, audit_run  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.audit import AuditOptions, audit_run  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
         parser('spindleflow-audit', "Explain, verify and report a run's decisions (markdown + HTML)."),
@@ -656,7 +662,7 @@ def audit_main(argv=None) -> int:
 
 
 def _sweep(argv) -> int:
-    from spindleflow_rl.sweep import SweepOptions, run_sweep  # lazy: loads torch and SB3 (~1.5 s)
+    from spindleflow_rl.commands.sweep import SweepOptions, run_sweep  # lazy: loads torch and SB3 (~1.5 s)
 
     a = add_fields(
         parser(
@@ -678,7 +684,7 @@ def sweep_main(argv=None) -> int:
 
 # %% ../nbs/97_cli.ipynb #6e5f3ff0
 def _serve(argv) -> int:
-    from spindleflow_rl.openenv import (  # lazy: needs the [openenv] extra; ~4 s
+    from spindleflow_rl.commands.openenv import (  # lazy: needs the [openenv] extra; ~4 s
         ServeOptions,
         listen_socket,
         make_app,

@@ -67,7 +67,7 @@ def elements(at) -> list:
 
 def test_parse_eval_md_reads_what_the_evaluation_writes():
     "The first screen's numbers: parse_eval_md reads `markdown_table`'s format (round trip) and the committed eval.md."
-    from spindleflow_rl.evaluate import markdown_table
+    from spindleflow_rl.commands.evaluate import markdown_table
 
     row = lambda r, nz, lo, hi: {
         'return': r,
@@ -155,7 +155,7 @@ def test_first_screen_leads_with_the_comparison():
 
 def test_app_interactions():
     at = run_app()
-    from spindleflow_rl.tasks import TaskBank
+    from spindleflow_rl.core.tasks import TaskBank
 
     bank = TaskBank.default()
     first = bank.ids[0]
@@ -188,7 +188,7 @@ def test_app_interactions():
     )
     # a picked roster is the roster every policy plays with
     ids = ['database_engineer', 'backend_freelancer', 'technical_writer']
-    from spindleflow_rl.catalog import Catalog
+    from spindleflow_rl.core.catalog import Catalog
 
     ids = [i for i in ids if i in Catalog.default()] or Catalog.default().ids[:3]
     at.radio(key='roster_mode').set_value('Pick specialists').run()
@@ -331,7 +331,7 @@ def cdp_page(exe, url: str, tmp: Path, wait_for, timeout: float = 180.0):
 
 def test_app_in_headless_chromium(served, tmp_path):
     exe = find_chromium()
-    from spindleflow_rl.tasks import TaskBank
+    from spindleflow_rl.core.tasks import TaskBank
 
     first = TaskBank.default().ids[0]
     done = lambda text: first in text and 'specialist(s)' in text and 'Running' not in text

@@ -11,15 +11,15 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.utils import set_random_seed
-from spindleflow_rl.concurrency import AsyncVecEnv
-from spindleflow_rl.config import ConfigError, EnvConfig
-from spindleflow_rl.env import SpindleFlowEnv, default_world
-from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
-from spindleflow_rl.policy import SpindleFlowPPO, make_model
-from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
-from spindleflow_rl.train import load_run_config, train
+from spindleflow_rl.agent.concurrency import AsyncVecEnv
+from spindleflow_rl.core.config import ConfigError, EnvConfig
+from spindleflow_rl.envs.env import SpindleFlowEnv, default_world
+from spindleflow_rl.llms.backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
+from spindleflow_rl.agent.network import SpindleFlowPPO, make_model
+from spindleflow_rl.llms.testing import ScriptedOpenAIServer, ScriptedReply
+from spindleflow_rl.training.train import load_run_config, train
 from spindleflow_rl.cli import train_main as main
-from spindleflow_rl.checkpoints import read_resume_state
+from spindleflow_rl.agent.checkpoints import read_resume_state
 
 KEY = 'sk-test-SECRET-async-7531'
 USAGE = (100, 40)  # billed per reply: within every request's bound (prompt bytes, max_tokens)

@@ -4,10 +4,16 @@ plans and fails for a useless call, an early stop and a step-limit cut; `spindle
 import json
 import numpy as np
 import pytest
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.world import default_world
-from spindleflow_rl.policies import run_episode, GreedyTopKPolicy, CallAllPolicy, RandomPolicy, OraclePolicy
-from spindleflow_rl.explain import (
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.agent.policies import (
+    run_episode,
+    GreedyTopKPolicy,
+    CallAllPolicy,
+    RandomPolicy,
+    OraclePolicy,
+)
+from spindleflow_rl.envs.explain import (
     AuditContext,
     explain,
     verify,
@@ -15,7 +21,7 @@ from spindleflow_rl.explain import (
     audit_episode,
     DEFAULT_FIT_THRESHOLD,
 )
-from spindleflow_rl.audit import record_audited
+from spindleflow_rl.commands.audit import record_audited
 from spindleflow_rl.cli import audit_main as main
 
 
@@ -136,8 +142,8 @@ def test_verify_rejects_false_claims(world):
 
 
 def test_audit_cli_on_recorded_run(world, tmp_path):
-    from spindleflow_rl.runs import split_env_fn
-    from spindleflow_rl.replay import write_episodes
+    from spindleflow_rl.agent.runs import split_env_fn
+    from spindleflow_rl.agent.replay import write_episodes
 
     fn = split_env_fn('heldout')
     recs = []

@@ -69,8 +69,8 @@ def test_colab_notebook_shape():
     # both sources of the release are named at the top, and the install cell uses one of them
     top = nb.cells[1].source
     assert (
-        'git+https://github.com/spindleflow/spindleflow-rl@v0.1.0' in top
-        and 'spindleflow-rl[colab]==0.1.0' in top
+        'git+https://github.com/spindleflow/spindleflow-rl@v0.2.0' in top
+        and 'spindleflow-rl[colab]==0.2.0' in top
     )
     assert 'unmeasured' in top and 'real run' in top and 'smoke run' in top
     # the run behind the saved outputs: its time and machine, and how to get a smoke run instead
@@ -83,7 +83,7 @@ def test_colab_notebook_shape():
         and 'min' in run
     )
     assert (
-        "'spindleflow-rl[colab] @ git+https://github.com/spindleflow/spindleflow-rl@v0.1.0'"
+        "'spindleflow-rl[colab] @ git+https://github.com/spindleflow/spindleflow-rl@v0.2.0'"
         in install_cell(nb).source
     )
     # ... and the Drive cell is explained: what it is for and how to turn it on
@@ -114,7 +114,7 @@ def test_colab_notebook_saved_outputs():
         'the saved outputs must come from a run of the defaults'
     )
     for want in (
-        'spindleflow_rl 0.1.0 |',
+        'spindleflow_rl 0.1.0 |',  # the run was made with 0.1.0; 0.2.0 trains identical weights (This run cell)
         'new run:',
         'estimate:',
         'timesteps/s this session',

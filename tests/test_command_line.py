@@ -5,8 +5,8 @@ throughput figure, --torch-threads, .env loading, reports that never overwrite a
 import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pytest, torch
-from spindleflow_rl.config import ConfigError
-from spindleflow_rl.runs import load_run_config, spend_from
+from spindleflow_rl.core.config import ConfigError
+from spindleflow_rl.agent.runs import load_run_config, spend_from
 from spindleflow_rl.cli import train_main, eval_main, eval_plan
 
 TINY = """
@@ -83,7 +83,7 @@ def test_same_seed_same_weights_progress_and_simulated_spend(tmp_path):
         )
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
         runs.append((tmp_path / name, p.stdout))
-    from spindleflow_rl.policy import SpindleFlowPPO
+    from spindleflow_rl.agent.network import SpindleFlowPPO
 
     wa, wb = (SpindleFlowPPO.load(r / 'final.zip', device='cpu').policy.state_dict() for r, _ in runs)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)  # bit for bit
@@ -226,11 +226,11 @@ def test_help_shows_the_defaults_a_run_uses(monkeypatch):
                 assert shown[flag] == _show(getattr(obj, f.name)), (flag, shown[flag], getattr(obj, f.name))
                 checked += 1
     assert checked >= 30, checked
-    from spindleflow_rl.evaluate import EvalOptions
-    from spindleflow_rl.demo import DemoOptions
-    from spindleflow_rl.export import ExportOptions
-    from spindleflow_rl.audit import AuditOptions
-    from spindleflow_rl.sweep import SweepOptions
+    from spindleflow_rl.commands.evaluate import EvalOptions
+    from spindleflow_rl.commands.demo import DemoOptions
+    from spindleflow_rl.commands.export import ExportOptions
+    from spindleflow_rl.commands.audit import AuditOptions
+    from spindleflow_rl.commands.sweep import SweepOptions
 
     for cls in (EvalOptions, DemoOptions, ExportOptions, AuditOptions, SweepOptions):
         shown = defaults(add_fields(parser('x', ''), cls))

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from stable_baselines3.common.monitor import Monitor
-from spindleflow_rl.concurrency import ThreadedVecEnv
-from spindleflow_rl.config import EnvConfig
-from spindleflow_rl.env import SpindleFlowEnv, default_world
-from spindleflow_rl.openai_backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
-from spindleflow_rl.testing import ScriptedOpenAIServer
-from spindleflow_rl.train import ResumableEnv
+from spindleflow_rl.agent.concurrency import ThreadedVecEnv
+from spindleflow_rl.core.config import EnvConfig
+from spindleflow_rl.envs.env import SpindleFlowEnv, default_world
+from spindleflow_rl.llms.backend import OpenAIConfig, LLMClient, OpenAIBackend, make_judge_scorers
+from spindleflow_rl.llms.testing import ScriptedOpenAIServer
+from spindleflow_rl.training.train import ResumableEnv
 from spindleflow_rl.cli import train_main as main
 
 KEY = 'sk-test-SECRET-concurrency-8642'
@@ -180,7 +180,7 @@ def test_max_cost_usd_is_exact_with_concurrency(tmp_path, key, monkeypatch, caps
     assert summ['cost_usd'] == pytest.approx(billed, abs=1e-12) and st['cost_usd'] == summ['cost_usd']
     assert peak > 1 and st['num_timesteps'] < 4096
     assert json.loads((run / 'config.json').read_text())['openai']['max_concurrency'] == 8
-    from spindleflow_rl.checkpoints import read_resume_state  # signed: read the way a resume reads it
+    from spindleflow_rl.agent.checkpoints import read_resume_state  # signed: read the way a resume reads it
 
     resume, why = read_resume_state(
         run / st['resume_state'], run / st['checkpoint']

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
-from spindleflow_rl.config import ConfigError, RewardConfig, EnvConfig
-from spindleflow_rl.train import train
+from spindleflow_rl.core.config import ConfigError, RewardConfig, EnvConfig
+from spindleflow_rl.training.train import train
 from spindleflow_rl.cli import (
     train_main as main,
     train_parser as build_parser,
     train_overrides as args_to_overrides,
 )
-from spindleflow_rl.runs import load_run_config, build_world, file_sha256, resolve_checkpoint
+from spindleflow_rl.agent.runs import load_run_config, build_world, file_sha256, resolve_checkpoint
 
 TINY = """
 train:
@@ -220,7 +220,7 @@ def test_custom_tasks_with_one_phase_train_through_the_cli(roster, capsys):
 
 
 def test_evaluation_helpers_use_the_runs_pinned_roster(roster):
-    from spindleflow_rl.runs import with_roster
+    from spindleflow_rl.agent.runs import with_roster
 
     d = roster
     saved = load_run_config(None, {'train': {'catalog': str(d / 'acme.csv')}})[
@@ -239,7 +239,7 @@ def test_evaluation_helpers_use_the_runs_pinned_roster(roster):
 def test_demo_plays_the_shipped_policy_on_your_roster(roster, capsys):
     "`spindleflow-demo --catalog FILE`: every recorded roster holds only your specialists, the report is written."
     from spindleflow_rl.cli import demo_main
-    from spindleflow_rl.replay import read_episodes
+    from spindleflow_rl.agent.replay import read_episodes
 
     d = roster
     assert (
@@ -261,7 +261,7 @@ def test_eval_plays_the_shipped_policy_on_your_roster(roster, capsys):
     """`spindleflow-eval --catalog FILE`: the report's episodes use only
     your specialists; no unseen-roster split when none is held out."""
     from spindleflow_rl.cli import eval_main
-    from spindleflow_rl.config import PACKAGE_DIR
+    from spindleflow_rl.core.config import PACKAGE_DIR
 
     d = roster
     out = d / 'ev' / 'eval.json'
@@ -296,7 +296,7 @@ def test_eval_plays_the_shipped_policy_on_your_roster(roster, capsys):
 def test_bayes_cascade_teacher_from_the_cli(roster, capsys):
     """`--imitation-teacher bayes-cascade` clones chapter 18's
     cost-aware cascade on a log; on the simulator it is refused."""
-    from spindleflow_rl.config import PACKAGE_DIR
+    from spindleflow_rl.core.config import PACKAGE_DIR
 
     d = roster
     a = PACKAGE_DIR / 'assets'

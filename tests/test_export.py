@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spindleflow_rl.export import (
+from spindleflow_rl.commands.export import (
     validate_workflow,
     plan_to_workflow,
     episode_plan,
@@ -16,9 +16,9 @@ from spindleflow_rl.export import (
     AGGREGATOR_ID,
     MODERATOR_ID,
 )
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.world import default_world
-from spindleflow_rl.config import ConfigError
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.core.config import ConfigError
 
 SHAPES = {
     'sequential': ([dict(slots=[0]), dict(slots=[1, 2])], 'sequential'),
@@ -59,7 +59,7 @@ def env():
 def checkpoint(env, tmp_path_factory):
     """A real checkpoint of this version's shape: an untrained
     SpindleFlowPPO saved as a zip (the CLI treats it like any)."""
-    from spindleflow_rl.policy import make_model
+    from spindleflow_rl.agent.network import make_model
 
     p = tmp_path_factory.mktemp('ckpt') / 'policy.zip'
     make_model(env, seed=0, device='cpu').save(p)
@@ -139,7 +139,7 @@ def test_cli_free_text_task(checkpoint, tmp_path):
 
 
 def test_export_bank_task_with_roster_and_yaml_catalog(checkpoint, tmp_path):
-    from spindleflow_rl.catalog import Catalog
+    from spindleflow_rl.core.catalog import Catalog
 
     cat = Catalog.default()
     keep = [s.to_dict() for s in cat.specialists[:24]]

@@ -5,7 +5,7 @@ torch 2.13.0 first, as Colab has torch preinstalled; the wheel with its `[colab]
 from the package index; an import smoke), plus ipykernel (Colab's kernel). Then, in a kernel of that venv:
 
 1. the release is uninstalled and the Colab notebook runs from its first cell, its install cell as written but for
-   the source: the `v<version>` tag of a bare clone of this commit (`git+file://...@v0.1.0`) instead of GitHub's. It
+   the source: the `v<version>` tag of a bare clone of this commit (`git+file://...@v0.2.0`) instead of GitHub's. It
    trains, evaluates and replays (smoke sizes), starts TensorBoard, and plays its real-LLM section against a
    loopback OpenAI-compatible server; only the Google Drive mount cannot run here (no Colab);
 2. uninstalled again, the notebook runs again with the built wheel as the source (what PyPI will serve) and resumes
@@ -199,7 +199,7 @@ def text_of(nb) -> str:
 
 
 def test_colab_notebook_installs_from_the_tag_and_the_wheel_and_runs(kernel_env, tmp_path):
-    from spindleflow_rl.testing import ScriptedOpenAIServer
+    from spindleflow_rl.llms.testing import ScriptedOpenAIServer
 
     v = kernel_env
     uninstall(v)

@@ -6,14 +6,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 import numpy as np
 import pytest
-from spindleflow_rl.config import ConfigError
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.world import default_world
-from spindleflow_rl.policies import run_episode
-from spindleflow_rl.llm import OpenAIConfig, LLMClient, ResponseCache
-from spindleflow_rl.openai_backend import OpenAIBackend, make_judge_scorers
-from spindleflow_rl.policies import LLMPlannerPolicy
-from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
+from spindleflow_rl.core.config import ConfigError
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.agent.policies import run_episode
+from spindleflow_rl.llms.client import OpenAIConfig, LLMClient, ResponseCache
+from spindleflow_rl.llms.backend import OpenAIBackend, make_judge_scorers
+from spindleflow_rl.agent.policies import LLMPlannerPolicy
+from spindleflow_rl.llms.testing import ScriptedOpenAIServer, ScriptedReply
 
 FAKE_KEY = 'sk-test-SECRET-1234'
 TASK = 'p2-frontend-01'

@@ -5,7 +5,7 @@ no network here); the API key never lands in a file."""
 import json, os, shutil, subprocess
 from pathlib import Path
 import pytest
-from spindleflow_rl.testing import ScriptedOpenAIServer
+from spindleflow_rl.llms.testing import ScriptedOpenAIServer
 
 KEY = 'sk-test-SECRET-cli-5678'
 CONFIG = """

@@ -10,14 +10,14 @@ import pytest
 from conftest import served_process
 import requests
 
-from spindleflow_rl.openenv import (
+from spindleflow_rl.commands.openenv import (
     SpindleFlowAction,
     SpindleFlowClient,
     free_port,
     verify_openenv_compliance,
     compliance_report,
 )
-from spindleflow_rl.env import SpindleFlowEnv, encode_action, default_world
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action, default_world
 
 M = 6
 PLANS = {

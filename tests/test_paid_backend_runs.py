@@ -1,4 +1,4 @@
-"""Runs on the paid backend (issue 20, item 2), against real loopback OpenAI-compatible servers (`spindleflow_rl.testing`)
+"""Runs on the paid backend (issue 20, item 2), against real loopback OpenAI-compatible servers (`spindleflow_rl.llms.testing`)
 with the real `openai` client: a run's config records its server (base URL, never the key) and evaluation uses it or
 refuses, never the default endpoint; calls that fail beyond a threshold make training or evaluation fail (exit 1),
 never a comparison; the README's 64-timestep smoke run trains what it was asked and ends with an evaluation sized to
@@ -9,7 +9,7 @@ closed port), so a case that falls back to it fails fast instead of calling the 
 import itertools, json, re, shutil
 from pathlib import Path
 import pytest, yaml
-from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
+from spindleflow_rl.llms.testing import ScriptedOpenAIServer, ScriptedReply
 from cli_harness import Case, Ctx, run_case, run_inproc, TINY
 
 KEY = 'sk-test-SECRET-paid-2020'

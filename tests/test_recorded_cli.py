@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 from cli_harness import run_inproc
-from spindleflow_rl.routers import (
+from spindleflow_rl.logs.routers import (
     make_two_model_log,
     write_csv,
     TWO_MODEL_CATALOG,
     LoggedTasks,
     BayesCascadeTeacher,
 )
-from spindleflow_rl.catalog import Catalog
-from spindleflow_rl.config import ConfigError
+from spindleflow_rl.core.catalog import Catalog
+from spindleflow_rl.core.config import ConfigError
 
 COLS = ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
 # one torch thread: the tests run two at a time on two cores; a training with a thread pool each then spins on the
@@ -60,7 +60,7 @@ def logdir(tmp_path_factory):
 
 
 def _weights(z):
-    from spindleflow_rl.checkpoints import load_policy
+    from spindleflow_rl.agent.checkpoints import load_policy
 
     return load_policy(z).policy.state_dict()
 
@@ -258,7 +258,7 @@ def test_flags_the_learner_would_ignore_are_refused(logdir, tmp_path):
 def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
     """Flip every held-out grade: the same seed trains bit-identical
     weights (and calibration), so every call is the same."""
-    from spindleflow_rl.backends import RecordedOutcomesBackend
+    from spindleflow_rl.sim.backends import RecordedOutcomesBackend
     from spindleflow_rl.cli import train_main
 
     d = logdir
@@ -305,7 +305,7 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
     )
     wa, wb = _weights(runs[0] / 'final.zip'), _weights(runs[1] / 'final.zip')
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    from spindleflow_rl.logs_learning import log_table
+    from spindleflow_rl.training.logs_learning import log_table
 
     ta, tb = (
         log_table(LoggedTasks(be)),
@@ -405,7 +405,7 @@ def test_on_policy_learner_and_teacher_refusal(logdir, tmp_path):
         'knn',
         'cascade',
     }
-    from spindleflow_rl.backends import RecordedOutcomesBackend
+    from spindleflow_rl.sim.backends import RecordedOutcomesBackend
 
     write_csv([{**r, 'response': ''} for r in make_two_model_log(40, seed=5)], tmp_path / 'noans.csv')
     lt = LoggedTasks(
@@ -456,7 +456,7 @@ def test_fixed_price_ppo_run_gets_the_routing_section(logdir, tmp_path):
 def test_a_log_whose_priciest_model_is_not_the_best_gets_a_report(logdir, tmp_path):
     """PGR is undefined when the strongest (priciest) model is no better
     than the cheapest: the report says so, by quality and cost."""
-    from spindleflow_rl.backends import load_recorded_outcomes, task_bank_from_outcomes
+    from spindleflow_rl.sim.backends import load_recorded_outcomes, task_bank_from_outcomes
 
     rows = make_two_model_log(200, seed=7)
     q = {(r['task'], r['specialist_id']): r['quality'] for r in rows}
@@ -527,7 +527,7 @@ def test_a_wide_log_with_more_models_than_roster_slots(tmp_path):
     """RouterBench's wide format, no --catalog, 7 models (more than
     the 6 default slots): trained and reported by spend share."""
     import csv, dataclasses
-    from spindleflow_rl.multi_model_log import make_multi_model_log, MULTI_MODELS
+    from spindleflow_rl.logs.multi_model_log import make_multi_model_log, MULTI_MODELS
 
     models = {
         **MULTI_MODELS,

@@ -5,13 +5,13 @@ import json
 from pathlib import Path
 import numpy as np
 import pytest
-from spindleflow_rl.backends import RecordedOutcomesBackend, embed_texts
-from spindleflow_rl.catalog import Catalog
-from spindleflow_rl.config import ConfigError, EnvConfig
-from spindleflow_rl.embeddings import get_embedder
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.runs import split_env_fn
-from spindleflow_rl.routers import TWO_MODEL_CATALOG, write_csv
+from spindleflow_rl.sim.backends import RecordedOutcomesBackend, embed_texts
+from spindleflow_rl.core.catalog import Catalog
+from spindleflow_rl.core.config import ConfigError, EnvConfig
+from spindleflow_rl.core.embeddings import get_embedder
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.agent.runs import split_env_fn
+from spindleflow_rl.logs.routers import TWO_MODEL_CATALOG, write_csv
 
 TASKS = ['What is 17 × 23?', 'What is the capital of Australia?', 'Solve for x: 3x + 4 = 19.']
 
@@ -195,7 +195,7 @@ def test_a_real_wide_log_is_read_as_it_is():
     """RouterBench's wide CSVs: one row per logged (question, model),
     empty grade cells skipped (never a 0), costs and answers kept."""
     import csv
-    from spindleflow_rl.backends import load_recorded_outcomes, log_catalog, wide_models
+    from spindleflow_rl.sim.backends import load_recorded_outcomes, log_catalog, wide_models
 
     csv.field_size_limit(1 << 30)
     total, texts = 0, set()
@@ -237,8 +237,8 @@ def test_a_real_wide_log_is_read_as_it_is():
 def test_real_pair_is_what_the_real_log_says():
     """Chapter 18a's REAL_PAIR, which the real-like synthetic log is fitted to, is `pair_stats` of RouterBench's files
     (bench/real_log_stats.py's default pair), to its printed precision."""
-    from spindleflow_rl.backends import load_recorded_outcomes
-    from spindleflow_rl.multi_model_log import REAL_PAIR, pair_stats
+    from spindleflow_rl.sim.backends import load_recorded_outcomes
+    from spindleflow_rl.logs.multi_model_log import REAL_PAIR, pair_stats
 
     s = pair_stats(load_recorded_outcomes(RB), 'mistralai/mixtral-8x7b-chat', 'gpt-4-1106-preview')
     for k, v in REAL_PAIR.items():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import gymnasium as gym
 import spindleflow_rl  # registers SpindleFlow-v0
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.world import default_world
-from spindleflow_rl.render import FRAME_SHAPE, render_frame, render_ansi
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.envs.render import FRAME_SHAPE, render_frame, render_ansi
 
 PLAN = [dict(slots=[0, 1], mode='parallel'), dict(slots=[2], mode='sequential'), dict(stop=True)]
 
@@ -31,7 +31,7 @@ def test_render_modes_declared():
     modes = SpindleFlowEnv.metadata.get('render_modes', [])
     assert 'ansi' in modes and 'rgb_array' in modes, (
         f"SpindleFlowEnv.metadata['render_modes'] is {modes}; it must list 'ansi' and 'rgb_array' (render() returns "
-        "spindleflow_rl.render.render_ansi / render_frame)."
+        "spindleflow_rl.envs.render.render_ansi / render_frame)."
     )
 
 

@@ -61,9 +61,9 @@ def colour_share(img: np.ndarray, hexc: str, tol: float = 0.03) -> float:
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
     "A replay of real episodes (baselines on the simulated backend, no training) and the episode to look at."
-    from spindleflow_rl.runs import split_env_fn
-    from spindleflow_rl.policies import make_baselines
-    from spindleflow_rl.replay import record_episodes, export_html
+    from spindleflow_rl.agent.runs import split_env_fn
+    from spindleflow_rl.agent.policies import make_baselines
+    from spindleflow_rl.agent.replay import record_episodes, export_html
 
     eps = record_episodes(
         split_env_fn('heldout'),
@@ -85,7 +85,7 @@ def exported(tmp_path_factory):
 
 def test_replay_html_in_headless_chromium(exported, tmp_path):
     from matplotlib.image import imread
-    from spindleflow_rl.render import NODE_COLOURS, TERM_COLOURS
+    from spindleflow_rl.envs.render import NODE_COLOURS, TERM_COLOURS
 
     exe = find_chromium()
     page, eps, i = exported
@@ -135,8 +135,8 @@ def test_specialist_script_renders_as_text_in_chromium(exported, tmp_path):
     """A specialist output holding <script> is shown as text in
     replay.html and in the audit report; the script never runs."""
     import copy
-    from spindleflow_rl.replay import export_html
-    from spindleflow_rl.audit import audit_episodes, audit_report, write_audit
+    from spindleflow_rl.agent.replay import export_html
+    from spindleflow_rl.commands.audit import audit_episodes, audit_report, write_audit
 
     exe = find_chromium()
     _, eps, i = exported

@@ -8,10 +8,10 @@ carries the envs' states and every RNG at a rollout boundary)."""
 import json, os, shutil, signal, subprocess, sys, time, zipfile
 from pathlib import Path
 import pytest, torch
-from spindleflow_rl.config import ConfigError
-from spindleflow_rl.policy import SpindleFlowPPO
-from spindleflow_rl.runs import load_run_config, resolve_checkpoint
-from spindleflow_rl.train import train, NonFiniteError
+from spindleflow_rl.core.config import ConfigError
+from spindleflow_rl.agent.network import SpindleFlowPPO
+from spindleflow_rl.agent.runs import load_run_config, resolve_checkpoint
+from spindleflow_rl.training.train import train, NonFiniteError
 from stable_baselines3.common.callbacks import BaseCallback
 
 CONFIG = """
@@ -81,7 +81,7 @@ def test_sigkill_and_resume_matches_uninterrupted(tmp_path):
         h['end'] for h in ref['curriculum']['history']
     ]
     assert (run / 'final.zip').exists()
-    from spindleflow_rl.policy import SpindleFlowPPO
+    from spindleflow_rl.agent.network import SpindleFlowPPO
 
     wa, wb = (
         SpindleFlowPPO.load(r / 'final.zip', device='cpu').policy.state_dict()

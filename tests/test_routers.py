@@ -5,11 +5,11 @@ import importlib.resources as ir
 from pathlib import Path
 import numpy as np
 import pytest
-from spindleflow_rl.backends import RecordedOutcomesBackend
-from spindleflow_rl.catalog import Catalog
-from spindleflow_rl.config import ConfigError, EnvConfig
-from spindleflow_rl.embeddings import get_embedder
-from spindleflow_rl.routers import (
+from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+from spindleflow_rl.core.catalog import Catalog
+from spindleflow_rl.core.config import ConfigError, EnvConfig
+from spindleflow_rl.core.embeddings import get_embedder
+from spindleflow_rl.logs.routers import (
     make_two_model_log,
     LoggedTasks,
     router_table,
@@ -108,7 +108,7 @@ def test_logistic_and_pgr():
 
 
 def test_hindsight_oracle_in_the_env(lt):
-    from spindleflow_rl.env import SpindleFlowEnv
+    from spindleflow_rl.envs.env import SpindleFlowEnv
 
     held = lt.tasks('heldout')
     env = SpindleFlowEnv(EnvConfig(split='heldout'), backend=lt.backend, world=lt.world)
@@ -118,7 +118,7 @@ def test_hindsight_oracle_in_the_env(lt):
 
 
 def test_bayes_cascade_teacher_prices_escalation_and_reads_no_grade(lt):
-    from spindleflow_rl.env import SpindleFlowEnv
+    from spindleflow_rl.envs.env import SpindleFlowEnv
 
     held = lt.tasks('heldout')
     T = BayesCascadeTeacher(lt)
@@ -149,8 +149,8 @@ def test_bayes_cascade_teacher_prices_escalation_and_reads_no_grade(lt):
 
 
 def test_teacher_demonstrations_carry_the_episode_price(lt):
-    from spindleflow_rl.env import SpindleFlowEnv
-    from spindleflow_rl.imitation import collect_demonstrations
+    from spindleflow_rl.envs.env import SpindleFlowEnv
+    from spindleflow_rl.training.imitation import collect_demonstrations
 
     env = SpindleFlowEnv(
         EnvConfig(split='train', cost_coef_range=(0, 400)), backend=lt.backend, world=lt.world

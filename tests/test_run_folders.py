@@ -643,7 +643,7 @@ CASES = OUT_CASES + RUN_CASES + SIGNAL_CASES + AUDIT_CASES
 def base(tmp_path_factory):
     """A tiny simulated run, evaluated (eval.json, episodes.jsonl), and a tiny run on a recorded log of two models,
     evaluated (its episodes are on the log's tasks, rec-*)."""
-    from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+    from spindleflow_rl.logs.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
 
     root = tmp_path_factory.mktemp('runs')
     run = tiny_run(root)
@@ -689,7 +689,7 @@ def base(tmp_path_factory):
         ),
     )
     assert (rec / 'episodes.jsonl').exists()
-    from spindleflow_rl.config import (
+    from spindleflow_rl.core.config import (
         config_path,
     )  # the shipped bank with every id renamed: my-p1-..., my-p2-...
 

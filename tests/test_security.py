@@ -4,10 +4,10 @@ never hold the API key nor the output of a specialist the DAG does not let the c
 
 import re
 import pytest
-from spindleflow_rl.env import SpindleFlowEnv, encode_action
-from spindleflow_rl.world import default_world
-from spindleflow_rl.llm import OpenAIConfig, LLMClient
-from spindleflow_rl.security import (
+from spindleflow_rl.envs.env import SpindleFlowEnv, encode_action
+from spindleflow_rl.core.world import default_world
+from spindleflow_rl.llms.client import OpenAIConfig, LLMClient
+from spindleflow_rl.llms.sandbox import (
     SandboxedOpenAIBackend,
     SandboxWrapper,
     Scratchpad,
@@ -16,9 +16,9 @@ from spindleflow_rl.security import (
 )
 
 try:
-    from spindleflow_rl.testing import ScriptedOpenAIServer, ScriptedReply
+    from spindleflow_rl.llms.testing import ScriptedOpenAIServer, ScriptedReply
 except ImportError:
-    from spindleflow_rl.openai_backend import ScriptedOpenAIServer, ScriptedReply
+    from spindleflow_rl.llms.backend import ScriptedOpenAIServer, ScriptedReply
 
 KEY = 'sk-test-SECRET-9876-abcdefgh'
 INJECT = (
@@ -47,7 +47,7 @@ def run_plan(world, tmp_path, monkeypatch, plan, task_text_injection=False, leak
                 'text': task.text + ' ' + INJECT.format(other=roster[1]),
             }
         )
-        from spindleflow_rl.embeddings import get_embedder
+        from spindleflow_rl.core.embeddings import get_embedder
 
         world.add_task(task, get_embedder())
     role = {sid: cat[sid].role for sid in roster}
@@ -142,7 +142,7 @@ def test_task_injection_leaks_nothing(world, tmp_path, monkeypatch):
 
 
 def test_scratchpad_refuses_foreign_writes_and_reads(world):
-    from spindleflow_rl.dag import DelegationDAG
+    from spindleflow_rl.core.dag import DelegationDAG
 
     cat = world.catalog
     roster = [sid for sid in cat.ids if not cat[sid].fallbacks][:6]

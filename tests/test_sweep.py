@@ -5,7 +5,7 @@ both give the same numbers, gathered into one sweep.json and sweep.png."""
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from spindleflow_rl.sweep import run_sweep, ray_available
+from spindleflow_rl.commands.sweep import run_sweep, ray_available
 from spindleflow_rl.cli import sweep_main as main
 
 TINY = {
@@ -63,7 +63,7 @@ def test_sweep_runs_without_ray_installed(tmp_path):
         "    if name == 'ray' or name.startswith('ray.'): raise ImportError('no ray here')\n"
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = imp\n"
-        "from spindleflow_rl.sweep import ray_available\nfrom spindleflow_rl.cli import sweep_main as main\n"
+        "from spindleflow_rl.commands.sweep import ray_available\nfrom spindleflow_rl.cli import sweep_main as main\n"
         "assert not ray_available()\n"
         f"sys.exit(main(['--sweep', 'train.seed=0,1', '--set', 'train.timesteps=32', 'train.n_envs=1', "
         f"'train.curriculum=false',"

@@ -5,13 +5,13 @@ source policy (small scale, in-process)."""
 import json
 import pytest
 import torch
-from spindleflow_rl.train import init_from_checkpoint
+from spindleflow_rl.training.train import init_from_checkpoint
 from spindleflow_rl.cli import train_main as main
-from spindleflow_rl.runs import load_run_config, make_vec_env, DEMO_POLICY, file_sha256
-from spindleflow_rl.policy import make_model, SpindleFlowPPO
-from spindleflow_rl.policies import ModelPolicy
-from spindleflow_rl.transfer import TRANSFER_CATALOG, transfer_config, transfer_curve, evaluate_on
-from spindleflow_rl.runs import build_world
+from spindleflow_rl.agent.runs import load_run_config, make_vec_env, DEMO_POLICY, file_sha256
+from spindleflow_rl.agent.network import make_model, SpindleFlowPPO
+from spindleflow_rl.agent.policies import ModelPolicy
+from spindleflow_rl.commands.transfer import TRANSFER_CATALOG, transfer_config, transfer_curve, evaluate_on
+from spindleflow_rl.agent.runs import build_world
 
 TINY = {
     'n_envs': 2,
@@ -111,7 +111,7 @@ def test_init_from_refuses_a_different_observation_layout(tmp_path, capsys):
 
 def test_init_from_refuses_a_policy_without_the_cost_scalar(tmp_path, capsys):
     "The demo policy was trained without `cost_coef_range`: a run that shows the policy the price has one scalar more."
-    from spindleflow_rl.config import EnvConfig
+    from spindleflow_rl.core.config import EnvConfig
 
     if 'cost_coef_range' not in EnvConfig.__dataclass_fields__:
         pytest.skip('EnvConfig.cost_coef_range (chapter 00) not there yet')

@@ -108,7 +108,7 @@ CSV_HEAD = 'id,capability,domain\n'
 
 def catalog_rows(n=8):
     "n specialists of the shipped catalog as CSV rows (their embeddings are cached)."
-    from spindleflow_rl.catalog import Catalog
+    from spindleflow_rl.core.catalog import Catalog
 
     c = Catalog.default()
     return ''.join(f'{s.id},"{s.capability}",{s.domain}\n' for s in list(c)[:n])
@@ -116,7 +116,7 @@ def catalog_rows(n=8):
 
 def fintech_list(ctx):
     "The shipped fintech catalog in the other short form: a top-level YAML list (no `specialists:` key)."
-    from spindleflow_rl.config import PACKAGE_DIR
+    from spindleflow_rl.core.config import PACKAGE_DIR
 
     return yaml.safe_dump(
         yaml.safe_load((PACKAGE_DIR / 'assets' / 'fintech_catalog.yaml').read_text())['specialists'],
@@ -126,7 +126,7 @@ def fintech_list(ctx):
 
 def shipped_tasks(edit=lambda s: s):
     def data(ctx):
-        from spindleflow_rl.config import config_path
+        from spindleflow_rl.core.config import config_path
 
         return edit(config_path('tasks.yaml').read_text())
 
@@ -929,8 +929,8 @@ CASES = CATALOG_CASES + TASK_CASES + LOG_CASES + ENV_CASES + CONFIG_CASES
 
 @pytest.fixture(scope='module')
 def base(tmp_path_factory):
-    from spindleflow_rl.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
-    from spindleflow_rl.config import PACKAGE_DIR
+    from spindleflow_rl.logs.routers import make_two_model_log, write_csv, TWO_MODEL_CATALOG
+    from spindleflow_rl.core.config import PACKAGE_DIR
 
     root = tmp_path_factory.mktemp('files')
     run = tiny_run(root)

@@ -79,7 +79,7 @@ if [ "$VENV" = 1 ]; then
   "$PY" -m pip install -q "spindleflow-rl[colab] @ file://$(cd "$(dirname "$WHEEL")" && pwd)/$(basename "$WHEEL")" 2>&1 | grep -v "^WARNING: Location" || true
   (cd "$(dirname "$VENV_DIR")" && env -u PYTHONPATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$PY" -c "
 import gymnasium as gym, spindleflow_rl
-from spindleflow_rl.config import config_path
+from spindleflow_rl.core.config import config_path
 from fastcore.test import test_eq
 assert spindleflow_rl.__version__ == '$VERSION', spindleflow_rl.__version__
 assert '/venv/' in spindleflow_rl.__file__, spindleflow_rl.__file__
