@@ -14,25 +14,8 @@ __all__ = ['MULTI_MODELS', 'MULTI_MODEL_CATALOG', 'REAL_PAIR', 'REAL_LIKE_TRICK_
 
 # %% ../../nbs/18a_multi_model_log.ipynb #9a58ac19
 MULTI_MODELS = {
-    'mini': LoggedModel(
-        0.15e-6,
-        0.60e-6,
-        0.35,
-        85.0,
-        base=2.4,
-        slope=1.25,
-        self_noise=1.6,
-        overconfidence=0.9,
-        think=60,
-        skill={
-            'arithmetic': -0.9,
-            'finance': -0.8,
-            'probability': -0.6,
-            'chemistry': -0.3,
-            'geography': 0.4,
-            'calendar': 0.2,
-        },
-    ),
+    # chapter 18's cheap model, as a generalist that knows itself less well and writes shorter reasoning
+    'mini': replace(TWO_MODELS['cheap-model'], self_noise=1.6, think=60, think_range=None),
     'math-pro': LoggedModel(
         0.30e-6,
         1.20e-6,
