@@ -29,6 +29,8 @@ SMALL = [
     '1500',
     '--distil-epochs',
     '30',
+    '--distil-dagger-rounds',
+    '1',
     '--no-progress',
     '--torch-threads',
     '1',
@@ -80,6 +82,10 @@ def test_full_information_run_eval_and_sweep(logdir, tmp_path):
         '--run-name',
         'mine',
         *SMALL,
+        '--distil-episodes',  # what is checked here is the run's folder and reports, not how well it learned
+        '600',
+        '--distil-epochs',
+        '10',
     ).stdout
     run = tmp_path / 'runs' / 'mine'
     info = json.loads((run / 'log_learning.json').read_text())

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08_policy.ipynb #2577f886
 from __future__ import annotations
-import inspect
+import inspect, sys
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -14,6 +14,7 @@ from torch import nn
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.distributions import Distribution
+from stable_baselines3.common.logger import HumanOutputFormat, Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
@@ -660,6 +661,14 @@ class SpindleFlowPPO(RecurrentPPO):
         ):  # (a class attribute: wrappers do not forward it)
             return env.collect_rollouts(self, callback, rollout_buffer, n_rollout_steps)
         return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+
+    def _setup_learn(self, *args, **kw):
+        """SB3's, with one difference: without a logger of the caller's (`set_logger`) and without `tensorboard_log`,
+        SB3 makes an empty `SB3-<date>` folder in the temp folder on every `learn` (its logger's default folder) and
+        leaves it there; here the same logger writes to stdout only (with `verbose`), and nothing goes on disk."""
+        if not self._custom_logger and self.tensorboard_log is None:
+            self.set_logger(Logger(None, [HumanOutputFormat(sys.stdout)] if self.verbose >= 1 else []))
+        return super()._setup_learn(*args, **kw)
 
     @classmethod
     def load(cls, path, *args, **kwargs):

@@ -1,0 +1,211 @@
+"""Where an orchestrator can pull ahead of one-shot routers on a log (issue 31): a three-call agreement cascade.
+
+    python bench/agreement_headroom.py ../shared/data/routerbench_subset/arc_challenge_train.csv --json OUT/arc.json
+    python bench/agreement_headroom.py LOG.csv --catalog CATALOG.csv --json OUT/NAME.json
+    python bench/agreement_headroom.py OUT --collect     # OUT/*.json -> spindleflow_rl/assets/agreement_headroom.json (18c)
+
+The policy, written by hand as a careful engineer would (FrugalGPT / AutoMix style): call two cheap specialists `m1`
+then `m2`; if their answers agree, return `m2`'s; otherwise, or whenever a learned score says so, call the strongest
+and return its answer. What it reads is what a deployment sees: the prompt's embedding and the two answers' embeddings
+(their cosine, and whether it is above 0.95), never a grade. The escalation score is P(strongest right) - P(m2 right)
+from one logistic regression per target on those features (`fit_logistic_lbfgs`, L2 tuned); the pair (m1, m2) among
+the five cheapest specialists and the L2 are chosen by out-of-fold decision value on the training questions (5 folds),
+the escalation share swept 0..100%. The same with the prompt only (no answer read: `--no-agreement`, run beside it)
+shows what reading the answers adds over calling more.
+
+Played on the held-out questions every specialist answered (the same fifth a log run holds out), each point set by
+its escalation share; every tuned router (chapter 18b, fitted as a log run fits them) is set at the same spend share
+(`matched_router_calls`) and compared per question with paired bootstrap intervals (`paired_curve`). The cascade spends
+at least `m1 + m2`, so it has no point below that spend share: those points are not compared. Seeded; prints a table
+and wall times."""
+
+import argparse, json, time
+from pathlib import Path
+import numpy as np
+from spindleflow_rl.core.catalog import Catalog
+from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+from spindleflow_rl.logs.routers import LoggedTasks, fit_logistic_lbfgs, _sigmoid, at_rate
+from spindleflow_rl.training.log_runs import fit_routers
+import spindleflow_rl.training.logs_learning as ll
+
+SHARES = np.linspace(0.0, 1.0, 21)  # escalation shares swept
+L2S = (3.0, 10.0, 30.0)
+AGREE = 0.95  # answers at this cosine or above count as the same answer
+
+
+def features(tab: ll.LogTable, rows, m1: int, m2: int, agreement: bool = True) -> np.ndarray:
+    "What the cascade reads after two calls: the prompt, and (with `agreement`) the answers' cosine and whether >= 0.95."
+    X = tab.X[rows].astype(np.float64)
+    if not agreement:
+        return X
+    a, b = tab.A[rows, m1].astype(np.float64), tab.A[rows, m2].astype(np.float64)
+    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+    return np.hstack([X, cos[:, None], (cos >= AGREE)[:, None].astype(float)])
+
+
+def escalation_score(tab, fit_rows, rows, m1, m2, l2, agreement=True) -> np.ndarray:
+    "P(strongest right) - P(m2 right) on `rows`, from logistic regressions fitted on `fit_rows` (labels of those only)."
+    s = tab.strongest
+    f = fit_logistic_lbfgs(features(tab, fit_rows, m1, m2, agreement), tab.Y[fit_rows][:, [m2, s]], l2)
+    P = _sigmoid(f(features(tab, rows, m1, m2, agreement)))
+    return P[:, 1] - P[:, 0]
+
+
+def cascade_calls(tab, n: int, m1: int, m2: int, score: np.ndarray, share: float) -> np.ndarray:
+    "`(n, 3)` calls: m1, m2, then the strongest on the top `share` of `score` (-1: stopped after two)."
+    esc = at_rate(score, share) if share > 0 else np.zeros(n, bool)
+    return np.stack([np.full(n, m1), np.full(n, m2), np.where(esc, tab.strongest, -1)], 1)
+
+
+def fit_cascade(tab: ll.LogTable, fit_rows, agreement: bool = True, seed: int = 0, pool: int = 5) -> dict:
+    """Choose (m1, m2) among the `pool` cheapest non-strongest specialists and the L2 by out-of-fold decision value
+    on `fit_rows` (first the pair at L2 10, then the L2 for that pair). Returns the choice and the values seen."""
+    fit_rows = np.asarray(fit_rows)
+    folds = ll.kfolds(len(fit_rows), 5, seed)
+    cbar = tab.C[fit_rows].mean(0)
+    cheap = [int(m) for m in np.argsort(cbar, kind='stable') if m != tab.strongest][:pool]
+
+    def value(m1, m2, l2):
+        "Out-of-fold decision value of the cascade (m1, m2) at `l2` on the fitting questions."
+        s = np.zeros(len(fit_rows))
+        for a, b in folds:
+            s[b] = escalation_score(tab, fit_rows[a], fit_rows[b], m1, m2, l2, agreement)
+        return ll.decision_value(
+            tab, fit_rows, lambda e: cascade_calls(tab, len(fit_rows), m1, m2, s, e), SHARES
+        )
+
+    pairs = {(a, b): value(a, b, 10.0) for a in cheap for b in cheap if a != b}
+    m1, m2 = max(pairs, key=pairs.get)
+    l2s = {l2: (pairs[(m1, m2)] if l2 == 10.0 else value(m1, m2, l2)) for l2 in L2S}
+    l2 = max(l2s, key=l2s.get)
+    return {
+        'm1': m1,
+        'm2': m2,
+        'l2': l2,
+        'validation': float(l2s[l2]),
+        'pairs': {f"{tab.ids[a]} -> {tab.ids[b]}": round(float(v), 4) for (a, b), v in pairs.items()},
+    }
+
+
+def headroom(tab: ll.LogTable, routers: dict, agreement: bool = True, seed: int = 0) -> dict:
+    "Fit the cascade on the training questions, play it on the held-out ones, compare with every router, paired."
+    fit_rows = np.flatnonzero(tab.train & tab.avail.all(1))
+    rows = np.flatnonzero(~tab.train & tab.avail.all(1))
+    ch = fit_cascade(tab, fit_rows, agreement, seed)
+    score = escalation_score(tab, fit_rows, rows, ch['m1'], ch['m2'], ch['l2'], agreement)
+    calls = [cascade_calls(tab, len(rows), ch['m1'], ch['m2'], score, e) for e in SHARES]
+    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
+    keep = xs <= 0.995  # points past the strongest's own spend are not compared
+    xs, calls = xs[keep], [c for c, k in zip(calls, keep) if k]
+    Qa = np.array([ll.play_calls(tab, rows, c)[0] for c in calls])
+    qc, qs = ll.ends(tab, rows)
+    vs = {}
+    for name, r in routers.items():
+        P = r.quality(rows)
+        rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]
+        Qb = np.array([ll.play_calls(tab, rows, c)[0] for c in rc])
+        xb = [ll.spend_axis(tab, rows, c) for c in rc]
+        vs[name] = {**ll.paired_curve(Qa, Qb, qc, qs, xs, seed=seed), 'router_x': xb}
+    return {
+        'agreement': agreement,
+        'pair': [tab.ids[ch['m1']], tab.ids[ch['m2']]],
+        'l2': ch['l2'],
+        'validation': round(ch['validation'], 4),
+        'pairs_validation': ch['pairs'],
+        'heldout': int(len(rows)),
+        'x': xs.tolist(),
+        'quality': Qa.mean(1).tolist(),
+        'vs': vs,
+    }
+
+
+def verdict(v: dict) -> tuple[list, list]:
+    "The points (spend share, PGR difference) where the cascade is significantly above / below a router."
+    if not v['pgr_defined']:
+        ci, d = v['quality_diff_ci95'], v['quality_diff']
+    else:
+        ci, d = v['diff_ci95'], v['diff']
+    above = [(round(x, 2), round(e, 3)) for x, e, (lo, hi) in zip(v['x'], d, ci) if lo > 0]
+    below = [(round(x, 2), round(e, 3)) for x, e, (lo, hi) in zip(v['x'], d, ci) if hi < 0]
+    return above, below
+
+
+ASSET = Path(__file__).resolve().parents[1] / 'spindleflow_rl' / 'assets' / 'agreement_headroom.json'
+
+
+def collect(folder: Path, machine: str) -> None:
+    "This script's JSON reports in `folder` (one per log, named by the file's stem) as the asset chapter 18c shows."
+    logs = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob('*.json'))}
+    if not logs:
+        raise SystemExit(
+            f"no reports (*.json) in {folder}: run this script with --json {folder}/NAME.json first"
+        )
+
+    def short(v):
+        "Floats to 4 decimals (the tables print 3), recursively: the asset ships inside the package."
+        if isinstance(v, float):
+            return round(v, 4)
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        return [short(x) for x in v] if isinstance(v, list) else v
+
+    head = {'command': 'python bench/agreement_headroom.py', 'machine': machine, 'logs': short(logs)}
+    ASSET.write_text(json.dumps(head, separators=(',', ':')))
+    print(f"wrote {ASSET.name}: {', '.join(logs)}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('log', type=Path, help='a log CSV (long or RouterBench-wide format) or a folder of them')
+    p.add_argument('--catalog', type=Path, default=None, help='its catalog CSV (optional for a wide log)')
+    p.add_argument('--seed', type=int, default=0, help='folds and bootstrap seed')
+    p.add_argument('--json', type=Path, default=None, help='write the results here')
+    p.add_argument(
+        '--collect', action='store_true', help='LOG is a folder of reports: write the asset of 18c'
+    )
+    p.add_argument('--machine', default='2-core CPU', help='with --collect: the machine, in words')
+    a = p.parse_args(argv)
+    if a.collect:
+        return collect(a.log, a.machine)
+    t0 = time.time()
+    be = RecordedOutcomesBackend.from_file(
+        a.log, Catalog.from_file(a.catalog) if a.catalog else None, quiet=True, seed=a.seed
+    )
+    tab = ll.log_table(LoggedTasks(be))
+    if tab.M < 3:
+        raise SystemExit(f"{a.log}: {tab.M} specialists; a three-call cascade needs at least three.")
+    if not tab.text.all():
+        raise SystemExit(f"{a.log}: answers are not logged for every specialist; the cascade reads them.")
+    routers, _ = fit_routers(tab, seed=a.seed)
+    print(
+        f"{a.log.name}: {tab.M} specialists, {len(tab.task_ids)} questions; routers fitted {time.time() - t0:.0f}s"
+    )
+    out = {'log': a.log.name, 'specialists': tab.ids, 'runs': []}
+    for agreement in (True, False):
+        t = time.time()
+        r = headroom(tab, routers, agreement, a.seed)
+        r['seconds'] = round(time.time() - t, 1)
+        out['runs'].append(r)
+        what = 'reading both answers' if agreement else 'prompt only (no answer read)'
+        print(
+            f"\n{what}: {r['pair'][0]} -> {r['pair'][1]}, then {tab.ids[tab.strongest]}; L2 {r['l2']}; "
+            f"validation {r['validation']:.3f}; {r['seconds']}s"
+        )
+        print('  spend share ' + ' '.join(f"{x:5.2f}" for x in r['x']))
+        print('  quality     ' + ' '.join(f"{q:5.3f}" for q in r['quality']))
+        for name, v in r['vs'].items():
+            above, below = verdict(v)
+            print(
+                f"  vs {name:8s} APGR diff {v['apgr_diff']:+.3f} "
+                f"[{v['apgr_diff_ci95'][0]:+.3f}, {v['apgr_diff_ci95'][1]:+.3f}] over these points; "
+                f"significantly above at {above or 'none'}; below at {below or 'none'}"
+            )
+    out['seconds'] = round(time.time() - t0, 1)
+    print(f"\n{out['seconds']} s")
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == '__main__':
+    main()
