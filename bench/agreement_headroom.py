@@ -4,14 +4,16 @@
     python bench/agreement_headroom.py LOG.csv --catalog CATALOG.csv --json OUT/NAME.json
     python bench/agreement_headroom.py OUT --collect     # OUT/*.json -> spindleflow_rl/assets/agreement_headroom.json (18c)
 
-The policy, written by hand as a careful engineer would (FrugalGPT / AutoMix style): call two cheap specialists `m1`
-then `m2`; if their answers agree, return `m2`'s; otherwise, or whenever a learned score says so, call the strongest
-and return its answer. What it reads is what a deployment sees: the prompt's embedding and the two answers' embeddings
-(their cosine, and whether it is above 0.95), never a grade. The escalation score is P(strongest right) - P(m2 right)
-from one logistic regression per target on those features (`fit_logistic_lbfgs`, L2 tuned); the pair (m1, m2) among
-the five cheapest specialists and the L2 are chosen by out-of-fold decision value on the training questions (5 folds),
-the escalation share swept 0..100%. The same with the prompt only (no answer read: `--no-agreement`, run beside it)
-shows what reading the answers adds over calling more.
+The policy, written by hand as a careful engineer would (FrugalGPT / AutoMix style): call two cheaper specialists,
+`m1` then `m2`, and return `m2`'s answer, unless a learned score sends the question on to the strongest specialist
+(whose answer is then returned). The score is P(strongest right) - P(m2 right), one logistic regression per target
+(`fit_logistic_lbfgs`, L2 tuned) on what a deployment sees, never a grade: the prompt's embedding and the two answers'
+(their cosine, and whether it is at least 0.95: the answers agree). The share sent on is swept 0..100%. Three variants:
+- `fixed`: one pair for every question, chosen among the five cheapest specialists (the strongest aside) with the L2
+  by out-of-fold decision value on the training questions (5 folds);
+- `prompt-only`: the same without the answers (what calling more adds without reading);
+- `routed`: the pair chosen per question by the tuned prompt router that validates best (its two best predicted of
+  those five: `m2` the best, `m1` the runner-up), whose predictions of `m2` and of the strongest the score also reads.
 
 Played on the held-out questions every specialist answered (the same fifth a log run holds out), each point set by
 its escalation share; every tuned router (chapter 18b, fitted as a log run fits them) is set at the same spend share
@@ -20,6 +22,8 @@ at least `m1 + m2`, so it has no point below that spend share: those points are 
 and wall times."""
 
 import argparse, json, time
+from collections import Counter
+from typing import NamedTuple
 from pathlib import Path
 import numpy as np
 from spindleflow_rl.core.catalog import Catalog
@@ -31,48 +35,85 @@ import spindleflow_rl.training.logs_learning as ll
 SHARES = np.linspace(0.0, 1.0, 21)  # escalation shares swept
 L2S = (3.0, 10.0, 30.0)
 AGREE = 0.95  # answers at this cosine or above count as the same answer
+VARIANTS = ('fixed', 'prompt-only', 'routed')
 
 
-def features(tab: ll.LogTable, rows, m1: int, m2: int, agreement: bool = True) -> np.ndarray:
-    "What the cascade reads after two calls: the prompt, and (with `agreement`) the answers' cosine and whether >= 0.95."
-    X = tab.X[rows].astype(np.float64)
-    if not agreement:
-        return X
-    a, b = tab.A[rows, m1].astype(np.float64), tab.A[rows, m2].astype(np.float64)
-    cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
-    return np.hstack([X, cos[:, None], (cos >= AGREE)[:, None].astype(float)])
+class Plan(NamedTuple):
+    """The cascade's first two calls on questions `rows`: `m1` then `m2` (one specialist for every question, or one
+    per question) and, when a prompt router chose them, its predicted qualities `P` on those questions."""
+
+    rows: np.ndarray
+    m1: np.ndarray | int
+    m2: np.ndarray | int
+    P: np.ndarray | None = None
 
 
-def escalation_score(tab, fit_rows, rows, m1, m2, l2, agreement=True) -> np.ndarray:
-    "P(strongest right) - P(m2 right) on `rows`, from logistic regressions fitted on `fit_rows` (labels of those only)."
-    s = tab.strongest
-    f = fit_logistic_lbfgs(features(tab, fit_rows, m1, m2, agreement), tab.Y[fit_rows][:, [m2, s]], l2)
-    P = _sigmoid(f(features(tab, rows, m1, m2, agreement)))
+def features(tab: ll.LogTable, p: Plan, agreement: bool = True) -> np.ndarray:
+    """What the cascade reads after two calls: the prompt; with `agreement` the answers' cosine and whether it is at
+    least 0.95; when routed, the router's predicted quality of `m2` and of the strongest."""
+    cols = [tab.X[p.rows].astype(np.float64)]
+    if agreement:
+        a, b = tab.A[p.rows, p.m1].astype(np.float64), tab.A[p.rows, p.m2].astype(np.float64)
+        cos = (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+        cols += [cos[:, None], (cos >= AGREE)[:, None].astype(float)]
+    if p.P is not None:
+        i = np.arange(len(p.rows))
+        cols += [p.P[i, np.broadcast_to(p.m2, i.shape)][:, None], p.P[:, [tab.strongest]]]
+    return np.hstack(cols)
+
+
+def escalation_score(tab, fit: Plan, on: Plan, l2: float, agreement: bool = True) -> np.ndarray:
+    """P(strongest right) - P(m2 right) on the questions of `on`, from logistic regressions fitted on those of `fit`
+    (their labels only)."""
+    Y = np.stack([tab.Y[fit.rows, fit.m2], tab.Y[fit.rows, tab.strongest]], 1)
+    f = fit_logistic_lbfgs(features(tab, fit, agreement), Y, l2)
+    P = _sigmoid(f(features(tab, on, agreement)))
     return P[:, 1] - P[:, 0]
 
 
-def cascade_calls(tab, n: int, m1: int, m2: int, score: np.ndarray, share: float) -> np.ndarray:
-    "`(n, 3)` calls: m1, m2, then the strongest on the top `share` of `score` (-1: stopped after two)."
+def cascade_calls(tab, p: Plan, score: np.ndarray, share: float) -> np.ndarray:
+    "`(n, 3)` calls: `m1`, `m2`, then the strongest on the top `share` of `score` (-1: stopped after two)."
+    n = len(p.rows)
     esc = at_rate(score, share) if share > 0 else np.zeros(n, bool)
-    return np.stack([np.full(n, m1), np.full(n, m2), np.where(esc, tab.strongest, -1)], 1)
+    m1, m2 = np.broadcast_to(p.m1, (n,)), np.broadcast_to(p.m2, (n,))
+    return np.stack([m1, m2, np.where(esc, tab.strongest, -1)], 1)
+
+
+def pool_of(tab, fit_rows, pool: int = 5) -> np.ndarray:
+    "The `pool` cheapest specialists but the strongest, by mean cost on the fitting questions."
+    cbar = tab.C[fit_rows].mean(0)
+    return np.array([int(m) for m in np.argsort(cbar, kind='stable') if m != tab.strongest][:pool])
+
+
+def routed_plan(rows, P, pool) -> Plan:
+    "Per question, `m2` the pool's specialist the router predicts best, `m1` its runner-up (the one checked against)."
+    order = np.asarray(pool)[np.argsort(-P[:, pool], axis=1, kind='stable')]
+    return Plan(np.asarray(rows), order[:, 1], order[:, 0], P)
+
+
+def oof_value(tab, plans: list, l2: float, agreement: bool = True) -> float:
+    "Out-of-fold decision value of a cascade: `plans` is `[(fit Plan, held Plan)]` per fold of the fitting questions."
+    held = Plan(
+        *(
+            np.concatenate([np.broadcast_to(getattr(h, k), (len(h.rows),)) for _, h in plans])
+            for k in 'rows m1 m2'.split()
+        )
+    )
+    s = np.concatenate([escalation_score(tab, f, h, l2, agreement) for f, h in plans])
+    return ll.decision_value(tab, held.rows, lambda e: cascade_calls(tab, held, s, e), SHARES)
 
 
 def fit_cascade(tab: ll.LogTable, fit_rows, agreement: bool = True, seed: int = 0, pool: int = 5) -> dict:
-    """Choose (m1, m2) among the `pool` cheapest non-strongest specialists and the L2 by out-of-fold decision value
-    on `fit_rows` (first the pair at L2 10, then the L2 for that pair). Returns the choice and the values seen."""
+    """One pair for every question: (m1, m2) among the `pool` cheapest specialists but the strongest, and the L2,
+    chosen by out-of-fold decision value on `fit_rows` (first the pair at L2 10, then the L2 for that pair)."""
     fit_rows = np.asarray(fit_rows)
     folds = ll.kfolds(len(fit_rows), 5, seed)
-    cbar = tab.C[fit_rows].mean(0)
-    cheap = [int(m) for m in np.argsort(cbar, kind='stable') if m != tab.strongest][:pool]
+    cheap = [int(m) for m in pool_of(tab, fit_rows, pool)]
 
     def value(m1, m2, l2):
         "Out-of-fold decision value of the cascade (m1, m2) at `l2` on the fitting questions."
-        s = np.zeros(len(fit_rows))
-        for a, b in folds:
-            s[b] = escalation_score(tab, fit_rows[a], fit_rows[b], m1, m2, l2, agreement)
-        return ll.decision_value(
-            tab, fit_rows, lambda e: cascade_calls(tab, len(fit_rows), m1, m2, s, e), SHARES
-        )
+        plans = [(Plan(fit_rows[a], m1, m2), Plan(fit_rows[b], m1, m2)) for a, b in folds]
+        return oof_value(tab, plans, l2, agreement)
 
     pairs = {(a, b): value(a, b, 10.0) for a in cheap for b in cheap if a != b}
     m1, m2 = max(pairs, key=pairs.get)
@@ -87,13 +128,41 @@ def fit_cascade(tab: ll.LogTable, fit_rows, agreement: bool = True, seed: int = 
     }
 
 
-def headroom(tab: ll.LogTable, routers: dict, agreement: bool = True, seed: int = 0) -> dict:
-    "Fit the cascade on the training questions, play it on the held-out ones, compare with every router, paired."
+def fit_routed(tab: ll.LogTable, fit_rows, router, seed: int = 0, pool: int = 5) -> dict:
+    """The pair chosen per question by a tuned prompt `router` (`routed_plan`, its predictions out of fold on the
+    fitting questions) and the L2 chosen by out-of-fold decision value."""
+    fit_rows = np.asarray(fit_rows)
+    folds = ll.kfolds(len(fit_rows), 5, seed)
+    cheap = pool_of(tab, fit_rows, pool)
+    P = np.zeros((len(fit_rows), tab.M))
+    for a, b in folds:
+        P[b] = router.predict(router.setting, tab, fit_rows[a], fit_rows[b])
+    plans = [(routed_plan(fit_rows[a], P[a], cheap), routed_plan(fit_rows[b], P[b], cheap)) for a, b in folds]
+    l2s = {l2: oof_value(tab, plans, l2) for l2 in L2S}
+    l2 = max(l2s, key=l2s.get)
+    return {'l2': l2, 'validation': float(l2s[l2]), 'pool': cheap, 'P': P}
+
+
+def headroom(tab: ll.LogTable, routers: dict, variant: str = 'fixed', seed: int = 0) -> dict:
+    """Fit the cascade (`variant`: 'fixed' one pair reading both answers, 'prompt-only' one pair not reading them,
+    'routed' the pair chosen per question by the best-validating prompt router) on the training questions, play it on
+    the held-out ones, compare with every router, paired."""
     fit_rows = np.flatnonzero(tab.train & tab.avail.all(1))
     rows = np.flatnonzero(~tab.train & tab.avail.all(1))
-    ch = fit_cascade(tab, fit_rows, agreement, seed)
-    score = escalation_score(tab, fit_rows, rows, ch['m1'], ch['m2'], ch['l2'], agreement)
-    calls = [cascade_calls(tab, len(rows), ch['m1'], ch['m2'], score, e) for e in SHARES]
+    agreement = variant != 'prompt-only'
+    if variant == 'routed':
+        name = max((n for n in routers if not routers[n].reads_answer), key=lambda n: routers[n].val_area)
+        r = routers[name]
+        ch = fit_routed(tab, fit_rows, r, seed)
+        fit, on = routed_plan(fit_rows, ch['P'], ch['pool']), routed_plan(rows, r.quality(rows), ch['pool'])
+        pairs = Counter(f"{tab.ids[a]} -> {tab.ids[b]}" for a, b in zip(on.m1, on.m2))
+        what = {'router': name, 'router_setting': str(r.setting), 'pairs_played': dict(pairs.most_common())}
+    else:
+        ch = fit_cascade(tab, fit_rows, agreement, seed)
+        fit, on = Plan(fit_rows, ch['m1'], ch['m2']), Plan(rows, ch['m1'], ch['m2'])
+        what = {'pair': [tab.ids[ch['m1']], tab.ids[ch['m2']]], 'pairs_validation': ch['pairs']}
+    score = escalation_score(tab, fit, on, ch['l2'], agreement)
+    calls = [cascade_calls(tab, on, score, e) for e in SHARES]
     xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
     keep = xs <= 0.995  # points past the strongest's own spend are not compared
     xs, calls = xs[keep], [c for c, k in zip(calls, keep) if k]
@@ -107,11 +176,11 @@ def headroom(tab: ll.LogTable, routers: dict, agreement: bool = True, seed: int 
         xb = [ll.spend_axis(tab, rows, c) for c in rc]
         vs[name] = {**ll.paired_curve(Qa, Qb, qc, qs, xs, seed=seed), 'router_x': xb}
     return {
+        'variant': variant,
         'agreement': agreement,
-        'pair': [tab.ids[ch['m1']], tab.ids[ch['m2']]],
+        **what,
         'l2': ch['l2'],
         'validation': round(ch['validation'], 4),
-        'pairs_validation': ch['pairs'],
         'heldout': int(len(rows)),
         'x': xs.tolist(),
         'quality': Qa.mean(1).tolist(),
@@ -181,15 +250,20 @@ def main(argv=None):
         f"{a.log.name}: {tab.M} specialists, {len(tab.task_ids)} questions; routers fitted {time.time() - t0:.0f}s"
     )
     out = {'log': a.log.name, 'specialists': tab.ids, 'runs': []}
-    for agreement in (True, False):
+    for variant in VARIANTS:
         t = time.time()
-        r = headroom(tab, routers, agreement, a.seed)
+        r = headroom(tab, routers, variant, a.seed)
         r['seconds'] = round(time.time() - t, 1)
         out['runs'].append(r)
-        what = 'reading both answers' if agreement else 'prompt only (no answer read)'
+        if variant == 'routed':
+            how = f"the pair chosen per question by the {r['router']} router ({len(r['pairs_played'])} pairs played)"
+        else:
+            how = f"{r['pair'][0]} -> {r['pair'][1]}" + (
+                ' (answers unread)' if variant == 'prompt-only' else ''
+            )
         print(
-            f"\n{what}: {r['pair'][0]} -> {r['pair'][1]}, then {tab.ids[tab.strongest]}; L2 {r['l2']}; "
-            f"validation {r['validation']:.3f}; {r['seconds']}s"
+            f"\n{variant}: {how}, then {tab.ids[tab.strongest]}; L2 {r['l2']}; validation {r['validation']:.3f}; "
+            f"{r['seconds']}s"
         )
         print('  spend share ' + ' '.join(f"{x:5.2f}" for x in r['x']))
         print('  quality     ' + ' '.join(f"{q:5.3f}" for q in r['quality']))

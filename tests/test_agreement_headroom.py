@@ -40,7 +40,8 @@ def test_calls_and_what_they_return(tab):
     n, s = len(rows), tab.strongest
     score = np.linspace(0, 1, n)
     m1, m2 = [m for m in range(tab.M) if m != s][:2]
-    none, half, all_ = (ah.cascade_calls(tab, n, m1, m2, score, e) for e in (0.0, 0.5, 1.0))
+    plan = ah.Plan(rows, m1, m2)
+    none, half, all_ = (ah.cascade_calls(tab, plan, score, e) for e in (0.0, 0.5, 1.0))
     assert (none[:, 0] == m1).all() and (none[:, 1] == m2).all() and (none[:, 2] == -1).all()
     assert (all_[:, 2] == s).all() and (half[:, 2] == s).sum() == round(n / 2)
     assert (half[score.argsort()[-3:], 2] == s).all()  # the highest scores escalate first
@@ -58,7 +59,7 @@ def test_calls_and_what_they_return(tab):
 def test_features_are_what_a_deployment_sees(tab):
     both = np.flatnonzero(tab.OK[:, 0] & tab.OK[:, 1])
     rows = both[:50]
-    F = ah.features(tab, rows, 0, 1)
+    F = ah.features(tab, ah.Plan(rows, 0, 1))
     assert F.shape == (50, tab.X.shape[1] + 2) and np.array_equal(F[:, :-2], tab.X[rows])
     a, b = tab.A[rows, 0].astype(float), tab.A[rows, 1].astype(float)
     cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
@@ -66,8 +67,23 @@ def test_features_are_what_a_deployment_sees(tab):
     assert 0 < F[:, -1].mean() < 1  # some pairs of answers agree, some do not
     # a failed call has no answer: cosine 0, no agreement (never NaN)
     failed = np.flatnonzero(~tab.OK[:, 0])[:3]
-    assert len(failed) and (ah.features(tab, failed, 0, 1)[:, -2:] == 0).all()
-    assert ah.features(tab, rows, 0, 1, agreement=False).shape == (50, tab.X.shape[1])
+    assert len(failed) and (ah.features(tab, ah.Plan(failed, 0, 1))[:, -2:] == 0).all()
+    assert ah.features(tab, ah.Plan(rows, 0, 1), agreement=False).shape == (50, tab.X.shape[1])
+    # routed: a pair per question, and the router's predictions of m2 and of the strongest
+    P = np.random.default_rng(0).random((50, tab.M))
+    m1, m2 = np.arange(50) % 2, 2 - np.arange(50) % 2
+    G = ah.features(tab, ah.Plan(rows, m1, m2, P))
+    assert np.allclose(G[:, -2], P[np.arange(50), m2]) and np.allclose(G[:, -1], P[:, tab.strongest])
+    a, b = tab.A[rows, m1].astype(float), tab.A[rows, m2].astype(float)
+    assert np.allclose(G[:, -4], (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1))
+
+
+def test_routed_plan_calls_the_routers_two_best_of_the_pool(tab):
+    pool = np.array([3, 0, 1])
+    P = np.array([[0.9, 0.1, 0.5, 0.0], [0.2, 0.3, 0.9, 0.8]])
+    p = ah.routed_plan([7, 8], P, pool)
+    # question 7: of the pool 0 (0.9) is best, 1 (0.1)... 3 (0.0): m2 0, m1 1; question 8: 3 (0.8) then 1 (0.3)
+    assert p.m2.tolist() == [0, 3] and p.m1.tolist() == [1, 1] and p.rows.tolist() == [7, 8] and p.P is P
 
 
 def test_the_pair_and_l2_are_the_out_of_fold_best_and_no_held_out_grade_moves_a_call(tab):
@@ -82,15 +98,22 @@ def test_the_pair_and_l2_are_the_out_of_fold_best_and_no_held_out_grade_moves_a_
     flipped = replace(tab, Y=Y)
     ch2 = ah.fit_cascade(flipped, fit)
     assert (ch2['m1'], ch2['m2'], ch2['l2'], ch2['pairs']) == (ch['m1'], ch['m2'], ch['l2'], ch['pairs'])
-    s1 = ah.escalation_score(tab, fit, rows, ch['m1'], ch['m2'], ch['l2'])
-    s2 = ah.escalation_score(flipped, fit, rows, ch['m1'], ch['m2'], ch['l2'])
-    assert np.array_equal(s1, s2)
+    f, on = ah.Plan(fit, ch['m1'], ch['m2']), ah.Plan(rows, ch['m1'], ch['m2'])
+    s1 = ah.escalation_score(tab, f, on, ch['l2'])
+    assert np.array_equal(s1, ah.escalation_score(flipped, f, on, ch['l2']))
+    # routed: the same (the router fitted on training questions only)
+    knn = ll.KNNQuality().fit(tab, fit)
+    r1, r2 = ah.fit_routed(tab, fit, knn), ah.fit_routed(flipped, fit, knn)
+    assert r1['l2'] == r2['l2'] and r1['validation'] == r2['validation'] and np.array_equal(r1['P'], r2['P'])
 
 
 def test_headroom_against_a_router_on_the_same_questions(tab):
     fit = np.flatnonzero(tab.train & tab.avail.all(1))
     knn = ll.KNNQuality().fit(tab, fit)
     r = ah.headroom(tab, {'knn': knn})
+    routed = ah.headroom(tab, {'knn': knn}, 'routed')
+    assert routed['router'] == 'knn' and sum(routed['pairs_played'].values()) == routed['heldout']
+    assert len(routed['vs']['knn']['diff_ci95']) == len(routed['x'])
     x = np.array(r['x'])
     assert (np.diff(x) >= -1e-12).all() and x.max() <= 0.995 and x.min() > 0  # two calls always spend
     v = r['vs']['knn']
@@ -126,15 +149,21 @@ def test_collect_and_the_shipped_asset(tmp_path, monkeypatch):
     logs = shipped['logs']
     assert set(logs) == {'multi', 'rb-arc', 'rb-winogrande', 'rb-mbpp', 'rb-all-three'}
     for name, e in logs.items():
-        read, blind = e['runs']
-        assert read['agreement'] and not blind['agreement']
-        assert set(read['pair']) <= set(e['specialists']) and len(read['x']) == len(read['quality'])
-        for v in read['vs'].values():
-            assert len(v['diff_ci95']) == len(read['x'])
+        runs = {r['variant']: r for r in e['runs']}
+        assert list(runs) == list(ah.VARIANTS) and not runs['prompt-only']['agreement']
+        assert (
+            set(runs['fixed']['pair']) <= set(e['specialists'])
+            and runs['routed']['router'] in runs['fixed']['vs']
+        )
+        for r in runs.values():
+            assert len(r['x']) == len(r['quality']) and all(
+                len(v['diff_ci95']) == len(r['x']) for v in r['vs'].values()
+            )
 
-    def verdicts(name, run=0):
+    def verdicts(name, variant='fixed'):
         "{router: (points significantly above, points significantly below)} of one run of the asset."
-        return {n: ah.verdict(v) for n, v in logs[name]['runs'][run]['vs'].items()}
+        run = next(r for r in logs[name]['runs'] if r['variant'] == variant)
+        return {n: ah.verdict(v) for n, v in run['vs'].items()}
 
     # what chapter 18c says of it: on ARC and Winogrande, reading both answers is significantly above some router
     # somewhere and below none; on the three files together one fixed pair is below every router
@@ -143,3 +172,9 @@ def test_collect_and_the_shipped_asset(tmp_path, monkeypatch):
         assert not any(below for _, below in v.values()) and any(above for above, _ in v.values()), name
     assert all(below for _, below in verdicts('rb-all-three').values())
     assert any(below for _, below in verdicts('rb-mbpp').values())
+    # routed by the prompt: above some router on every file, below none on ARC and MBPP, one point on Winogrande;
+    # level on the three together (one point below, some above)
+    for name, most_below in (('rb-arc', 0), ('rb-mbpp', 0), ('rb-winogrande', 1), ('rb-all-three', 1)):
+        v = verdicts(name, 'routed')
+        assert sum(len(b) for _, b in v.values()) <= most_below and any(a for a, _ in v.values()), name
+    assert all(a for a, _ in verdicts('rb-winogrande', 'routed').values())
