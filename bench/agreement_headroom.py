@@ -2,7 +2,7 @@
 
     python bench/agreement_headroom.py ../shared/data/routerbench_subset/arc_challenge_train.csv --json OUT/arc.json
     python bench/agreement_headroom.py LOG.csv --catalog CATALOG.csv --json OUT/NAME.json
-    python bench/agreement_headroom.py OUT --collect     # OUT/*.json -> spindleflow_rl/assets/agreement_headroom.json (18c)
+    python bench/agreement_headroom.py OUT --collect     # OUT/*.json -> the asset of chapter 18c
 
 The policy, written by hand as a careful engineer would (FrugalGPT / AutoMix style): call two cheaper specialists,
 `m1` then `m2`, and return `m2`'s answer, unless a learned score sends the question on to the strongest specialist
@@ -18,8 +18,8 @@ The policy, written by hand as a careful engineer would (FrugalGPT / AutoMix sty
 Played on the held-out questions every specialist answered (the same fifth a log run holds out), each point set by
 its escalation share; every tuned router (chapter 18b, fitted as a log run fits them) is set at the same spend share
 (`matched_router_calls`) and compared per question with paired bootstrap intervals (`paired_curve`). The cascade spends
-at least `m1 + m2`, so it has no point below that spend share: those points are not compared. Seeded; prints a table
-and wall times."""
+at least `m1 + m2`, so it has no point below that spend share: those points are not compared. Seeded (`--seed`: the
+held-out fifth's draw, the folds and the bootstrap); prints a table and wall times."""
 
 import argparse, json, time
 from collections import Counter

@@ -42,9 +42,9 @@ def test_budget_never_passed_with_32_envs_in_flight(tmp_path, key, monkeypatch, 
         f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 0\n  imitation_teacher: ''\n"
         f"ppo:\n  n_steps: 16\n  batch_size: 512\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path / 'llm'}\n"
     )
-    with ScriptedOpenAIServer(
-        usage=USAGE, latency_s=0.5
-    ) as srv:  # long enough for all 32 to be sent on a loaded machine
+    # each reply takes 1.5 s: long enough for all 32 to be sent on a loaded machine (at 0.5 s one run on a busy
+    # 2-core machine saw 31 in flight at most: the 32nd was sent after the first had come back)
+    with ScriptedOpenAIServer(usage=USAGE, latency_s=1.5) as srv:
         monkeypatch.setenv('OPENAI_BASE_URL', srv.base_url)
         rc = main(
             [
