@@ -40,9 +40,7 @@ def one_seed(tab: ll.LogTable, seed: int) -> dict:
     ho = np.flatnonzero(~tab.train & tab.avail.all(1))  # held-out questions every model answered
     test = {}
     for name in val:
-        q = copy.deepcopy(base)
-        if name != 'q':
-            q.take(name)
+        q = copy.deepcopy(base).take(name)
         test[name] = heldout_value(q, tab, ho)
     best = max(test, key=test.get)
     return {

@@ -4,6 +4,7 @@
 # then the folder (the three together). Training + evaluation, then a 19-point spend-share sweep; prints wall times
 # and each sweep's summary (bench/sweep_summary.py). Each run folder keeps eval.md and sweep.md (the tables).
 #     nice -n 5 bash bench/real_log_runs.sh /tmp/real_log_runs
+# With the fitted Q's third decision (it reads whether two answers agree): EXTRA="--q-calls 3" bash bench/real_log_runs.sh DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/real_log_runs}; mkdir -p "$OUT"
@@ -12,7 +13,7 @@ SHARES=0.05,0.1,0.15,0.2,0.25,0.3,0.35,0.4,0.45,0.5,0.55,0.6,0.65,0.7,0.75,0.8,0
 for name in ${LOGS:-arc_challenge_train mbpp_train winograde_train all}; do
   src="$DATA/$name.csv"; [ "$name" = all ] && src="$DATA/"
   d="$OUT/$name"; rm -rf "$d"; mkdir -p "$d"; SECONDS=0
-  spindleflow-train --backend recorded --recorded "$src" --out "$d/runs" --run-name run > "$d/train.log" 2>&1
+  spindleflow-train --backend recorded --recorded "$src" --out "$d/runs" --run-name run ${EXTRA:-} > "$d/train.log" 2>&1
   echo "$name: spindleflow-train (training + evaluation) ${SECONDS}s"
   SECONDS=0; spindleflow-eval --checkpoint "$d/runs/run" --sweep "spend_share=$SHARES" > "$d/sweep.log" 2>&1
   echo "$name: 19-point sweep ${SECONDS}s"

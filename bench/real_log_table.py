@@ -3,6 +3,7 @@
     nice -n 5 python bench/real_log_table.py                                   # ../shared/data/routerbench_subset: each file, then all
     python bench/real_log_table.py --logs arc_challenge_train.csv --no-asset   # one file
     python bench/real_log_table.py --logs arc_challenge_train.csv --truncate --no-asset   # ablation: MiniLM's own truncation
+    python bench/real_log_table.py --q-calls 3 --no-asset --out /tmp/q3.json   # the Q with its third decision
 
 For each log it loads the CSV(s) as `spindleflow-train --backend recorded --recorded PATH` does with every default (no
 catalog: one made from the log; a fifth of the questions held out; MiniLM embeddings of each text's head and tail), fits
@@ -23,7 +24,7 @@ ASSET = ROOT / 'spindleflow_rl' / 'assets' / 'real_log_tables.json'
 LOGS = ('arc_challenge_train.csv', 'mbpp_train.csv', 'winograde_train.csv', 'all')
 
 
-def run(path: Path, seed: int) -> dict:
+def run(path: Path, seed: int, q_calls: int = 2) -> dict:
     from spindleflow_rl.sim.backends import RecordedOutcomesBackend
     from spindleflow_rl.core.config import ConfigError
     from spindleflow_rl.logs.routers import LoggedTasks
@@ -36,7 +37,7 @@ def run(path: Path, seed: int) -> dict:
     T['load_and_embed'] = time.time() - t
     fit_rows, rows = np.flatnonzero(tab.train & tab.avail.all(1)), np.flatnonzero(~tab.train)
     t = time.time()
-    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed).fit()
+    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed, max_calls=q_calls).fit()
     q.fit_prices(ll.price_grid(q))
     T['fit_q'] = time.time() - t
     routers = {}
@@ -114,6 +115,13 @@ def main(argv=None):
     ap.add_argument('--truncate', action='store_true')
     ap.add_argument('--out', default='')
     ap.add_argument('--no-asset', action='store_true')
+    ap.add_argument(
+        '--q-calls',
+        type=int,
+        default=2,
+        choices=(2, 3),
+        help="the Q's calls per question (3: a third decision reading whether two answers agree)",
+    )
     a = ap.parse_args(argv)
     data = Path(a.data)
     if not data.exists():
@@ -134,7 +142,7 @@ def main(argv=None):
     }
     for name in a.logs.split(','):
         t = time.time()
-        r = run(data if name == 'all' else data / name, a.seed)
+        r = run(data if name == 'all' else data / name, a.seed, a.q_calls)
         r['wall_s'] = round(time.time() - t, 1)
         res['logs'][name] = r
         print('\n'.join(summary(name, r)), flush=True)

@@ -401,6 +401,7 @@ FULL_INFO_ONLY = (
     'distil_episodes',
     'distil_epochs',
     'distil_dagger_rounds',
+    'q_calls',
     'finetune_timesteps',
     'validation_fraction',
 )

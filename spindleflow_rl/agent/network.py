@@ -26,8 +26,8 @@ from ..fast.lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_action
 
 # %% auto #0
 __all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
-           'infer_max_specialists', 'SlotScorer', 'SpindleFlowEncoder', 'SlotPointerExtractor', 'SlotPointerHead',
-           'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
+           'infer_max_specialists', 'root_calls', 'SlotScorer', 'SpindleFlowEncoder', 'SlotPointerExtractor',
+           'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
 
 # %% ../../nbs/08_policy.ipynb #6cd1795f
 SCALAR_COUNTS = (
@@ -88,6 +88,13 @@ def _graph_matrix(M: int) -> th.Tensor:
 SCORER_FEATURES = ('scored_quality', 'scored_known')  # per-slot inputs a `SlotScorer` adds to the slot MLP
 Q_FEATURES = ('scored_advantage',)  # ... and one more when it carries a fitted Q (spec key 'q')
 
+
+def root_calls(adj: th.Tensor, M: int) -> th.Tensor:
+    """`(B, M)`: 1 for the roster slots called from the orchestrator, from the flattened adjacency `(B, (M+4)**2)`
+    (chapter 03: node 0 is the orchestrator, slot s is node s + 1). An episode's first call always hangs there, so
+    after two calls it tells which answer came first."""
+    return adj.reshape(-1, M + 4, M + 4)[:, 0, 1 : M + 1]
+
 # %% ../../nbs/08_policy.ipynb #29762511
 class SlotScorer(nn.Module):
     """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
@@ -100,10 +107,13 @@ class SlotScorer(nn.Module):
     `known` 0. With `spec['q']` (the number of prices on a Q's grid) it also carries a fitted Q (chapter 18b's
     `FullInfoQ`) and gives each slot the Q's value of calling it now, at the price read from the observation
     (`advantage`). Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers,
-    saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`
-    and `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4)."""
+    saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`,
+    `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4) and `'calls'`
+    (with a Q: 3 when it has a third decision, which reads whether two answers agree; 2, the default, as earlier
+    checkpoints were saved)."""
 
     Q_SCALE = 10.0  # the advantage feature is tanh(Q_SCALE * value), as the Q policy grades its stop logit
+    AGREE = 0.95  # a third decision reads whether two answers agree: their cosine at least this
 
     def __init__(self, spec: dict, emb_dim: int = 384):
         super().__init__()
@@ -133,33 +143,25 @@ class SlotScorer(nn.Module):
             G is not None,
         )
         self.blocks = nb
-        shapes = dict(
-            cap=(M, D),
-            E=(N, D),
-            Y=(N, M),
-            ridge_W=(D, M),
-            ridge_b=(M,),
-            mf_W1=(D, d),
-            mf_b1=(d,),
-            mf_V=(M, d),
-            mf_w2=(d,),
-            mf_b=(M,),
-            ans_W=(M, 2 * D + 2, M),
-            ans_b=(M, M),
-            obs_mu=(M, 2),
-            obs_sd=(M, 2),
+        self.calls = spec.get('calls', 2)
+        if self.calls not in (2, 3) or (self.calls == 3 and G is None):
+            raise ConfigError(
+                f"a slot scorer's spec: 'calls' is 2 or 3 (3 only with a Q, key 'q'), got {spec.get('calls')!r}."
+            )
+        shapes = dict(cap=(M, D), E=(N, D), Y=(N, M), ridge_W=(D, M), ridge_b=(M,), mf_W1=(D, d), mf_b1=(d,))
+        shapes.update(
+            mf_V=(M, d), mf_w2=(d,), mf_b=(M,), ans_W=(M, 2 * D + 2, M), ans_b=(M, M), obs_mu=(M, 2)
         )
+        shapes.update(obs_sd=(M, 2))
         if nb == 4:
             shapes.update(logit_W=(D, M), logit_b=(M,))
+        F1 = (nb + 1) * M + 2  # the stacked features after one answer (chapter 18b's `z_answer`)
         if self.has_q:
-            shapes.update(
-                q_prices=(G,),
-                q0_W=(G, nb * M, M),
-                q0_b=(G, M),
-                meta_W=(M, (nb + 1) * M + 2, M),
-                meta_b=(M, M),
-                cbar=(M,),
-            )
+            shapes.update(q_prices=(G,), q0_W=(G, nb * M, M), q0_b=(G, M), cbar=(M,))
+        if self.has_q and self.calls == 2:
+            shapes.update(meta_W=(M, F1, M), meta_b=(M, M))
+        if self.calls == 3:  # the second decision at every grid price; the third for every ordered pair
+            shapes.update(q1_W=(G, M, F1, M), q1_b=(G, M, M), pair_W=(M, M, F1 + M + 4, M), pair_b=(M, M, M))
         for name, shape in shapes.items():
             self.register_buffer(name, th.zeros(shape, dtype=th.float64))
         self.n_features = len(SCORER_FEATURES) + (len(Q_FEATURES) if self.has_q else 0)
@@ -237,14 +239,19 @@ def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
         P = th.where(n > 0, (Pa * ans.unsqueeze(-1)).sum(1) / n.clamp_min(1), P)
     return (P, Z0, Pa, o, ans) if parts else P
 
-
+# %% ../../nbs/08_policy.ipynb #a34d10be
+# params: the price, the parts `quality` computes (shared with the probability feature), the slots, and for a
+# third decision the called embeddings and the DAG's first calls
 @patch_into(SlotScorer)
-def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
+def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask, a=None, root=None) -> th.Tensor:
     """`(B, slots)`: the carried Q's value of calling each slot's specialist now at price `c` `(B,)`, as chapter 18b's
     `QPolicy.values` computes it. Before any answer: its first-decision value (interpolated between the grid prices)
     minus the best other uncalled slot's. After one answer from specialist m: the advantage over stopping of calling it
-    next (m's stacked answer features through the second decision's ridge, minus `c` times its mean cost). 0 after two
-    answers, for a called slot and for a slot the scorer does not know."""
+    next (m's stacked answer features through the second decision's ridge, minus `c` times its mean cost; with
+    `calls` 3, the second decision fitted at each grid price, interpolated). With `calls` 3, after two answers, m's
+    then k's: the third decision's advantage, from both answers' features and their cosine (`a`, the called
+    embeddings); which came first is read from the DAG (`root`: the slots called from the orchestrator; on a tie, the
+    lower slot). 0 once no further call is fitted, for a called slot and for a slot the scorer does not know."""
     B, S = idx.shape
     p, G = self.q_prices, len(self.q_prices)
     free = known * (1 - (called_mask.double() > 0.5).double())  # known, not called yet
@@ -254,7 +261,9 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
         return th.einsum('bi,bim->bm', Z0, self.q0_W[j]) + self.q0_b[j]
 
     if G == 1:
-        V0 = lin(th.zeros(B, dtype=th.long, device=Z0.device))
+        j = th.zeros(B, dtype=th.long, device=Z0.device)
+        f = th.zeros(B, 1, dtype=Z0.dtype, device=Z0.device)
+        V0 = lin(j)
     else:
         j = (th.searchsorted(p, c.contiguous()) - 1).clamp(0, G - 2)
         f = ((c - p[j]) / (p[j + 1] - p[j])).clamp(0, 1).unsqueeze(1)
@@ -265,34 +274,75 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask) -> th.Tensor:
     best_other = th.where(th.arange(S, device=v.device) == v.argmax(1, keepdim=True), top[:, 1:2], top[:, :1])
     out = th.where(free > 0, (v - best_other).clamp(-1e6, 1e6), th.zeros_like(v))
     n = ans.sum(1)
+    r = th.arange(B, device=idx.device)
     if Pa is not None and bool((n == 1).any()):
         s = ans.argmax(1)
-        r = th.arange(B, device=idx.device)
         m = idx[r, s]
         Z1 = th.cat([Z0, Pa[r, s], o[r, s]], -1)  # (B, (blocks + 1)*specialists + 2)
-        adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1) * self.cbar
+        if self.calls == 2:
+            adv = th.einsum('bi,bik->bk', Z1, self.meta_W[m]) + self.meta_b[m] - c.unsqueeze(1) * self.cbar
+        else:
+            j1 = (j + 1).clamp(max=G - 1)
+            adv = (1 - f) * (th.einsum('bi,bik->bk', Z1, self.q1_W[j, m]) + self.q1_b[j, m]) + f * (
+                th.einsum('bi,bik->bk', Z1, self.q1_W[j1, m]) + self.q1_b[j1, m]
+            )
         out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx) * free, out)
-    return th.tanh(self.Q_SCALE * th.where((n >= 2).unsqueeze(1), th.zeros_like(out), out))
+    if self.calls == 3 and Pa is not None and bool((n == 2).any()):
+        order = th.arange(S, device=idx.device, dtype=Z0.dtype)
+        rank = ans * (1 + order) - (root.double() if root is not None else 0) * ans * (
+            2 * S
+        )  # root first, then by slot
+        s1 = th.where(ans > 0, rank, th.full_like(rank, th.inf)).argmin(1)
+        s2 = th.where(
+            (ans > 0) & (th.arange(S, device=idx.device) != s1.unsqueeze(1)), rank, th.full_like(rank, th.inf)
+        ).argmin(1)
+        m, k = idx[r, s1], idx[r, s2]
+        am, ak = a[r, s1].double(), a[r, s2].double()
+        na, nk = am.norm(dim=-1), ak.norm(dim=-1)
+        cos = th.where((na > 0) & (nk > 0), (am * ak).sum(-1) / (na * nk).clamp_min(1e-12), th.zeros_like(na))
+        Z2 = th.cat(
+            [
+                Z0,
+                Pa[r, s1],
+                o[r, s1],
+                Pa[r, s2],
+                o[r, s2],
+                cos[:, None],
+                (cos >= self.AGREE).double()[:, None],
+            ],
+            -1,
+        )
+        adv = th.einsum('bi,bik->bk', Z2, self.pair_W[m, k]) + self.pair_b[m, k] - c.unsqueeze(1) * self.cbar
+        out = th.where((n == 2).unsqueeze(1), adv.gather(1, idx) * free, out)
+    done = n >= (3 if self.calls == 3 else 2)
+    return th.tanh(self.Q_SCALE * th.where(done.unsqueeze(1), th.zeros_like(out), out))
 
 # %% ../../nbs/08_policy.ipynb #ad409fc7
 @patch_into(SlotScorer)
-def slot_features(self, x, a, called_mask, slot_obs, idx, known, c=None) -> th.Tensor:
-    "`(B, slots, n_features)` float64: [probability, known] per slot, and with a Q its `advantage` at price `c`."
+def slot_features(self, x, a, called_mask, slot_obs, idx, known, c=None, root=None) -> th.Tensor:
+    """`(B, slots, n_features)` float64: [probability, known] per slot, and with a Q its `advantage` at price `c`
+    (`root`: the slots called from the orchestrator, which a third decision reads the order of calls from)."""
     if not self.has_q:
         return th.stack(
             [self.quality(x, a, called_mask, slot_obs, idx, known).gather(1, idx) * known, known], -1
         )
     P, Z0, Pa, o, ans = self.quality(x, a, called_mask, slot_obs, idx, known, parts=True)
     return th.stack(
-        [P.gather(1, idx) * known, known, self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask)], -1
+        [
+            P.gather(1, idx) * known,
+            known,
+            self.advantage(c, Z0, Pa, o, ans, idx, known, called_mask, a=a, root=root),
+        ],
+        -1,
     )
 
 
 @patch_into(SlotScorer)
-def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> th.Tensor:
+def forward(self, task, roster, called, called_mask, slot_obs, scalars=None, root=None) -> th.Tensor:
     """`(B, slots, n_features)`: [probability, known] per slot (and with a Q, its advantage), from the observation's
     task `(B, D)`, roster and called embeddings `(B, slots, D)`, called mask `(B, slots)`, per-slot features
-    `(B, slots, 8)` and (a scorer with a Q reads the price) scalars `(B, 9)`, the last `log1p(cost_coef)`."""
+    `(B, slots, 8)`, (a scorer with a Q reads the price) scalars `(B, 9)`, the last `log1p(cost_coef)`, and (a third
+    decision reads which answer came first) `root` `(B, slots)`, the DAG's edges from the orchestrator to each slot."""
     if self.given is not None:
         if len(self.given) != len(task):
             raise ValueError(f"scores given for {len(self.given)} observations, called with {len(task)}.")
@@ -307,7 +357,7 @@ def forward(self, task, roster, called, called_mask, slot_obs, scalars=None) -> 
         c = th.expm1(scalars[..., -1].double())
     x, a = task.double(), called.double()
     idx, known = self.slots(roster.double())
-    args = (x, a, called_mask, slot_obs, idx, known, c)
+    args = (x, a, called_mask, slot_obs, idx, known, c, root)
     if self.folds is None:
         F = self.slot_features(*args)
     else:  # a fitting question: the scorer of the fold that held it out
@@ -429,7 +479,13 @@ def slot_inputs(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
             [
                 so,
                 self.scorer(
-                    V[:, 0], V[:, 1 : M + 1], V[:, M + 1 : 2 * M + 1], called, so, obs[:, L.slices['scalars']]
+                    V[:, 0],
+                    V[:, 1 : M + 1],
+                    V[:, M + 1 : 2 * M + 1],
+                    called,
+                    so,
+                    obs[:, L.slices['scalars']],
+                    root=root_calls(obs[:, L.slices['adjacency']], M),
                 ),
             ],
             -1,
@@ -463,7 +519,12 @@ def slot_scores(self, obs: th.Tensor, chunk: int = 4096) -> th.Tensor | None:
         for i in range(0, len(obs), chunk):
             P = L.split(obs[i : i + chunk])
             so = P['slot_obs']
-            out.append(self.scorer(P['task'], P['roster'], P['called'], P['called_mask'], so, P['scalars']))
+            root = root_calls(P['adjacency'], M)
+            out.append(
+                self.scorer(
+                    P['task'], P['roster'], P['called'], P['called_mask'], so, P['scalars'], root=root
+                )
+            )
         return th.cat(out) if out else obs.new_zeros(0, M, self.scorer.n_features)
 
 # %% ../../nbs/08_policy.ipynb #bda337f3

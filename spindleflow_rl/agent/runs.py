@@ -230,6 +230,12 @@ class TrainConfig(ConfigBase):
     distil_dagger_rounds: int = param(
         2, 'full-info: DAgger rounds after the distillation (the network drives, the Q labels)', lo=0
     )
+    q_calls: int = param(
+        2,
+        'full-info: calls per question the fitted Q may make: 2, or 3 (three specialists or more: a third call '
+        'after two answers, reading whether they agree; chapter 18b)',
+        choices=(2, 3),
+    )
     finetune_timesteps: int = param(
         0,
         'full-info: optional PPO after the distilled warm start, guarded: kept only if it does not '

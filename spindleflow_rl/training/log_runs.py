@@ -130,7 +130,7 @@ def _say(quiet: bool):
 
 def _fit_q(tab, t, say, progress: bool) -> tuple:
     "The fitted Q with its price grid and calibration, and the price the run is reported at (with why)."
-    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=t.seed).fit(progress=progress)
+    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=t.seed, max_calls=t.q_calls).fit(progress=progress)
     q.fit_prices(ll.price_grid(q))
     cal = calibration(q)
     ax = AXIS_WORDS[axis_of(tab)]
@@ -556,12 +556,14 @@ def parse_log_sweep(spec: str) -> tuple[str, list]:
     return name, xs
 
 
-def _sweep_calibration(run_dir: Path, tab, seed: int, fresh: bool, say) -> tuple[dict, str]:
+def _sweep_calibration(
+    run_dir: Path, tab, seed: int, fresh: bool, say, max_calls: int = 2
+) -> tuple[dict, str]:
     f = run_dir / LOG_RUN_FILE
     if f.exists() and not fresh:
         return json.loads(f.read_text())['calibration'], "the run's calibration (training questions)"
     say("calibrating prices: fitting the Q on the training questions...")
-    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed).fit()
+    q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed, max_calls=max_calls).fit()
     q.fit_prices(ll.price_grid(q))
     return calibration(q), 'calibrated now on the training questions'
 
@@ -600,7 +602,7 @@ def _sweep_run_config(cfg: dict, z, recorded, catalog) -> tuple:
 
 
 def _sweep_prices(
-    axis: str, values: list, run_dir: Path, tab, seed: int, fresh: bool, say
+    axis: str, values: list, run_dir: Path, tab, seed: int, fresh: bool, say, max_calls: int = 2
 ) -> tuple[list, str]:
     "The price of each sweep point and where the prices come from; an axis the log's curves are not by is refused."
     ax = axis_of(tab)
@@ -611,7 +613,7 @@ def _sweep_prices(
         )
     if axis == 'cost_coef':
         return list(values), 'the prices given'
-    cal, how = _sweep_calibration(run_dir, tab, seed, fresh, say)
+    cal, how = _sweep_calibration(run_dir, tab, seed, fresh, say, max_calls)
     return [price_at(cal, v) for v in values], how
 
 
@@ -652,7 +654,9 @@ def sweep_log_run(
     tc, env = _sweep_run_config(cfg, z, recorded, catalog)
     be, _ = make_backend(tc, build_world(tc), SimConfig.from_dict(cfg.get('sim') or {}))
     tab = ll.log_table(LoggedTasks(be))
-    prices, how = _sweep_prices(axis, values, run_dir, tab, tc.seed, bool(recorded or catalog), say)
+    prices, how = _sweep_prices(
+        axis, values, run_dir, tab, tc.seed, bool(recorded or catalog), say, tc.q_calls
+    )
     lo, hi = env.cost_coef_range
     out_of = [round(c, 4) for c in prices if not lo <= c <= hi]
     if out_of:

@@ -29,11 +29,11 @@ __all__ = ['LOG_REWARD', 'RATE_GRID', 'PRICE_POINTS', 'pgr_of', 'KNN_KS', 'RIDGE
            'LogTable', 'log_table', 'returned_quality', 'sequence_returns', 'kfolds', 'ridge_path', 'fit_ridge',
            'knn_path', 'MatrixFactorisation', 'GainMLP', 'play_calls', 'spend_axis', 'ends', 'curve_area',
            'prompt_calls', 'decision_value', 'break_even_prices', 'logistic_path', 'prompt_paths', 'QualityStack',
-           'FullInfoQ', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls', 'slot_scorer_arrays',
-           'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model', 'Router', 'TunedRouter',
-           'KNNQuality', 'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range', 'fit_network',
-           'distil', 'agreement', 'carve_validation', 'validation_area', 'guarded_finetune', 'paired_curve',
-           'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
+           'cosine_rows', 'FullInfoQ', 'RidgeSolver', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls',
+           'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model', 'Router',
+           'TunedRouter', 'KNNQuality', 'GainRouter', 'MFRouter', 'CascadeRouter', 'calibrate', 'default_cost_range',
+           'fit_network', 'distil', 'agreement', 'carve_validation', 'validation_area', 'guarded_finetune',
+           'paired_curve', 'matched_router_calls', 'train_from_log', 'routing_report', 'routing_markdown']
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #7989e56e
 LOG_REWARD = RewardConfig(
@@ -488,13 +488,24 @@ class QualityStack:
         return np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1)
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #f0190159
+def cosine_rows(a, b) -> np.ndarray:
+    "Row-wise cosine of two `(n, D)` arrays (0 where either row is all zeros: an answer not logged, a failed call)."
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    return np.where((na > 0) & (nb > 0), (a * b).sum(1) / np.maximum(na * nb, 1e-12), 0.0)
+
+
 class FullInfoQ:
     """Fitted Q from full counterfactual feedback. Every logged question gives the exact return of every call sequence
     (`sequence_returns`), so each decision's value is regressed on what a deployment sees at that point, for every
     action at once: after a first answer, the advantage of calling each other specialist (stacked: a ridge regression on
     the level-0 probabilities, `QualityStack`, fitted out of fold); before any call, the return of starting with each
-    specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to two
-    calls."""
+    specialist and then following the fitted second decision (backward induction), on a grid of prices. Up to
+    `max_calls` calls: with three specialists or more, a third decision after two answers reads whether they agree
+    (the cosine of their embeddings, `z_pair`), and the second decision then values, at each price, the option of a
+    third call."""
+
+    AGREE = SlotScorer.AGREE  # two answers at this cosine or above count as the same answer (0.95)
 
     def __init__(
         self,
@@ -503,9 +514,14 @@ class FullInfoQ:
         folds: int = 5,
         seed: int = 0,
         meta_alpha: float = 3.0,
+        max_calls: int = 2,
     ):
+        if max_calls not in (2, 3):
+            raise ConfigError(f"max_calls is 2 or 3 (calls per question), got {max_calls!r}.")
         self.tab, self.reward, self.k_folds, self.seed, self.meta_alpha = tab, reward, folds, seed, meta_alpha
-        self.M = tab.M
+        self.M, self.max_calls = tab.M, max_calls
+        self.third = max_calls == 3 and tab.M >= 3  # a third decision exists
+        self.depth = 3 if self.third else 2  # the decisions in play (`take` may lower it)
 
     def _inputs(self, rows):
         t = self.tab
@@ -522,11 +538,19 @@ class FullInfoQ:
         "The stacked features once specialist `m` has answered: prompt and answer probabilities, its cost and latency."
         return np.hstack([Z0, stack.answer(m, X, a, obs), obs])
 
+    def z_pair(self, Z1m, Z1k, am, ak) -> np.ndarray:
+        """The stacked features once `m` then `k` have answered: `m`'s (`z_answer`), `k`'s answer probabilities, cost
+        and latency, the two answers' cosine and whether it is at least `AGREE`."""
+        c = cosine_rows(am, ak)
+        return np.hstack(
+            [Z1m, Z1k[:, len(BLOCKS) * self.M :], c[:, None], (c >= self.AGREE)[:, None].astype(float)]
+        )
+
 # %% ../../nbs/18b_learning_from_logs.ipynb #ae1633cf
 @patch_into(FullInfoQ)
 def fit(self, rows=None, progress: bool = False):
-    """Fit level 0 (tuned, out of fold) and the second decision's
-    advantages on `rows` (default: complete training questions)."""
+    """Fit level 0 (tuned, out of fold), the second decision's advantages and (with a third decision) the third's on
+    `rows` (default: complete training questions)."""
     t = self.tab
     tick = (lambda s: print(f"  fitted {s}", flush=True)) if progress else None
     rows = np.flatnonzero(t.train & t.avail.all(1)) if rows is None else np.asarray(rows)
@@ -585,9 +609,47 @@ def fit(self, rows=None, progress: bool = False):
         )
     if tick:
         tick('second decision')
+    self.fit_third(A, tick)
+    return self
+
+# %% ../../nbs/18b_learning_from_logs.ipynb #b799a7fa
+@patch_into(FullInfoQ)
+def fit_third(self, A, tick=None) -> FullInfoQ:
+    """The third decision (with `max_calls` 3 and three specialists or more): for every ordered pair `(m, k)` of first
+    calls, the advantage of calling each `l` after both have answered, a ridge regression on `z_pair` (`meta2`, and
+    out of fold `A2`), on the exact returns of every three-call sequence. `A`: the fitting questions' answer
+    embeddings."""
+    M, sub, n = self.M, self.sub, len(self.rows)
+    self.pairs = [(m, k) for m in range(M) for k in range(M) if k != m] if self.third else []
+    self.meta2, self.A2 = {}, {}  # the third decision: advantage of calling l after m then k
+    Af = np.asarray(A, np.float64)
+    for m, k in self.pairs:
+        for l in range(M):
+            if l not in (m, k):
+                self.R0[(m, k, l)] = sequence_returns(sub, (m, k, l), self.reward)
+        Z = self.z_pair(self.Z1[m], self.Z1[k], Af[:, m], Af[:, k])
+        D = np.stack(
+            [
+                self.R0[(m, k, l)][0] - self.R0[(m, k)][0] if l not in (m, k) else np.zeros(n)
+                for l in range(M)
+            ],
+            1,
+        )
+        self.meta2[(m, k)] = fit_ridge(Z, D, self.meta_alpha)
+        self.A2[(m, k)] = _oof(
+            lambda a, b: fit_ridge(Z[a], D[a], self.meta_alpha)(Z[b])[None], n, self.folds
+        )[0]
+    if tick and self.third:
+        tick('third decision')
     return self
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #0283990f
+def _pick(u: np.ndarray) -> np.ndarray:
+    "Per row, the column of the largest value when it is positive, else -1 (stop)."
+    k = u.argmax(1)
+    return np.where(u[np.arange(len(u)), k] > 0, k, -1)
+
+
 @patch_into(FullInfoQ)
 def next_advantage(self, m: int, adv: np.ndarray, cost_coef: float) -> np.ndarray:
     "Advantage over stopping of calling each specialist after `m` answered, at `cost_coef` (-inf: `m` itself)."
@@ -598,31 +660,94 @@ def next_advantage(self, m: int, adv: np.ndarray, cost_coef: float) -> np.ndarra
 
 @patch_into(FullInfoQ)
 def second(self, m: int, adv: np.ndarray, cost_coef: float) -> np.ndarray:
-    "The second decision: the specialist to call after `m` (-1: stop)."
-    u = self.next_advantage(m, adv, cost_coef)
-    k = u.argmax(1)
-    return np.where(u[np.arange(len(u)), k] > 0, k, -1)
+    "The second decision of two: the specialist to call after `m` (-1: stop), from its advantages `adv` before the price."
+    return _pick(self.next_advantage(m, adv, cost_coef))
 
 
 @patch_into(FullInfoQ)
-def sequence_value(self, m: np.ndarray, k: np.ndarray, cost_coef: float) -> np.ndarray:
-    "Exact return, on the fitting questions, of calling `m[i]` then `k[i]` (-1: stop)."
-    r1 = np.stack([self.R0[(j,)][0] - cost_coef * self.R0[(j,)][1] for j in range(self.M)], 1)
-    out = r1[np.arange(len(m)), m]
-    for j in range(self.M):
-        for kk in range(self.M):
-            sel = (m == j) & (k == kk)
-            if kk != j and sel.any():
-                out[sel] = (self.R0[(j, kk)][0] - cost_coef * self.R0[(j, kk)][1])[sel]
+def third_call(self, m: int, k: int, adv: np.ndarray, cost_coef: float) -> np.ndarray:
+    "The third decision: the specialist to call after `m` then `k` (-1: stop), from its advantages `adv` before the price."
+    u = adv - cost_coef * self.cbar[None]
+    u[:, [m, k]] = -np.inf
+    return _pick(u)
+
+
+@patch_into(FullInfoQ)
+def sequence_value(self, m: np.ndarray, k: np.ndarray, cost_coef: float, l=None) -> np.ndarray:
+    "Exact return, on the fitting questions, of calling `m[i]`, then `k[i]`, then `l[i]` (-1: stop) at `cost_coef`."
+    m, k = np.asarray(m), np.asarray(k)
+    l = np.full(len(m), -1) if l is None else np.asarray(l)
+    B = self.M + 1
+    code = ((m + 1) * B + (k + 1)) * B + (l + 1)  # one integer per sequence
+    out = np.zeros(len(m))
+    for cd in np.unique(code):
+        sel = code == cd
+        r, c = self.R0[tuple(int(x) - 1 for x in (cd // (B * B), cd // B % B, cd % B) if x > 0)]
+        out[sel] = (r - cost_coef * c)[sel]
+    return out
+
+# %% ../../nbs/18b_learning_from_logs.ipynb #f3c8fbfb
+class RidgeSolver:
+    """Ridge regressions (unpenalised intercept, as `fit_ridge`) of many targets on one design `F`: the system is
+    solved once, so each `fit` is a product (the second decision is fitted at every grid price on the same features)."""
+
+    def __init__(self, F, alpha: float):
+        F = np.asarray(F, np.float64)
+        self.mu = F.mean(0)
+        Fc = F - self.mu
+        self.P = np.linalg.solve(Fc.T @ Fc + alpha * np.eye(F.shape[1]), Fc.T)
+
+    def fit(self, Y) -> Linear:
+        Y = np.asarray(Y, np.float64)
+        ym = Y.mean(0)
+        W = self.P @ (Y - ym)
+        return Linear(W, ym - self.mu @ W)
+
+
+@patch_into(FullInfoQ)
+def _at(self, cost_coef: float, prices=None) -> tuple:
+    "`(j, j + 1, f)`: `cost_coef` between grid prices `j` and `j + 1` (default `self.prices`), at fraction `f`."
+    p = self.prices if prices is None else prices
+    if len(p) == 1:
+        return 0, 0, 0.0
+    j = int(np.clip(np.searchsorted(p, cost_coef) - 1, 0, len(p) - 2))
+    return j, j + 1, float(np.clip((cost_coef - p[j]) / (p[j + 1] - p[j]), 0, 1))
+
+
+@patch_into(FullInfoQ)
+def second_targets(self, cost_coef: float) -> list:
+    """With a third decision: for each first specialist `m`, the exact value `(n, M)` at `cost_coef` of calling `k`
+    after it (then the out-of-fold third decision) over stopping after `m` (0 for `k = m`)."""
+    n, c = len(self.rows), cost_coef
+    out = []
+    for m in range(self.M):
+        v1 = self.R0[(m,)][0] - c * self.R0[(m,)][1]
+        cols = [np.zeros(n)] * self.M
+        for k in range(self.M):
+            if k != m:
+                l = self.third_call(m, k, self.A2[(m, k)], c)
+                cols[k] = self.sequence_value(np.full(n, m), np.full(n, k), c, l) - v1
+        out.append(np.stack(cols, 1))
     return out
 
 
 @patch_into(FullInfoQ)
+def second_fits(self, prices) -> list:
+    "With a third decision: the second decision fitted at each price of `prices`, `[[ridge per first specialist]]`."
+    S = [RidgeSolver(self.Z1[m], self.meta_alpha) for m in range(self.M)]
+    return [[S[m].fit(D) for m, D in enumerate(self.second_targets(c))] for c in prices]
+
+# %% ../../nbs/18b_learning_from_logs.ipynb #afa341f8
+@patch_into(FullInfoQ)
 def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
     """The first decision at every price of the grid: regress the exact return of (start with m, then the out-of-fold
-    second decision) on the prompt-level probabilities; between grid prices the values are interpolated. `choose`: then
-    keep whichever candidate routes the fitting questions best, out of fold (`choose`)."""
+    second decision) on the prompt-level probabilities; between grid prices the values are interpolated. With a third
+    decision, both the two-decision Q (`Q0_2`) and the three-decision one (`Q0_3`, whose second decision is fitted at
+    every grid price on the value of the out-of-fold third) are fitted. `choose`: then keep whichever candidate routes
+    the fitting questions best, out of fold (`choose`)."""
     self.prices, self.Q0, self.T0 = np.unique(np.asarray(prices, float)), [], []
+    self.prices_fit = self.prices  # the grid the out-of-fold decisions were fitted on
+    self.__dict__.pop('_fitted', None)  # what `take` restores from: refitted below
     n = len(self.rows)
     for c in self.prices:
         T = np.stack(
@@ -630,52 +755,92 @@ def fit_prices(self, prices, choose: bool = True) -> FullInfoQ:
         )
         self.T0.append(T)
         self.Q0.append(fit_ridge(self.Z0, T, self.meta_alpha))
-    self.choice = {'taken': 'q', 'values': {}}
+    self.Q0_2, self.depth = list(self.Q0), 2
+    if self.third:
+        self.meta1, self.A1p, M = [], [], self.M
+        S = [RidgeSolver(self.Z1[m], self.meta_alpha) for m in range(M)]
+        SF = [[(RidgeSolver(self.Z1[m][a], self.meta_alpha), a, b) for a, b in self.folds] for m in range(M)]
+        for c in self.prices:
+            D = self.second_targets(c)
+            self.meta1.append([S[m].fit(D[m]) for m in range(M)])
+            A1 = [np.zeros((n, M)) for m in range(M)]  # out of fold
+            for m in range(M):
+                for s, a, b in SF[m]:
+                    A1[m][b] = s.fit(D[m][a])(self.Z1[m][b])
+            self.A1p.append(A1)
+        self.T0_3 = []
+        for c in self.prices:
+            cols = []
+            for m in range(self.M):
+                cl = self.then_second(np.full(n, m), c, calls=3)
+                cols.append(self.sequence_value(cl[:, 0], cl[:, 1], c, cl[:, 2]))
+            self.T0_3.append(np.stack(cols, 1))
+        self.Q0_3 = [fit_ridge(self.Z0, T, self.meta_alpha) for T in self.T0_3]
+        self.Q0, self.depth = list(self.Q0_3), 3
+    self.choice = {'taken': 'q3' if self.third else 'q', 'values': {}}
     return self.choose() if choose else self
 
 
 @patch_into(FullInfoQ)
 def first_q(self, Z0: np.ndarray, cost_coef: float) -> np.ndarray:
     "Value of starting with each specialist at `cost_coef` (linear interpolation on the price grid)."
-    p = self.prices
-    j = int(np.clip(np.searchsorted(p, cost_coef) - 1, 0, max(len(p) - 2, 0)))
-    if len(p) == 1:
+    j, j1, f = self._at(cost_coef)
+    if len(self.prices) == 1:
         return self.Q0[0](Z0)
-    f = float(np.clip((cost_coef - p[j]) / (p[j + 1] - p[j]), 0, 1))
-    return (1 - f) * self.Q0[j](Z0) + f * self.Q0[j + 1](Z0)
+    return (1 - f) * self.Q0[j](Z0) + f * self.Q0[j1](Z0)
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #38951839
 @patch_into(FullInfoQ)
+def second_values(self, m: int, Z1: np.ndarray, cost_coef: float) -> np.ndarray:
+    """Run time: the advantage over stopping `(n, M)` of calling each specialist after `m` answered (stacked features
+    `Z1`), at `cost_coef` (-inf: `m` itself). With a third decision, interpolated between the grid's fitted second
+    decisions (which value the option of a third call)."""
+    if not self.third:
+        return self.next_advantage(m, self.meta[m](Z1), cost_coef)
+    j, j1, f = self._at(cost_coef)
+    u = (1 - f) * self.meta1[j][m](Z1) + f * self.meta1[j1][m](Z1)
+    u[:, m] = -np.inf
+    return u
+
+
+@patch_into(FullInfoQ)
 def decide(self, rows, cost_coef: float, fitted: bool = False) -> np.ndarray:
-    """The Q policy's calls on questions `rows` of the table at `cost_coef`, `(n, 2)` (second -1: stopped after one),
-    read exactly as at run time: the first from the prompt, the second from the prompt and the first answer. A fitting
-    question is scored by the level-0 stack of the fold that held it out (`stack_of`), as a new question would be.
-    `fitted=True`: `rows` index the fitting questions and their out-of-fold features are used (for calibrating
-    prices)."""
+    """The Q policy's calls on questions `rows` of the table at `cost_coef`, `(n, 2)` (with a third decision `(n, 3)`;
+    -1: stopped), read exactly as at run time: the first from the prompt, the second from the prompt and the first
+    answer, the third from both answers. A fitting question is scored by the level-0 stack of the fold that held it out
+    (`stack_of`), as a new question would be. `fitted=True`: `rows` index the fitting questions and their out-of-fold
+    features are used (for calibrating prices)."""
     if fitted:
-        Z0 = self.Z0[rows]
-        m = self.first_q(Z0, cost_coef).argmax(1)
-        k = np.full(len(rows), -1)
-        for j in range(self.M):
-            s = m == j
-            if s.any():
-                k[s] = self.second(j, self.A1[j][rows][s], cost_coef)
-        return np.stack([m, k], 1)
+        rows = np.asarray(rows)
+        return self.then_second(self.first_q(self.Z0[rows], cost_coef).argmax(1), cost_coef, rows=rows)
     rows = np.asarray(rows)
     X, obs, A = self._inputs(rows)
+    Af = np.asarray(A, np.float64)
     f = self.fold_of[rows]
-    m, k = np.zeros(len(rows), int), np.full(len(rows), -1)
+    out = np.full((len(rows), 3 if self.third else 2), -1)
     for g in np.unique(f):
         st, on = self.stack_of(rows[f == g][0]), np.flatnonzero(f == g)
         Z0 = st.prompt(X[on])
-        m[on] = self.first_q(Z0, cost_coef).argmax(1)
+        m = self.first_q(Z0, cost_coef).argmax(1)
+        out[on, 0] = m
+
+        def z1(j, s):
+            "Stacked features of the questions `on[s]` once specialist `j` has answered."
+            i = on[s]
+            return self.z_answer(st, j, Z0[s], X[i], A[i, j], obs[i, j])
+
         for j in range(self.M):
-            s = on[m[on] == j]
-            if len(s):
-                k[s] = self.second(
-                    j, self.meta[j](self.z_answer(st, j, Z0[m[on] == j], X[s], A[s, j], obs[s, j])), cost_coef
-                )
-    return np.stack([m, k], 1)
+            s = m == j
+            if s.any():
+                out[on[s], 1] = _pick(self.second_values(j, z1(j, s), cost_coef))
+        if self.third and self.depth == 3:
+            k = out[on, 1]
+            for a, b in self.pairs:
+                s = (m == a) & (k == b)
+                if s.any():
+                    Z2 = self.z_pair(z1(a, s), z1(b, s), Af[on[s], a], Af[on[s], b])
+                    out[on[s], 2] = self.third_call(a, b, self.meta2[(a, b)](Z2), cost_coef)
+    return out
 
 
 @patch_into(FullInfoQ)
@@ -687,23 +852,44 @@ def stack_of(self, row: int) -> QualityStack:
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #ch0a1b2c
 @patch_into(FullInfoQ)
-def then_second(self, m: np.ndarray, cost_coef: float) -> np.ndarray:
-    "`(n, 2)` calls on the fitting questions: first `m`, then the Q's out-of-fold second decision at `cost_coef`."
+def then_second(self, m: np.ndarray, cost_coef: float, calls: int | None = None, rows=None) -> np.ndarray:
+    """Calls on the fitting questions `rows` (default all): first `m`, then the Q's out-of-fold second decision at
+    `cost_coef` and, with `calls` 3 (default: the decisions in play, `depth`), its third; `(n, 2)`, or `(n, 3)` when
+    the Q has a third decision (-1: stopped)."""
+    calls = self.depth if calls is None else calls
+    rows = np.arange(len(self.rows)) if rows is None else np.asarray(rows)
     k = np.full(len(m), -1)
+    if calls == 3:
+        j0, j1, f = self._at(cost_coef, self.prices_fit)
     for j in range(self.M):
         s = m == j
-        if s.any():
-            k[s] = self.second(j, self.A1[j][s], cost_coef)
-    return np.stack([m, k], 1)
+        if not s.any():
+            continue
+        if calls == 3:
+            u = (1 - f) * self.A1p[j0][j][rows[s]] + f * self.A1p[j1][j][rows[s]]
+            u[:, j] = -np.inf
+            k[s] = _pick(u)
+        else:
+            k[s] = self.second(j, self.A1[j][rows[s]], cost_coef)
+    if not self.third:
+        return np.stack([m, k], 1)
+    l = np.full(len(m), -1)
+    if calls == 3:
+        for a, b in self.pairs:
+            s = (m == a) & (k == b)
+            if s.any():
+                l[s] = self.third_call(a, b, self.A2[(a, b)][rows[s]], cost_coef)
+    return np.stack([m, k, l], 1)
 
-
+# %% ../../nbs/18b_learning_from_logs.ipynb #27129159
 @patch_into(FullInfoQ)
 def candidates(self) -> dict:
     """Every policy the Q may play, `{name: (calls_at(price), prices)}` on the fitting questions, all out of fold: 'q'
     (its two decisions, the first's ridge refitted without each fold), each prompt model of the stack alone as a router
     ('knn', 'ridge', 'mf', 'logistic': played exactly as the tuned router of that name, `prompt_calls`), and each such
     router's first call (at a price) followed by the Q's second decision ('knn+q', ...), and a cascade: the cheapest
-    first, then the Q's second decision ('cheapest+q')."""
+    first, then the Q's second decision ('cheapest+q'). With a third decision, each of those that continues with the Q
+    also plays with all three decisions: 'q3', 'knn+q3', ..., 'cheapest+q3'."""
     n, M, p = len(self.rows), self.M, self.prices
 
     def oof(T):
@@ -719,7 +905,7 @@ def candidates(self) -> dict:
         j = int(np.clip(np.searchsorted(p, c) - 1, 0, max(len(p) - 2, 0)))
         f = 0.0 if len(p) == 1 else float(np.clip((c - p[j]) / (p[j + 1] - p[j]), 0, 1))
         v = V[j] if len(p) == 1 else (1 - f) * V[j] + f * V[j + 1]
-        return self.then_second(v.argmax(1), c)
+        return self.then_second(v.argmax(1), c, calls=2)
 
     out = {'q': (q_calls, np.unique(np.r_[p, np.linspace(p.min(), p.max(), 200)]))}
     for b, name in enumerate(BLOCKS):  # each prompt model as the tuned router of its name plays
@@ -734,49 +920,90 @@ def candidates(self) -> dict:
             return (P - c * self.cbar).argmax(1)
 
         out[name + '+q'] = (
-            lambda c, first=first: self.then_second(first(c), c),
+            lambda c, first=first: self.then_second(first(c), c, calls=2),
             break_even_prices(P, self.cbar),
         )
     cheap = np.full(n, self.tab.cheapest)  # a cascade: the cheapest first, then the Q's second decision
-    out['cheapest+q'] = (lambda c: self.then_second(cheap, c), out['q'][1])
+    out['cheapest+q'] = (lambda c: self.then_second(cheap, c, calls=2), out['q'][1])
+    if not self.third:
+        return out
+    V3 = np.stack([oof(T) for T in self.T0_3])
+
+    def q3_calls(c):
+        "The three-decision Q's calls at price `c`: the out-of-fold first values (interpolated), then its second and third."
+        j, j1, f = self._at(c, p)
+        return self.then_second(((1 - f) * V3[j] + f * V3[j1]).argmax(1), c, calls=3)
+
+    out['q3'] = (q3_calls, out['q'][1])
+    for name in BLOCKS:
+        f2 = out[name + '+q'][0]
+        out[name + '+q3'] = (
+            lambda c, f2=f2: self.then_second(f2(c)[:, 0], c, calls=3),
+            out[name + '+q'][1],
+        )
+    out['cheapest+q3'] = (lambda c: self.then_second(cheap, c, calls=3), out['q'][1])
     return out
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #ch0a1b2e
 @patch_into(FullInfoQ)
 def choose(self) -> FullInfoQ:
     """Play every candidate on the fitting questions out of fold (`candidates`), score each by its decision value and
-    keep the best: the Q's own two decisions, or a prompt model's ranking (alone, or followed by the Q's second call).
-    So the policy's validated value is never below that of a router it contains. `choice` says what was taken."""
+    keep the best: the Q's own decisions (two, or three), or a prompt model's ranking (alone, or followed by the Q's
+    further decisions). So the policy's validated value is never below that of a router it contains. `choice` says
+    what was taken."""
     t, rows = self.sub, np.arange(len(self.rows))
     vals = {name: decision_value(t, rows, f, pts) for name, (f, pts) in self.candidates().items()}
     best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))  # a tie keeps the Q's own decisions
     self.choice = {'taken': best, 'values': vals}
-    if best != 'q':
-        self.take(best)
-    return self
+    return self.take(best)
 
-
+# %% ../../nbs/18b_learning_from_logs.ipynb #4dad4f7c
 @patch_into(FullInfoQ)
 def take(self, name: str) -> FullInfoQ:
-    """Make the first decision a prompt model's ranking, `name` in `BLOCKS` (then stop after one call) or `'name+q'`
-    (then the Q's second decision): at each price the value of starting with m is that model's probability minus the
-    price times m's mean cost, a linear function of the stack's features, so the run-time scorer carries it as is.
-    `'cheapest+q'`: the cheapest specialist first at every price, then the Q's second decision."""
-    M, first = self.M, name.split('+')[0]
-    if first == 'cheapest':  # the cheapest first at every price
+    """Play candidate `name` (`candidates`): the Q's own decisions ('q', 'q3'); a prompt model's ranking, `name` in
+    `BLOCKS` (then stop after one call), or `'name+q'` / `'name+q3'` (then the Q's second, and third, decisions): at
+    each price the value of starting with m is that model's probability minus the price times m's mean cost, a linear
+    function of the stack's features, so the run-time scorer carries it as is; `'cheapest+q'` / `'cheapest+q3'`: the
+    cheapest specialist first at every price. Decisions not in play are written as worth -1 (never taken), so the
+    scorer carries exactly what plays. Taking is not destructive: any candidate may be taken after another."""
+    M, (first, plus, _) = self.M, name.partition('+')
+    depth = 3 if name.endswith('q3') else (2 if plus or first == 'q' else 1)
+    if depth == 3 and not self.third:
+        raise ConfigError(
+            f"candidate {name!r} needs a third decision; this Q has none (two specialists, or max_calls 2)."
+        )
+    keep = ('meta', 'A1', 'meta1', 'meta2', 'A2', 'prices')
+    if not hasattr(self, '_fitted'):  # what `fit_prices` fitted, so that taking is never destructive
+        self._fitted = {k: copy.copy(getattr(self, k, None)) for k in keep}
+    for k in keep:
+        setattr(self, k, copy.copy(self._fitted[k]))
+    if first in ('q', 'q3'):
+        self.Q0 = list(self.Q0_3 if first == 'q3' else self.Q0_2)
+    elif first == 'cheapest':  # the cheapest first at every price
         self.Q0 = [Linear(np.zeros((self.Z0.shape[1], M)), np.eye(M)[self.tab.cheapest]) for c in self.prices]
-        return self
-    b = BLOCKS.index(first)
-    sel = np.zeros((self.Z0.shape[1], M))
-    sel[b * M : (b + 1) * M] = np.eye(M)
-    self.prices = break_even_prices(self.Z0[:, b * M : (b + 1) * M], self.cbar)
-    self.Q0 = [Linear(sel, -c * self.cbar) for c in self.prices]
-    if '+' not in name:  # one call: every second call is worth -1
+    else:
+        b = BLOCKS.index(first)
+        sel = np.zeros((self.Z0.shape[1], M))
+        sel[b * M : (b + 1) * M] = np.eye(M)
+        self.prices = break_even_prices(self.Z0[:, b * M : (b + 1) * M], self.cbar)
+        if depth == 3:  # the second decision is fitted per price: on both grids
+            self.prices = np.union1d(self.prices, self.prices_fit)
+            self.meta1 = self.second_fits(self.prices)
+        self.Q0 = [Linear(sel, -c * self.cbar) for c in self.prices]
+    if depth == 1:  # one call: every second call is worth -1
         self.meta = [Linear(np.zeros_like(l.W), -np.ones(M)) for l in self.meta]
         self.A1 = [-np.ones_like(a) for a in self.A1]
+    if self.third:
+        if (
+            depth < 3
+        ):  # the second decision of two (price-independent advantages, minus the price times the mean cost)
+            self.meta1 = [[Linear(l.W, l.b - c * self.cbar) for l in self.meta] for c in self.prices]
+            self.meta2 = {p: Linear(np.zeros_like(l.W), -np.ones(M)) for p, l in self.meta2.items()}
+            self.A2 = {p: -np.ones_like(a) for p, a in self.A2.items()}
+    self.depth = depth
     return self
 
-
+# %% ../../nbs/18b_learning_from_logs.ipynb #fb5885c7
 @patch_into(FullInfoQ)
 def summary(self) -> dict:
     """What was fitted and chosen, for a run's summary: each prompt
@@ -785,6 +1012,7 @@ def summary(self) -> dict:
         'settings': {k: str(v) for k, v in self.stack.setting.items()},
         'answer_alpha': self.stack.alpha_a,
         'taken': self.choice['taken'],
+        'calls': self.depth,
         'prices': len(self.prices),
         'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()},
     }
@@ -795,27 +1023,35 @@ def choice_words(q: FullInfoQ) -> str:
     v, taken = q.choice['values'], q.choice['taken']
     if not v:
         return "the Q's own decisions (no choice made)"
-    best_router = max((k for k in v if '+' not in k and k != 'q'), key=v.get)
-    what = {
-        'q': "the Q's own decisions",
-        'cheapest+q': "the cheapest first, then the Q's second decision",
-    }.get(
-        taken,
-        f"the {taken.split('+')[0]} model's ranking"
-        + (" then the Q's second call" if '+' in taken else " (one call)"),
-    )
+    best_router = max((k for k in v if k in BLOCKS), key=v.get)
+    first, plus, rest = taken.partition('+')
+    if first in ('q', 'q3'):
+        what = "the Q's own three decisions" if first == 'q3' else "the Q's own decisions"
+    elif first == 'cheapest':
+        what = "the cheapest first, then the Q's second decision" + (' and third' if rest == 'q3' else '')
+    else:
+        what = (
+            f"the {first} model's ranking"
+            + {
+                '': ' (one call)',
+                'q': " then the Q's second call",
+                'q3': " then the Q's second and third decisions",
+            }[rest]
+        )
     return (
-        f"{what}: validation value {v[taken]:.3f} (the Q's own {v['q']:.3f}, the best prompt router, "
+        f"{what}: validation value {v[taken]:.3f} (the Q's own {v.get('q3', v['q']):.3f}, the best prompt router, "
         f"{best_router}, {v[best_router]:.3f})"
     )
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #b4851e3b
 def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
-    """Prices where the fitted decisions change: quantiles of every second call's break-even price (predicted advantage
-    over its mean cost) on the fitting questions, plus 0 and a price above them all (only the cheapest then). Each
+    """Prices where the fitted decisions change: quantiles of every second (and third) call's break-even price
+    (predicted advantage over its mean cost) on the fitting questions, plus 0 and a price above them all (only the cheapest then). Each
     quantile is moved to the midpoint between the two break-even prices around it: a grid price *on* a question's
     break-even would leave that question's second decision (and so the first decision's fit) to rounding."""
-    b = np.concatenate([q.A1[m][:, k] / q.cbar[k] for m in range(q.M) for k in range(q.M) if k != m])
+    b = [q.A1[m][:, k] / q.cbar[k] for m in range(q.M) for k in range(q.M) if k != m]
+    b += [q.A2[(m, k)][:, l] / q.cbar[l] for m, k in q.pairs for l in range(q.M) if l not in (m, k)]
+    b = np.concatenate(b)
     b = np.unique(b[np.isfinite(b) & (b > 0)])
     mid = (b[:-1] + b[1:]) / 2
     mid = mid[(mid > b[:-1]) & (mid < b[1:])]  # strictly between two break-evens
@@ -832,7 +1068,8 @@ def price_grid(q: FullInfoQ, n: int = 24) -> np.ndarray:
 class QPolicy:
     """The fitted Q as an environment policy. At each step it reads what a deployment sees (the task embedding, the
     roster's ids, the answers so far with their cost, latency and status, the episode's `cost_coef`), computes the
-    value of every action and acts greedily: the best slot's logit is 1, the others' -1, and the stop logit is *graded*,
+    value of every action (up to three calls: the third, when the Q has one, reads whether the two answers agree) and
+    acts greedily: the best slot's logit is 1, the others' -1, and the stop logit is *graded*,
     `kappa` times the value of stopping minus that of the best call, clipped to [-1, 1] (its sign is the greedy choice;
     its size tells the network, which is regressed on it, how clear the choice is)."""
 
@@ -867,39 +1104,57 @@ class QPolicy:
                     out[slot[sid]] = float(v[m])
         elif len(calls) == 1 and calls[0]['specialist_id'] in ids:
             m = ids.index(calls[0]['specialist_id'])
-            c0 = calls[0]
-            obs = (
-                np.array([[math.log(max(c0['cost_usd'], 1e-9)), math.log1p(c0['latency_s'])]]) - q.obs_mu[m]
-            ) / q.obs_sd[m]
-            a = e.called_emb[slot[ids[m]]][None].astype(np.float64)
-            adv = q.next_advantage(m, q.meta[m](q.z_answer(self._st, m, self._z0, x, a, obs)), lam)[0]
+            adv = q.second_values(m, self._z1(e, m, calls[0], x, slot), lam)[0]
             out['stop'] = 0.0
             for k, sid in enumerate(ids):
                 if k != m and sid in slot and mask[slot[sid]]:
                     out[slot[sid]] = float(adv[k])
+        elif len(calls) == 2 and q.depth == 3 and all(c['specialist_id'] in ids for c in calls):
+            m, k = (ids.index(c['specialist_id']) for c in calls)
+            z1m, z1k = (self._z1(e, j, c, x, slot) for j, c in zip((m, k), calls))
+            am, ak = (e.called_emb[slot[ids[j]]][None].astype(np.float64) for j in (m, k))
+            adv = q.meta2[(m, k)](q.z_pair(z1m, z1k, am, ak))
+            u = adv - lam * q.cbar[None]
+            out['stop'] = 0.0
+            for l, sid in enumerate(ids):
+                if l not in (m, k) and sid in slot and mask[slot[sid]]:
+                    out[slot[sid]] = float(u[0, l])
         else:
             out['stop'] = 0.0
         return out
 
-    def act(self, env, obs, info):
-        """The graded action for this step (see the class): the best callable slot's logit 1, the others' -1, the stop
-        logit from the value gap. With no slot to call: stop (logit 1)."""
-        e = env.unwrapped
-        M = e.cfg.max_specialists
-        Q = self.values(env)
-        a = np.full(M + 6, -1.0, np.float32)
-        a[M + 2 :] = 0.0
-        calls = {s: v for s, v in Q.items() if s != 'stop'}
-        if not calls:
-            a[0] = 1.0
-            return a
-        best = max(calls, key=lambda s: (calls[s], -s))
-        gap = Q['stop'] - calls[best]
-        a[0] = float(np.clip(self.kappa * gap, -1, 1)) if np.isfinite(gap) else -1.0
-        if a[0] == 0.0:
-            a[0] = 1e-3  # a tie stops (as the greedy choice does)
-        a[1 + best] = 1.0  # one call at a time: the best slot only
+# %% ../../nbs/18b_learning_from_logs.ipynb #58a0147f
+@patch_into(QPolicy)
+def _z1(self, e, m: int, call: dict, x, slot) -> np.ndarray:
+    "The stacked features once specialist `m` has answered `call` (its cost, latency and answer's embedding)."
+    q = self.q
+    obs = (
+        np.array([[math.log(max(call['cost_usd'], 1e-9)), math.log1p(call['latency_s'])]]) - q.obs_mu[m]
+    ) / q.obs_sd[m]
+    a = e.called_emb[slot[q.tab.ids[m]]][None].astype(np.float64)
+    return q.z_answer(self._st, m, self._z0, x, a, obs)
+
+
+@patch_into(QPolicy)
+def act(self, env, obs, info):
+    """The graded action for this step (see the class): the best callable slot's logit 1, the others' -1, the stop
+    logit from the value gap. With no slot to call: stop (logit 1)."""
+    e = env.unwrapped
+    M = e.cfg.max_specialists
+    Q = self.values(env)
+    a = np.full(M + 6, -1.0, np.float32)
+    a[M + 2 :] = 0.0
+    calls = {s: v for s, v in Q.items() if s != 'stop'}
+    if not calls:
+        a[0] = 1.0
         return a
+    best = max(calls, key=lambda s: (calls[s], -s))
+    gap = Q['stop'] - calls[best]
+    a[0] = float(np.clip(self.kappa * gap, -1, 1)) if np.isfinite(gap) else -1.0
+    if a[0] == 0.0:
+        a[0] = 1e-3  # a tie stops (as the greedy choice does)
+    a[1 + best] = 1.0  # one call at a time: the best slot only
+    return a
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #b99ccfa8
 def _draw_log_price(env) -> float:
@@ -953,7 +1208,8 @@ def env_calls(tab: LogTable, env, policy, rows, seed: int = 0) -> np.ndarray:
 # %% ../../nbs/18b_learning_from_logs.ipynb #25a01be7
 def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry_q: bool = True) -> dict:
     """A level-0 stack as the buffers of a `SlotScorer` (chapter 08): `cap` the specialists' capability embeddings, in
-    `q.tab.ids` order; with `carry_q`, once `q` has its price grid (`fit_prices`), the Q's two decisions as well."""
+    `q.tab.ids` order; with `carry_q`, once `q` has its price grid (`fit_prices`), the Q's decisions as well (with a
+    third decision: the second at every grid price and the third for every ordered pair of specialists)."""
     M, D = q.M, q.tab.X.shape[1]
     W, B = np.zeros((M, 2 * D + 2, M)), np.zeros((M, M))
     for m, lin in enumerate(stack.ans):  # [task, answer (when logged), cost and latency] -> the padded layout
@@ -986,18 +1242,29 @@ def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry
             q_prices=q.prices,
             q0_W=np.stack([l.W for l in q.Q0]),
             q0_b=np.stack([l.b for l in q.Q0]),
-            meta_W=np.stack([l.W for l in q.meta]),
-            meta_b=np.stack([l.b for l in q.meta]),
             cbar=q.cbar,
         )
+        if not q.third:
+            out.update(meta_W=np.stack([l.W for l in q.meta]), meta_b=np.stack([l.b for l in q.meta]))
+        else:  # the second decision at every grid price, the third for every ordered pair (the diagonal unused)
+            F2 = next(iter(q.meta2.values())).W.shape[0]
+            pW, pb = np.zeros((M, M, F2, M)), np.zeros((M, M, M))
+            for (m, k), l in q.meta2.items():
+                pW[m, k], pb[m, k] = l.W, l.b
+            out.update(
+                q1_W=np.stack([[l.W for l in row] for row in q.meta1]),
+                q1_b=np.stack([[l.b for l in row] for row in q.meta1]),
+                pair_W=pW,
+                pair_b=pb,
+            )
     return out
 
-
+# %% ../../nbs/18b_learning_from_logs.ipynb #af66f4ff
 def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: bool = True) -> dict:
     """The sizes a `SlotScorer` of `q`'s stack (or a fold's `stack`) is built with (what the checkpoint records; the
     numbers
     are in its weights); with `carry_q`, once `q` has its price grid, `'q'`, the grid's size: the scorer then carries
-    the Q."""
+    the Q (and `'calls': 3` when it has a third decision)."""
     st = stack or q.stack
     spec = {
         'n': int(len(st.Ytr)),
@@ -1007,7 +1274,9 @@ def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: b
         'text': [bool(t) for t in q.tab.text],
         'blocks': len(BLOCKS),
     }
-    return {**spec, 'q': len(q.prices)} if carry_q and hasattr(q, 'prices') else spec
+    if not (carry_q and hasattr(q, 'prices')):
+        return spec
+    return {**spec, 'q': len(q.prices), **({'calls': 3} if q.third else {})}
 
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
