@@ -12,8 +12,6 @@ Figures go to huggingface_blog/figures/:
   `bench/main_run_assets.py` from the run folder; `--full` re-runs the main job and that script);
 - transfer.png: chapter 19's zero-shot / fine-tuning / from-scratch curves (assets/transfer_result.json; `--full`
   re-runs `spindleflow_rl.commands.transfer.transfer_curve`);
-- cost_quality.png: chapter 18's cost-quality curve on the synthetic two-model log (assets/two_model_sweep.json;
-  `--full` re-runs `bench/two_model_sweep.py`);
 - log_routing.png: chapter 18c's policy against the tuned routers on three synthetic logs (assets/log_runs_readme.json;
   `--full` re-runs `bench/log_runs_readme.sh` and `bench/log_runs_collect.py`).
 """
@@ -43,7 +41,6 @@ def main(argv=None):
         if not (main_run/'final.zip').exists():
             sh('spindleflow-train', '--curriculum', '--demo-mode', '--out', OUT/'runs', '--run-name', 'main')
         sh(sys.executable, 'bench/main_run_assets.py', main_run)
-        sh(sys.executable, 'bench/two_model_sweep.py')
         with open(OUT/'runs'/'log_runs_bench.txt', 'w') as f:       # the README's own-logs commands on three synthetic logs
             print('$ bash bench/log_runs_readme.sh', OUT/'runs'/'log_runs', flush=True)
             subprocess.run(['bash', 'bench/log_runs_readme.sh', str(OUT/'runs'/'log_runs')], check=True, stdout=f, cwd=ROOT)
@@ -65,8 +62,6 @@ def main(argv=None):
     fig, ax = plt.subplots(figsize=(7, 3.8))
     plot_transfer(json.loads((ASSETS/'transfer_result.json').read_text()), ax=ax)
     fig.tight_layout(); fig.savefig(OUT/'transfer.png', dpi=110); plt.close(fig)
-    from spindleflow_rl.logs.routers import plot_sweep
-    plot_sweep(json.loads((ASSETS/'two_model_sweep.json').read_text()), path=OUT/'cost_quality.png', dpi=110)
     from spindleflow_rl.training.log_runs import plot_log_results
     plot_log_results(json.loads((ASSETS/'log_runs_readme.json').read_text()), path=OUT/'log_routing.png', dpi=110)
     print('figures:', ', '.join(sorted(p.name for p in OUT.glob('*.png'))))

@@ -57,7 +57,7 @@ LAYERS = [  # top first: a module may import modules of the layers listed after 
     ('synthetic logs', 'logs of more than two models (18a)', {'logs.multi_model_log'}),
     (
         'routers',
-        'learning from logs: routers, the log-fitted teacher and the cost sweep, used by evaluation and the warm start',
+        'learning from logs: replaying a log, simple routers, PGR, the log-fitted teacher (evaluation, warm start)',
         {'logs.routers'},
     ),
     (

@@ -1,5 +1,6 @@
-"""Router baselines on logged data (chapter 18): fitted on training
-tasks, every held-out task once, label-free at run time."""
+"""Routers on logged data (chapter 18): the simple ones replayed call by call on every held-out task once; the
+predicting ones (chapter 18b's one family, fitted on the log as a table) label-free at run time, and playing a call
+sequence through the replay (`play`) gives what the table gives (`play_calls`); the Bayes cascade teacher."""
 
 import importlib.resources as ir
 from pathlib import Path
@@ -7,27 +8,33 @@ import numpy as np
 import pytest
 from spindleflow_rl.sim.backends import RecordedOutcomesBackend
 from spindleflow_rl.core.catalog import Catalog
-from spindleflow_rl.core.config import ConfigError, EnvConfig
+from spindleflow_rl.core.config import EnvConfig
 from spindleflow_rl.core.embeddings import get_embedder
 from spindleflow_rl.logs.routers import (
     make_two_model_log,
     LoggedTasks,
-    router_table,
-    router_scores,
-    router_curve,
     reference,
-    KNNRouter,
-    CascadeRouter,
+    play,
+    SingleRouter,
+    RandomRouter,
+    OracleRouter,
     HindsightOraclePolicy,
     play_policy,
     fit_logistic,
     predict_logistic,
     pgr,
-    parse_sweep,
     at_rate,
     BayesCascadeTeacher,
     summarize,
-    matched,
+)
+from spindleflow_rl.training.logs_learning import (
+    log_table,
+    knn_path,
+    play_calls,
+    KNNQuality,
+    GainRouter,
+    MFRouter,
+    CascadeRouter,
 )
 
 ASSETS = Path(str(ir.files('spindleflow_rl') / 'assets'))
@@ -61,23 +68,72 @@ def test_generator_is_seeded_and_realistic():
     assert np.mean(hedged) < acc['cheap-model'] - 0.1
 
 
+def simple_table(lt, held, rate):
+    ref = reference(lt, held)
+    rs = {
+        'cheapest': SingleRouter(lt.cheapest, 'cheapest'),
+        'strongest': SingleRouter(lt.strongest, 'strongest'),
+        'random': RandomRouter(lt.cheapest, lt.strongest, rate),
+        'oracle': OracleRouter(lt),
+    }
+    return {n: summarize([play(r, lt, t) for t in held], lt, ref) for n, r in rs.items()}
+
+
 def test_every_heldout_task_once_and_pgr_ends(lt):
     held = lt.tasks('heldout')
-    tab = router_table(lt, 'heldout', rate=0.4)
+    tab = simple_table(lt, held, 0.4)
     assert {v['tasks'] for v in tab.values()} == {len(held)}
     assert tab['cheapest']['pgr'] == 0.0 and tab['strongest']['pgr'] == 1.0
-    k = int(round(0.4 * len(held))) / len(held)
-    assert tab['knn']['strong_call_rate'] == pytest.approx(k) and tab['cascade'][
-        'strong_call_rate'
-    ] == pytest.approx(k)
-    assert (
-        tab['cascade']['calls_per_task']['cheap-model'] == 1.0
-    )  # the cascade always reads the cheap answer first
-    assert tab['knn']['calls_per_task']['cheap-model'] == pytest.approx(1 - k)  # kNN calls one model
+    assert tab['cheapest']['calls_per_task'] == {lt.cheapest: 1.0, lt.strongest: 0.0}
+    assert 0.2 < tab['random']['strong_call_rate'] < 0.6  # a seeded draw per task at 0.4
     assert tab['oracle']['quality'] >= max(v['quality'] for v in tab.values())
 
 
-def test_routers_read_no_heldout_grade(lt):
+@pytest.fixture(scope='module')
+def fitted(lt):
+    T = log_table(lt)
+    tr, ho = np.flatnonzero(T.train), np.flatnonzero(~T.train)
+    return T, tr, ho, {R.name: R().fit(T, tr) for R in (KNNQuality, GainRouter, MFRouter, CascadeRouter)}
+
+
+def test_the_router_family_replayed_call_by_call_gives_the_tables_result(lt, fitted):
+    """Every router of the one family, played through chapter 18's replay (`play`: one `ask` per call, the grade
+    never returned) at three strong-call rates, returns the same answers at the same spend as the table's
+    `play_calls`; the cascade asks for the cheap answer before it escalates."""
+    T, tr, ho, routers = fitted
+    held = lt.tasks('heldout')
+    assert [t.id for t in held] == [T.task_ids[i] for i in ho]
+    for name, r in routers.items():
+        P = r.quality(ho)
+        for x in (0.2, 0.5, 0.8):
+            calls = r.calls_at(P, x)
+            q, c = play_calls(T, ho, calls)
+
+            class Fixed:
+                def route(self, task, ask):
+                    for m in calls[[t.id for t in held].index(task.id)]:
+                        if m >= 0:
+                            ask(T.ids[m])
+
+            plays = [play(Fixed(), lt, t) for t in held]
+            assert np.allclose([p.quality for p in plays], q) and np.allclose([p.cost_usd for p in plays], c)
+            k = int(round(x * len(ho)))
+            assert sum(p.called(lt.strongest) for p in plays) == k, (name, x)
+            if r.reads_answer:
+                assert all(p.calls[0][0] == lt.cheapest for p in plays)
+
+
+def test_knn_is_the_mean_grade_of_the_nearest_training_questions(fitted):
+    "kNN as a team writes it by hand (cosine on the prompt embeddings, the k most similar training questions)."
+    T, tr, ho, _ = fitted
+    E = T.X / np.linalg.norm(T.X, axis=1, keepdims=True)
+    for k in (10, 20):
+        want = np.stack([T.Y[tr[np.argsort(-(E[tr] @ E[i]), kind='stable')[:k]]].mean(0) for i in ho])
+        assert np.allclose(knn_path(T.X[tr], T.Y[tr], T.X[ho], [k])[0], want)
+
+
+def test_routers_read_no_heldout_grade(lt, fitted):
+    T, tr, ho, routers = fitted
     held = lt.tasks('heldout')
     texts = {t.text for t in held}
     be = lt.backend
@@ -85,12 +141,12 @@ def test_routers_read_no_heldout_grade(lt):
         be.world, [{**r, 'quality': 1 - r['quality']} if r['task'] in texts else r for r in be.rows]
     )
     sw._emb = be._emb
-    lt2 = LoggedTasks(sw)
-    for R in (KNNRouter, CascadeRouter):
-        assert np.allclose(router_scores(R(lt2), lt2, held), router_scores(R(lt), lt, held))
-    q1 = [p['quality'] for p in router_curve(KNNRouter(lt), lt, held, [0.0, 1.0])]
-    q2 = [p['quality'] for p in router_curve(KNNRouter(lt2), lt2, held, [0.0, 1.0])]
-    assert q1 != q2  # the grades do change the outcome
+    T2 = log_table(LoggedTasks(sw))
+    assert (T2.Y[ho] != T.Y[ho]).any() and (T2.Y[tr] == T.Y[tr]).all()
+    for R in (KNNQuality, CascadeRouter):
+        r2 = R().fit(T2, tr)
+        assert r2.setting == routers[R.name].setting
+        assert np.allclose(r2.quality(ho), routers[R.name].quality(ho))
 
 
 def test_logistic_and_pgr():
@@ -102,9 +158,6 @@ def test_logistic_and_pgr():
     assert ((p > 0.5) == (y > 0.5)).mean() > 0.9 and w[0] > 2 * abs(w[1])
     assert pgr(0.7, 0.5, 0.9) == pytest.approx(0.5) and np.isnan(pgr(0.7, 0.5, 0.5))
     assert list(at_rate([0.1, 0.9, 0.5, 0.9], 0.5)) == [False, True, False, True]
-    assert parse_sweep('cost_coef=0,1.5') == ('cost_coef', [0.0, 1.5])
-    with pytest.raises(ConfigError, match='must be finite and >= 0'):
-        parse_sweep('cost_coef=-1')
 
 
 def test_hindsight_oracle_in_the_env(lt):
@@ -114,7 +167,8 @@ def test_hindsight_oracle_in_the_env(lt):
     env = SpindleFlowEnv(EnvConfig(split='heldout'), backend=lt.backend, world=lt.world)
     plays = play_policy(env, HindsightOraclePolicy(), held)
     assert [p.task_id for p in plays] == [t.id for t in held]
-    assert np.mean([p.quality for p in plays]) == pytest.approx(router_table(lt)['oracle']['quality'])
+    oracle = [play(OracleRouter(lt), lt, t) for t in held]
+    assert [p.quality for p in plays] == pytest.approx([p.quality for p in oracle])
 
 
 def test_bayes_cascade_teacher_prices_escalation_and_reads_no_grade(lt):
@@ -160,12 +214,3 @@ def test_teacher_demonstrations_carry_the_episode_price(lt):
     coefs = d.obs[d.starts == 1][:, scal][:, -1]
     assert len(set(np.round(coefs, 4))) == 12 and coefs.min() >= 0 and coefs.max() <= np.log1p(400) + 1e-5
     assert {e - s for s, e in d.episodes()} <= {2, 3}  # cheap call, then escalate or stop
-
-
-def test_shipped_sweep_beats_knn_below_full_escalation():
-    import json
-
-    res = json.loads((ASSETS / 'two_model_sweep.json').read_text())
-    below = [p for p in res['points'] if 0.05 < p['strong_call_rate'] < 0.95]
-    assert len(below) >= 4 and res['teacher'] and 'warm_start' in res
-    assert all(p['pgr'] >= p['matched']['knn']['pgr'] for p in below)
