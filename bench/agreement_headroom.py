@@ -31,6 +31,7 @@ from spindleflow_rl.sim.backends import RecordedOutcomesBackend
 from spindleflow_rl.logs.routers import LoggedTasks, fit_logistic_lbfgs, _sigmoid, at_rate
 from spindleflow_rl.training.log_runs import fit_routers
 import spindleflow_rl.training.logs_learning as ll
+import spindleflow_rl.logs.routers as lr
 
 SHARES = np.linspace(0.0, 1.0, 21)  # escalation shares swept
 L2S = (3.0, 10.0, 30.0)
@@ -48,7 +49,7 @@ class Plan(NamedTuple):
     P: np.ndarray | None = None
 
 
-def features(tab: ll.LogTable, p: Plan, agreement: bool = True) -> np.ndarray:
+def features(tab: lr.LogTable, p: Plan, agreement: bool = True) -> np.ndarray:
     """What the cascade reads after two calls: the prompt; with `agreement` the answers' cosine and whether it is at
     least 0.95; when routed, the router's predicted quality of `m2` and of the strongest."""
     cols = [tab.X[p.rows].astype(np.float64)]
@@ -100,14 +101,14 @@ def oof_value(tab, plans: list, l2: float, agreement: bool = True) -> float:
         )
     )
     s = np.concatenate([escalation_score(tab, f, h, l2, agreement) for f, h in plans])
-    return ll.decision_value(tab, held.rows, lambda e: cascade_calls(tab, held, s, e), SHARES)
+    return lr.decision_value(tab, held.rows, lambda e: cascade_calls(tab, held, s, e), SHARES)
 
 
-def fit_cascade(tab: ll.LogTable, fit_rows, agreement: bool = True, seed: int = 0, pool: int = 5) -> dict:
+def fit_cascade(tab: lr.LogTable, fit_rows, agreement: bool = True, seed: int = 0, pool: int = 5) -> dict:
     """One pair for every question: (m1, m2) among the `pool` cheapest specialists but the strongest, and the L2,
     chosen by out-of-fold decision value on `fit_rows` (first the pair at L2 10, then the L2 for that pair)."""
     fit_rows = np.asarray(fit_rows)
-    folds = ll.kfolds(len(fit_rows), 5, seed)
+    folds = lr.kfolds(len(fit_rows), 5, seed)
     cheap = [int(m) for m in pool_of(tab, fit_rows, pool)]
 
     def value(m1, m2, l2):
@@ -128,11 +129,11 @@ def fit_cascade(tab: ll.LogTable, fit_rows, agreement: bool = True, seed: int = 
     }
 
 
-def fit_routed(tab: ll.LogTable, fit_rows, router, seed: int = 0, pool: int = 5) -> dict:
+def fit_routed(tab: lr.LogTable, fit_rows, router, seed: int = 0, pool: int = 5) -> dict:
     """The pair chosen per question by a tuned prompt `router` (`routed_plan`, its predictions out of fold on the
     fitting questions) and the L2 chosen by out-of-fold decision value."""
     fit_rows = np.asarray(fit_rows)
-    folds = ll.kfolds(len(fit_rows), 5, seed)
+    folds = lr.kfolds(len(fit_rows), 5, seed)
     cheap = pool_of(tab, fit_rows, pool)
     P = np.zeros((len(fit_rows), tab.M))
     for a, b in folds:
@@ -143,7 +144,7 @@ def fit_routed(tab: ll.LogTable, fit_rows, router, seed: int = 0, pool: int = 5)
     return {'l2': l2, 'validation': float(l2s[l2]), 'pool': cheap, 'P': P}
 
 
-def headroom(tab: ll.LogTable, routers: dict, variant: str = 'fixed', seed: int = 0) -> dict:
+def headroom(tab: lr.LogTable, routers: dict, variant: str = 'fixed', seed: int = 0) -> dict:
     """Fit the cascade (`variant`: 'fixed' one pair reading both answers, 'prompt-only' one pair not reading them,
     'routed' the pair chosen per question by the best-validating prompt router) on the training questions, play it on
     the held-out ones, compare with every router, paired."""
@@ -163,18 +164,18 @@ def headroom(tab: ll.LogTable, routers: dict, variant: str = 'fixed', seed: int 
         what = {'pair': [tab.ids[ch['m1']], tab.ids[ch['m2']]], 'pairs_validation': ch['pairs']}
     score = escalation_score(tab, fit, on, ch['l2'], agreement)
     calls = [cascade_calls(tab, on, score, e) for e in SHARES]
-    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
+    xs = np.array([lr.spend_axis(tab, rows, c) for c in calls])
     keep = xs <= 0.995  # points past the strongest's own spend are not compared
     xs, calls = xs[keep], [c for c, k in zip(calls, keep) if k]
-    Qa = np.array([ll.play_calls(tab, rows, c)[0] for c in calls])
-    qc, qs = ll.ends(tab, rows)
+    Qa = np.array([lr.play_calls(tab, rows, c)[0] for c in calls])
+    qc, qs = lr.ends(tab, rows)
     vs = {}
     for name, r in routers.items():
         P = r.quality(rows)
-        rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]
-        Qb = np.array([ll.play_calls(tab, rows, c)[0] for c in rc])
-        xb = [ll.spend_axis(tab, rows, c) for c in rc]
-        vs[name] = {**ll.paired_curve(Qa, Qb, qc, qs, xs, seed=seed), 'router_x': xb}
+        rc = [lr.matched_router_calls(tab, r, P, rows, x) for x in xs]
+        Qb = np.array([lr.play_calls(tab, rows, c)[0] for c in rc])
+        xb = [lr.spend_axis(tab, rows, c) for c in rc]
+        vs[name] = {**lr.paired_curve(Qa, Qb, qc, qs, xs, seed=seed), 'router_x': xb}
     return {
         'variant': variant,
         'agreement': agreement,
@@ -240,7 +241,7 @@ def main(argv=None):
     be = RecordedOutcomesBackend.from_file(
         a.log, Catalog.from_file(a.catalog) if a.catalog else None, quiet=True, seed=a.seed
     )
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     if tab.M < 3:
         raise SystemExit(f"{a.log}: {tab.M} specialists; a three-call cascade needs at least three.")
     if not tab.text.all():

@@ -22,15 +22,16 @@ from spindleflow_rl.sim.backends import RecordedOutcomesBackend
 from spindleflow_rl.logs.routers import LoggedTasks
 from spindleflow_rl.training.log_runs import fit_routers
 import spindleflow_rl.training.logs_learning as ll
+import spindleflow_rl.logs.routers as lr
 
 
-def heldout_value(q: ll.FullInfoQ, tab: ll.LogTable, rows: np.ndarray) -> float:
+def heldout_value(q: ll.FullInfoQ, tab: lr.LogTable, rows: np.ndarray) -> float:
     "Area under `q`'s curve on held-out `rows`, at the prices that put it at 5%..95% on its training questions."
-    prices = ll.calibrate(q, ll.RATE_GRID)
-    return ll.decision_value(tab, rows, lambda c: q.decide(rows, c), prices)
+    prices = ll.calibrate(q, lr.RATE_GRID)
+    return lr.decision_value(tab, rows, lambda c: q.decide(rows, c), prices)
 
 
-def one_seed(tab: ll.LogTable, seed: int) -> dict:
+def one_seed(tab: lr.LogTable, seed: int) -> dict:
     "Fit the Q with fold seed `seed`; every candidate's validation and held-out value; the pick and its regret."
     t0 = time.time()
     base = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=seed).fit()
@@ -87,7 +88,7 @@ def main(argv=None):
     t0 = time.time()
     cat = Catalog.from_file(a.catalog) if a.catalog else None
     be = RecordedOutcomesBackend.from_file(a.log, cat, quiet=False)
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     print(
         f"{a.log.name}: {tab.M} specialists, {int(tab.train.sum())} training / {int((~tab.train).sum())} held out"
     )

@@ -44,6 +44,7 @@ def run(
     from spindleflow_rl.core.config import ConfigError
     from spindleflow_rl.agent.policies import ModelPolicy
     import spindleflow_rl.training.logs_learning as ll
+    import spindleflow_rl.logs.routers as lr
 
     T = {}
     t = time.time()
@@ -63,7 +64,7 @@ def run(
         flush=True,
     )
     routers, skipped = {}, {}
-    for R in (ll.KNNQuality, ll.GainRouter, ll.MFRouter, ll.CascadeRouter):
+    for R in (lr.KNNQuality, lr.GainRouter, lr.MFRouter, lr.CascadeRouter):
         t = time.time()
         try:
             routers[R.name] = R().fit(tab, tr, seed=seed)
@@ -77,7 +78,7 @@ def run(
             f"{routers[R.name].val_area:.3f})",
             flush=True,
         )
-    prices = ll.calibrate(q, ll.RATE_GRID)
+    prices = ll.calibrate(q, lr.RATE_GRID)
     t = time.time()
     rep = ll.routing_report(
         tab, be, {'policy': ModelPolicy(model), 'q-policy': ll.QPolicy(q)}, prices, routers, seed
@@ -100,7 +101,7 @@ def run(
         axis=axis,
         skipped=skipped,
         cost_coef_range=list(fit['cost_coef_range']),
-        target_points=ll.RATE_GRID.tolist(),
+        target_points=lr.RATE_GRID.tolist(),
         prices=prices.tolist(),
         distil=fit['distil'],
         settings={k: [str(r.setting), r.kind] for k, r in routers.items()},

@@ -29,11 +29,12 @@ def run(path: Path, seed: int, q_calls: int = 2) -> dict:
     from spindleflow_rl.core.config import ConfigError
     from spindleflow_rl.logs.routers import LoggedTasks
     import spindleflow_rl.training.logs_learning as ll
+    import spindleflow_rl.logs.routers as lr
 
     T = {}
     t = time.time()
     be = RecordedOutcomesBackend.from_file(path, None, quiet=True, seed=seed)
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     T['load_and_embed'] = time.time() - t
     fit_rows, rows = np.flatnonzero(tab.train & tab.avail.all(1)), np.flatnonzero(~tab.train)
     t = time.time()
@@ -41,7 +42,7 @@ def run(path: Path, seed: int, q_calls: int = 2) -> dict:
     q.fit_prices(ll.price_grid(q))
     T['fit_q'] = time.time() - t
     routers = {}
-    for R in (ll.KNNQuality, ll.GainRouter, ll.MFRouter, ll.CascadeRouter):
+    for R in (lr.KNNQuality, lr.GainRouter, lr.MFRouter, lr.CascadeRouter):
         t = time.time()
         try:
             routers[R.name] = R().fit(tab, fit_rows, seed=seed)
@@ -50,19 +51,19 @@ def run(path: Path, seed: int, q_calls: int = 2) -> dict:
             continue
         T[f'router_{R.name}'] = time.time() - t
     t = time.time()
-    prices = ll.calibrate(q, ll.RATE_GRID)
-    qc, qs = ll.ends(tab, rows)
+    prices = ll.calibrate(q, lr.RATE_GRID)
+    qc, qs = lr.ends(tab, rows)
     calls = [q.decide(rows, c) for c in prices]
-    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
+    xs = np.array([lr.spend_axis(tab, rows, c) for c in calls])
     keep = (xs > 0.005) & (xs < 0.995)
-    Qp = np.array([ll.play_calls(tab, rows, c)[0] for c in calls])[keep]
+    Qp = np.array([lr.play_calls(tab, rows, c)[0] for c in calls])[keep]
     vs = {}
     for n, r in routers.items():
         P = r.quality(rows)
-        rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs[keep]]
+        rc = [lr.matched_router_calls(tab, r, P, rows, x) for x in xs[keep]]
         vs[n] = {
-            **ll.paired_curve(
-                Qp, np.array([ll.play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed
+            **lr.paired_curve(
+                Qp, np.array([lr.play_calls(tab, rows, c)[0] for c in rc]), qc, qs, xs[keep], seed=seed
             ),
             'setting': str(r.setting),
             'validation_area': float(r.val_area),

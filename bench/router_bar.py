@@ -28,28 +28,29 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
     from spindleflow_rl.core.catalog import Catalog
     from spindleflow_rl.core.config import ConfigError
     import spindleflow_rl.training.logs_learning as ll
+    import spindleflow_rl.logs.routers as lr
 
     log, cat = write_log(name, n, seed, out)
     be = RecordedOutcomesBackend.from_file(log, Catalog.from_file(cat))
-    tab = ll.log_table(ll.LoggedTasks(be))
+    tab = lr.log_table(ll.LoggedTasks(be))
     tr, rows = np.flatnonzero(tab.train), np.flatnonzero(~tab.train)
-    qc, qs = ll.ends(tab, rows)
+    qc, qs = lr.ends(tab, rows)
     routers = {}
-    for R in (ll.KNNQuality, ll.GainRouter, ll.MFRouter, ll.CascadeRouter):
+    for R in (lr.KNNQuality, lr.GainRouter, lr.MFRouter, lr.CascadeRouter):
         try:
             routers[R.name] = R().fit(tab, tr, seed=seed)
         except ConfigError:
             pass  # the cascade on a log without answers
     P = {k: r.quality(rows) for k, r in routers.items()}
-    calls = lambda k, x: ll.matched_router_calls(
+    calls = lambda k, x: lr.matched_router_calls(
         tab, routers[k], P[k], rows, x
     )  # at rate x (two models) / spend share x
-    qual = lambda k, xs: np.array([ll.play_calls(tab, rows, calls(k, x))[0] for x in xs])
+    qual = lambda k, xs: np.array([lr.play_calls(tab, rows, calls(k, x))[0] for x in xs])
     out_ = {}
     for k in routers:
-        xs = np.array([ll.spend_axis(tab, rows, calls(k, x)) for x in ll.RATE_GRID])
-        Qa = qual(k, ll.RATE_GRID)
-        cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers if o != k}
+        xs = np.array([lr.spend_axis(tab, rows, calls(k, x)) for x in lr.RATE_GRID])
+        Qa = qual(k, lr.RATE_GRID)
+        cmp = {o: lr.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers if o != k}
         c = criteria(
             {'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}}
         )  # the bar, as the README runs are judged
@@ -73,16 +74,16 @@ def bar(name: str, n: int, seed: int, out: Path) -> dict:
         text = {t.id: t.text for t in be.world.bank.tasks()}
         p = lambda m: np.array([hid[(text[tab.task_ids[i]], tab.ids[m])] for i in rows])
         gain, c, s = p(tab.strongest) - p(tab.cheapest), tab.cheapest, tab.strongest
-        xs = np.array([round(x * len(rows)) / len(rows) for x in ll.RATE_GRID])
+        xs = np.array([round(x * len(rows)) / len(rows) for x in lr.RATE_GRID])
         Qa = np.array(
             [
-                ll.play_calls(
+                lr.play_calls(
                     tab, rows, np.stack([np.where(at_rate(gain, x), s, c), np.full(len(rows), -1)], 1)
                 )[0]
                 for x in xs
             ]
         )
-        cmp = {o: ll.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers}
+        cmp = {o: lr.paired_curve(Qa, qual(o, xs), qc, qs, xs, seed=seed) for o in routers}
         c_ = criteria({'policies': {'policy': {'x': xs.tolist(), 'vs': cmp}}})
         fails = [
             (round(float(f['x']), 2), f['best'], round(f['diff'], 3), [round(float(v), 3) for v in f['ci']])

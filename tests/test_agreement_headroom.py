@@ -14,6 +14,7 @@ from spindleflow_rl.core.embeddings import get_embedder
 from spindleflow_rl.logs.routers import LoggedTasks, write_csv
 from spindleflow_rl.logs.multi_model_log import make_multi_model_log, MULTI_MODEL_CATALOG
 import spindleflow_rl.training.logs_learning as ll
+import spindleflow_rl.logs.routers as lr
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / 'spindleflow_rl' / 'assets'
@@ -32,7 +33,7 @@ def tab(tmp_path_factory):
     be = RecordedOutcomesBackend.from_file(
         d / 'log.csv', Catalog.from_file(d / 'catalog.csv'), embedder=get_embedder(), quiet=True
     )
-    return ll.log_table(LoggedTasks(be))
+    return lr.log_table(LoggedTasks(be))
 
 
 def test_calls_and_what_they_return(tab):
@@ -45,12 +46,12 @@ def test_calls_and_what_they_return(tab):
     assert (none[:, 0] == m1).all() and (none[:, 1] == m2).all() and (none[:, 2] == -1).all()
     assert (all_[:, 2] == s).all() and (half[:, 2] == s).sum() == round(n / 2)
     assert (half[score.argsort()[-3:], 2] == s).all()  # the highest scores escalate first
-    q0, c0 = ll.play_calls(tab, rows, none)
+    q0, c0 = lr.play_calls(tab, rows, none)
     ok2 = tab.OK[rows, m2]
     # two calls return m2's answer where it succeeded, m1's where only m1 did
     assert np.allclose(q0[ok2], tab.Y[rows, m2][ok2])
     assert np.allclose(c0, tab.C[rows, m1] + tab.C[rows, m2])
-    q1, c1 = ll.play_calls(tab, rows, all_)
+    q1, c1 = lr.play_calls(tab, rows, all_)
     assert np.allclose(c1, c0 + tab.C[rows, s]) and np.allclose(
         q1[tab.OK[rows, s]], tab.Y[rows, s][tab.OK[rows, s]]
     )
@@ -102,14 +103,14 @@ def test_the_pair_and_l2_are_the_out_of_fold_best_and_no_held_out_grade_moves_a_
     s1 = ah.escalation_score(tab, f, on, ch['l2'])
     assert np.array_equal(s1, ah.escalation_score(flipped, f, on, ch['l2']))
     # routed: the same (the router fitted on training questions only)
-    knn = ll.KNNQuality().fit(tab, fit)
+    knn = lr.KNNQuality().fit(tab, fit)
     r1, r2 = ah.fit_routed(tab, fit, knn), ah.fit_routed(flipped, fit, knn)
     assert r1['l2'] == r2['l2'] and r1['validation'] == r2['validation'] and np.array_equal(r1['P'], r2['P'])
 
 
 def test_headroom_against_a_router_on_the_same_questions(tab):
     fit = np.flatnonzero(tab.train & tab.avail.all(1))
-    knn = ll.KNNQuality().fit(tab, fit)
+    knn = lr.KNNQuality().fit(tab, fit)
     r = ah.headroom(tab, {'knn': knn})
     routed = ah.headroom(tab, {'knn': knn}, 'routed')
     assert routed['router'] == 'knn' and sum(routed['pairs_played'].values()) == routed['heldout']

@@ -11,6 +11,7 @@ from spindleflow_rl.core.catalog import Catalog
 from spindleflow_rl.core.embeddings import get_embedder
 from spindleflow_rl.logs.routers import LoggedTasks
 import spindleflow_rl.training.logs_learning as ll
+import spindleflow_rl.logs.routers as lr
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / 'spindleflow_rl' / 'assets'
@@ -26,7 +27,7 @@ def tab():
         Catalog.from_file(ASSETS / 'two_model_catalog.csv'),
         embedder=get_embedder(),
     )
-    return ll.log_table(LoggedTasks(be))
+    return lr.log_table(LoggedTasks(be))
 
 
 def test_one_seed_reports_the_runs_pick_and_its_regret(tab):
@@ -44,7 +45,7 @@ def test_one_seed_reports_the_runs_pick_and_its_regret(tab):
     assert r['rank_of_pick'] == 1 + sum(v > h[r['picked']] for v in h.values())
     # the Q policy played on the held-out questions at its own calibrated prices: the pick's held-out value
     ho = np.flatnonzero(~tab.train & tab.avail.all(1))
-    val = ll.decision_value(tab, ho, lambda c: q.decide(ho, c), ll.calibrate(q, ll.RATE_GRID))
+    val = lr.decision_value(tab, ho, lambda c: q.decide(ho, c), ll.calibrate(q, lr.RATE_GRID))
     assert h[r['picked']] == pytest.approx(val, abs=1e-4)
 
 

@@ -57,7 +57,7 @@ LAYERS = [  # top first: a module may import modules of the layers listed after 
     ('synthetic logs', 'logs of more than two models (18a)', {'logs.multi_model_log'}),
     (
         'routers',
-        'learning from logs: replaying a log, simple routers, PGR, the log-fitted teacher (evaluation, warm start)',
+        'the log library: replay, the log as a table, the routers (one family), PGR and APGR, the log-fitted teacher',
         {'logs.routers'},
     ),
     (

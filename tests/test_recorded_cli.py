@@ -311,7 +311,7 @@ def test_no_heldout_label_reaches_a_decision(logdir, tmp_path):
     )
     wa, wb = _weights(runs[0] / 'final.zip'), _weights(runs[1] / 'final.zip')
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    from spindleflow_rl.training.logs_learning import log_table
+    from spindleflow_rl.logs.routers import log_table
 
     ta, tb = (
         log_table(LoggedTasks(be)),

@@ -26,8 +26,6 @@ from spindleflow_rl.logs.routers import (
     at_rate,
     BayesCascadeTeacher,
     summarize,
-)
-from spindleflow_rl.training.logs_learning import (
     log_table,
     knn_path,
     play_calls,
@@ -214,3 +212,26 @@ def test_teacher_demonstrations_carry_the_episode_price(lt):
     coefs = d.obs[d.starts == 1][:, scal][:, -1]
     assert len(set(np.round(coefs, 4))) == 12 and coefs.min() >= 0 and coefs.max() <= np.log1p(400) + 1e-5
     assert {e - s for s, e in d.episodes()} <= {2, 3}  # cheap call, then escalate or stop
+
+
+def test_the_learners_old_names_find_the_log_library_with_a_warning():
+    """Names chapter 18b's module held before the routers became one family: the same objects; one warning each for
+    those it no longer imports itself."""
+    import warnings
+    import spindleflow_rl.logs.routers as lib
+    import spindleflow_rl.training.logs_learning as ll
+    from spindleflow_rl._compat import OldPathWarning
+
+    warned = []
+    for name in sorted(ll.MOVED_TO_LOGS):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            assert getattr(ll, name) is getattr(lib, name)
+        here = name in vars(ll)  # still imported by the learner: an attribute, no warning
+        assert [x.category for x in w] == ([] if here else [OldPathWarning]), name
+        if not here:
+            assert f'spindleflow_rl.logs.routers.{name}' in str(w[0].message)
+            warned.append(name)
+    assert {'KNNQuality', 'CascadeRouter', 'Router', 'logistic_path'} <= set(warned)
+    with pytest.raises(AttributeError, match='no attribute'):
+        ll.not_a_name

@@ -15,6 +15,7 @@ import torch as th
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import spindleflow_rl.training.logs_learning as ll
+import spindleflow_rl.logs.routers as lr
 from spindleflow_rl.agent.checkpoints import load_policy
 from spindleflow_rl.agent.network import root_calls
 from spindleflow_rl.core.catalog import Catalog
@@ -39,7 +40,7 @@ def load(tmp, rows):
 def fitted(tmp_path_factory):
     rows = make_multi_model_log(500, 1)
     be = load(tmp_path_factory.mktemp('log'), rows)
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=0, max_calls=3).fit()
     q.fit_prices(ll.price_grid(q), choose=False)  # the Q's own three decisions
     return rows, be, tab, q
@@ -162,9 +163,9 @@ def test_the_choice_keeps_the_best_validated_candidate(fitted):
     assert ll.choice_words(q).split(':')[0] in {
         "the Q's own three decisions",
         "the Q's own decisions",
-        *(f"the {b} model's ranking then the Q's second and third decisions" for b in ll.BLOCKS),
-        *(f"the {b} model's ranking then the Q's second call" for b in ll.BLOCKS),
-        *(f"the {b} model's ranking (one call)" for b in ll.BLOCKS),
+        *(f"the {b} model's ranking then the Q's second and third decisions" for b in lr.BLOCKS),
+        *(f"the {b} model's ranking then the Q's second call" for b in lr.BLOCKS),
+        *(f"the {b} model's ranking (one call)" for b in lr.BLOCKS),
         "the cheapest first, then the Q's second decision",
         "the cheapest first, then the Q's second decision and third",
     }
@@ -177,7 +178,7 @@ def test_a_held_out_label_flip_changes_no_call(fitted, tmp_path):
     be2 = load(
         tmp_path, [{**r, 'quality': 1.0 - float(r['quality'])} if r['task'] in flip else r for r in rows]
     )
-    tab2 = ll.log_table(LoggedTasks(be2))
+    tab2 = lr.log_table(LoggedTasks(be2))
     assert not np.array_equal(tab2.Y, tab.Y)
     q2 = ll.FullInfoQ(tab2, ll.LOG_REWARD, seed=0, max_calls=3).fit()
     q2.fit_prices(ll.price_grid(q2), choose=False)

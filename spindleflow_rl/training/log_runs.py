@@ -15,6 +15,7 @@ from spindleflow_rl.core.files import (
     safe_name,
 )
 from . import logs_learning as ll
+from ..logs import routers as lr
 from ..agent.checkpoints import load_model, resolve_checkpoint
 from ..core.config import ConfigError, EnvConfig, RewardConfig, SimConfig, seed_everything
 from ..envs.env import SpindleFlowEnv
@@ -36,7 +37,7 @@ __all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP
            'logged_section', 'parse_log_sweep', 'sweep_log_run', 'sweep_markdown', 'plot_log_sweep', 'plot_log_results']
 
 # %% ../../nbs/18c_log_runs.ipynb #c0000007
-ROUTERS = {'knn': ll.KNNQuality, 'gain': ll.GainRouter, 'mf': ll.MFRouter, 'cascade': ll.CascadeRouter}
+ROUTERS = {'knn': lr.KNNQuality, 'gain': lr.GainRouter, 'mf': lr.MFRouter, 'cascade': lr.CascadeRouter}
 CALIBRATION_POINTS = tuple(float(x) for x in np.round(np.arange(0.02, 0.981, 0.02), 2))
 AXIS_WORDS = {'strong_rate': 'strong-call rate', 'spend_share': 'spend share'}
 LOG_RUN_FILE = 'log_learning.json'  # what a full-information run learned besides the weights
@@ -85,7 +86,7 @@ def price_at(cal: dict, x: float) -> float:
 
 
 def fit_routers(tab, names=None, seed: int = 0, quiet: bool = True) -> tuple[dict, dict]:
-    """The tuned routers of chapter 18b named in `names` (default: all of `ROUTERS`), each fitted and tuned on the
+    """The tuned routers of chapter 18 named in `names` (default: all of `ROUTERS`), each fitted and tuned on the
     training questions with every specialist logged: `({name: router}, {name: why it was skipped})`. The cascade is
     skipped on a
     log without the cheap model's answers (it would read a constant stand-in)."""
@@ -226,7 +227,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
     set_determinism(t.torch_threads)
     seed_everything(t.seed)
     be, _ = make_backend(t, build_world(cfg), cfg['sim'])
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     sizes = log_sizes(tab)
     M = cfg['env'].max_specialists
     say(sizes_line(sizes, t.heldout_fraction))
@@ -374,12 +375,12 @@ def routing_points(
 ) -> dict:
     "The policy at each price and every router at the policy's point, on every held-out question once (see above)."
     rows = np.flatnonzero(~tab.train)
-    qc, qs = ll.ends(tab, rows)
+    qc, qs = lr.ends(tab, rows)
     calls = [
         ll.env_calls(tab, price_env(backend, c, max_specialists, ranged), policy, rows, seed) for c in prices
     ]
-    xs = np.array([ll.spend_axis(tab, rows, c) for c in calls])
-    played = [ll.play_calls(tab, rows, c) for c in calls]
+    xs = np.array([lr.spend_axis(tab, rows, c) for c in calls])
+    played = [lr.play_calls(tab, rows, c) for c in calls]
     Qp = np.array([p[0] for p in played])
     pol = {
         'prices': [float(c) for c in prices],
@@ -393,11 +394,11 @@ def routing_points(
     pol['pgr_ci95'] = [pgr_ci(p[0], qc, qs, seed=seed) if defined else None for p in played]
     for n, r in routers.items():
         P = r.quality(rows)
-        rc = [ll.matched_router_calls(tab, r, P, rows, x) for x in xs]
-        rp = [ll.play_calls(tab, rows, c) for c in rc]
+        rc = [lr.matched_router_calls(tab, r, P, rows, x) for x in xs]
+        rp = [lr.play_calls(tab, rows, c) for c in rc]
         pol['vs'][n] = {
-            **ll.paired_curve(Qp, np.array([p[0] for p in rp]), qc, qs, xs, seed=seed),
-            'x_router': [ll.spend_axis(tab, rows, c) for c in rc],
+            **lr.paired_curve(Qp, np.array([p[0] for p in rp]), qc, qs, xs, seed=seed),
+            'x_router': [lr.spend_axis(tab, rows, c) for c in rc],
             'cost_usd': [float(p[1].mean()) for p in rp],
         }
     return {
@@ -481,7 +482,7 @@ def logged_section(
     the training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
     specialist is no better than its cheapest on the held-out questions has no PGR: the report says so and compares
     quality and cost."""
-    tab = ll.log_table(LoggedTasks(backend))
+    tab = lr.log_table(LoggedTasks(backend))
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
     ranged = (
         price_env(backend, cost_coef, max_specialists).observation_space.shape
@@ -653,7 +654,7 @@ def sweep_log_run(
     jpath = _sweep_paths(json_out, run_dir, overwrite)
     tc, env = _sweep_run_config(cfg, z, recorded, catalog)
     be, _ = make_backend(tc, build_world(tc), SimConfig.from_dict(cfg.get('sim') or {}))
-    tab = ll.log_table(LoggedTasks(be))
+    tab = lr.log_table(LoggedTasks(be))
     prices, how = _sweep_prices(
         axis, values, run_dir, tab, tc.seed, bool(recorded or catalog), say, tc.q_calls
     )
