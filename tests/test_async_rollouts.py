@@ -4,6 +4,8 @@ interrupted mid-rollout (requests in flight) resumes to the same weights as the 
 replies the run is the same whatever the concurrency; an error in one environment is raised with nothing left in flight."""
 
 import json
+import threading
+import time
 from pathlib import Path
 import numpy as np
 import pytest
@@ -42,9 +44,20 @@ def test_budget_never_passed_with_32_envs_in_flight(tmp_path, key, monkeypatch, 
         f"train:\n  eval_episodes: 0\n  progress: false\n  checkpoint_every: 0\n  imitation_teacher: ''\n"
         f"ppo:\n  n_steps: 16\n  batch_size: 512\n  n_epochs: 1\nopenai:\n  cache_dir: {tmp_path / 'llm'}\n"
     )
-    # each reply takes 1.5 s: long enough for all 32 to be sent on a loaded machine (at 0.5 s one run on a busy
-    # 2-core machine saw 31 in flight at most: the 32nd was sent after the first had come back)
-    with ScriptedOpenAIServer(usage=USAGE, latency_s=1.5) as srv:
+    # No timing: every reply is held until 32 requests are in flight at once (or 60 s pass), then the gate opens for
+    # good. A fixed reply delay (0.5 s, then 1.5 s) still let a busy 2-core machine see 31 at most: the 32nd request
+    # left after the first reply had come back. Held replies make the count a property of the code, not of the load.
+    gate = threading.Event()
+    with ScriptedOpenAIServer(usage=USAGE) as srv:
+        srv.script(ScriptedReply(gate=gate), times=None)
+
+        def open_at_32():
+            t0 = time.monotonic()
+            while srv.in_flight < 32 and time.monotonic() - t0 < 60:
+                time.sleep(0.01)
+            gate.set()
+
+        threading.Thread(target=open_at_32, daemon=True).start()
         monkeypatch.setenv('OPENAI_BASE_URL', srv.base_url)
         rc = main(
             [
