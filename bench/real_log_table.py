@@ -99,11 +99,14 @@ def summary(name: str, r: dict) -> list:
     for n, v in r['vs'].items():
         below = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_ci95']) if hi < 0]
         above = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_ci95']) if lo > 0]
+        b_below = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_band95']) if hi < 0]
+        b_above = [f"{x:.2f}" for x, (lo, hi) in zip(v['x'], v['diff_band95']) if lo > 0]
         out.append(
             f"  Q policy APGR {v['apgr_a']:.3f} vs {n} {v['apgr_b']:.3f}: {v['apgr_diff']:+.3f} "
             f"[{v['apgr_diff_ci95'][0]:+.3f}, "
             f"{v['apgr_diff_ci95'][1]:+.3f}]; significantly below at {below or 'no point'}, above at "
-            f"{above or 'no point'}"
+            f"{above or 'no point'}; band (whole curve): below at {b_below or 'no point'}, above at "
+            f"{b_above or 'no point'}"
         )
     return out
 

@@ -278,7 +278,9 @@ def _train_config(a, ov: dict) -> dict:
     if not a.checkpoint:
         return load_run_config(a.config, ov, 'the command line')
     _, st = resolve_checkpoint(a.checkpoint)
-    saved = {k: v for k, v in (st.get('config') or {}).items() if v is not None and not k.startswith('_')}
+    saved = {
+        k: v for k, v in (st.get('config') or {}).items() if v is not None
+    }  # its records (`_price_from`) too: read, never taken as sections
     return load_run_config(a.config, ov, 'the command line', base=saved)
 
 # %% ../nbs/97_cli.ipynb #8ae2715e
@@ -405,16 +407,16 @@ FULL_INFO_ONLY = (
     'finetune_timesteps',
     'validation_fraction',
 )
-LOG_ONLY = ('heldout_fraction', 'log_price', 'log_learner')
+LOG_ONLY = ('heldout_fraction', 'log_learner')
 
 
 def _check_log_learner(cfg: dict, ov: dict) -> dict:
-    """Flags the chosen learner would ignore are refused by name; on a log, `--cost-coef` is the price the run is
-    reported at (`train.log_price`)."""
+    """Flags the chosen learner would ignore are refused by name. (On a log, `--cost-coef`, `reward.cost_coef`, is the
+    price the run is reported at: `load_run_config` records that it was given.)"""
     t, given = cfg['train'], ov.get('train', {})
 
     def flag(k):
-        "Config field `k` as its command-line flag: `log_price` -> `--log-price`."
+        "Config field `k` as its command-line flag: `log_learner` -> `--log-learner`."
         return '--' + k.replace('_', '-')
 
     if t.backend != 'recorded':
@@ -440,8 +442,6 @@ def _check_log_learner(cfg: dict, ov: dict) -> dict:
                 f"{', '.join(bad)}: for the full-information learner; this run trains with --log-learner ppo. Drop "
                 f"them."
             )
-    if 'cost_coef' in ov.get('reward', {}):
-        cfg = {**cfg, 'train': t.replace(log_price=float(ov['reward']['cost_coef']))}
     return cfg
 
 

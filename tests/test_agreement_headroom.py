@@ -178,4 +178,6 @@ def test_collect_and_the_shipped_asset(tmp_path, monkeypatch):
     for name, most_below in (('rb-arc', 0), ('rb-mbpp', 0), ('rb-winogrande', 1), ('rb-all-three', 1)):
         v = verdicts(name, 'routed')
         assert sum(len(b) for _, b in v.values()) <= most_below and any(a for a, _ in v.values()), name
-    assert all(a for a, _ in verdicts('rb-winogrande', 'routed').values())
+    # on Winogrande above kNN and the cascade router (with nearest-point matching it was above every router: MF and
+    # gain were played where they did not spend what the cascade spent)
+    assert {n for n, (a, _) in verdicts('rb-winogrande', 'routed').items() if a} >= {'knn', 'cascade'}

@@ -162,6 +162,15 @@ def test_full_information_run_eval_and_sweep(logdir, tmp_path):
     assert set(apgr) == {'knn', 'gain', 'mf', 'cascade'}
     assert all(v['apgr_diff_ci95'][0] <= v['apgr_diff'] <= v['apgr_diff_ci95'][1] for v in sp['vs'].values())
     assert 'APGR' in (tmp_path / 'sw.md').read_text() and (tmp_path / 'sw.png').stat().st_size > 1000
+    for v in sp[
+        'vs'
+    ].values():  # the simultaneous band over the curve: wider than one point's, holding each estimate
+        alike = all(lo == hi for lo, hi in v['diff_ci95'])  # the policy makes this router's calls: zero width
+        assert (alike or v['band_k'] > 1.5) and all(
+            lo <= d <= hi for d, (lo, hi) in zip(v['diff'], v['diff_band95'])
+        )
+    assert any(v['band_k'] > 1.5 for v in sp['vs'].values())
+    assert (tmp_path / 'sw.md').read_text().count('over the whole curve (band x') == len(sp['vs'])
     # what the sweep would not use, or would overwrite, is refused by name; --baselines picks routers
     for extra, names in (
         (('--episodes', '5'), ('--episodes',)),

@@ -235,3 +235,59 @@ def test_the_learners_old_names_find_the_log_library_with_a_warning():
     assert {'KNNQuality', 'CascadeRouter', 'Router', 'logistic_path'} <= set(warned)
     with pytest.raises(AttributeError, match='no attribute'):
         ll.not_a_name
+
+
+def _step_table(n=200, seed=0):
+    "A three-specialist table (cheap, mid, strong by cost) whose router, predicting the same for every question,"
+    "switches every question at once between operating points."
+    from spindleflow_rl.logs.routers import LogTable
+
+    rng = np.random.default_rng(seed)
+    M = 3
+    C = np.tile([0.001, 0.004, 0.01], (n, 1)) * rng.uniform(0.8, 1.2, (n, M))
+    Y = (rng.random((n, M)) < [0.5, 0.7, 0.8]).astype(float)
+    z = lambda *s: np.zeros(s)  # noqa: E731
+    tab = LogTable(
+        ids=['cheap', 'mid', 'strong'],
+        task_ids=[f't{i}' for i in range(n)],
+        X=z(n, 4),
+        A=z(n, M, 4),
+        text=np.zeros(M, bool),
+        C=C,
+        L=z(n, M),
+        fail=np.zeros((n, M), int),
+        avail=np.ones((n, M), bool),
+        Y=Y,
+        train=np.zeros(n, bool),
+        budget=np.full(n, 60.0),
+        base=np.zeros(n, int),
+        expected=np.ones(n),
+        cheapest=0,
+        strongest=2,
+    )
+    return tab
+
+
+def test_a_router_whose_spend_jumps_is_matched_by_mixing_its_two_points():
+    "A router that switches every question at once (its predictions do not vary by question) is put at the policy's"
+    "spend share by mixing the two operating points around it, not left at the nearest one."
+    from spindleflow_rl.logs.routers import TunedRouter, matched_router_calls, spend_axis
+
+    tab = _step_table()
+    rows = np.arange(tab.n)
+    r = TunedRouter()
+    r.tab, r.fit_rows = tab, rows
+    P = np.tile([0.5, 0.7, 0.8], (tab.n, 1))  # the same prediction for every question: a step curve
+    grid = np.r_[0, np.geomspace(0.1, 1e6, 400)]
+    reach = sorted({round(spend_axis(tab, rows, r.calls_at(P, g)), 3) for g in grid})
+    assert len(reach) == 3  # always strong, always mid, always cheap: nothing in between
+    for x in (0.1, 0.25, 0.5, 0.8):
+        calls = matched_router_calls(tab, r, P, rows, x)
+        assert abs(spend_axis(tab, rows, calls) - x) < 0.01, x  # matched, within one question's cost
+        assert min(abs(x - s) for s in reach) > 0.05  # no single operating point is there
+        # every question plays one of the two neighbouring points' calls
+        assert set(calls[:, 0]) <= {0, 1, 2} and len(set(calls[:, 0])) == 2
+        np.testing.assert_array_equal(calls, matched_router_calls(tab, r, P, rows, x))  # seeded
+    # an operating point at x is played as it is
+    at = r.calls_at(P, 0.0)
+    np.testing.assert_array_equal(matched_router_calls(tab, r, P, rows, spend_axis(tab, rows, at)), at)

@@ -160,6 +160,17 @@ def test_the_choice_keeps_the_best_validated_candidate(fitted):
     assert {'q', 'q3', 'knn+q3', 'cheapest+q3'} <= set(v) and len(v) == 16
     assert v[q.choice['taken']] == max(v.values())
     assert q.summary()['calls'] == q.depth
+    taken, h = q.choice['taken'], held(tab)
+    calls = [q.decide(h, c) for c in prices(q)]
+    for other in (
+        'knn',
+        'cheapest+q',
+    ):  # another candidate taken (one call: every second call off), then chosen again
+        q.take(other)
+        q.choose()
+        assert (q.choice['taken'], q.choice['values']) == (taken, v)
+        for c, want in zip(prices(q), calls):
+            np.testing.assert_array_equal(q.decide(h, c), want)
     assert ll.choice_words(q).split(':')[0] in {
         "the Q's own three decisions",
         "the Q's own decisions",

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/94_runs.ipynb #3991b4c2
 from __future__ import annotations
-import copy, hashlib, io, json, pickle, platform, random, time, traceback
+import copy, hashlib, io, json, pickle, platform, random, time, traceback, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -28,7 +28,7 @@ from ..core.world import World, default_world
 from ..sim.backends import SimulatedBackend, RecordedOutcomesBackend
 from ..llms.client import OpenAIConfig, OPENAI_API_URL, LLMClient
 from ..llms.backend import make_judge_scorers
-from .._compat import Unpickler  # reads a 0.1 run's module paths
+from .._compat import OldPathWarning, REMOVED_IN, Unpickler  # reads a 0.1 run's module paths
 from spindleflow_rl.llms.sandbox import (
     SandboxedOpenAIBackend,
 )  # specialists read only their DAG ancestors (chapter 16)
@@ -47,11 +47,11 @@ from spindleflow_rl.agent.checkpoints import (
 )
 
 # %% auto #0
-__all__ = ['SECTIONS', 'PPO_CHECKS', 'RUN_SECTIONS', 'SPEND_KIND', 'MIN_CALLS', 'SPLITS', 'TrainConfig', 'check_device',
-           'file_sha256', 'pin_file', 'load_run_config', 'build_world', 'with_roster', 'spend_fields', 'spend_from',
-           'RunState', 'rng_state', 'set_rng_state', 'ResumableEnv', 'capture', 'restore', 'save_checkpoint',
-           'save_crash', 'prune_checkpoints', 'CallsFailedError', 'calls_failed', 'Interrupted', 'make_backend',
-           'FastDummyVecEnv', 'safe_start_method', 'make_vec_env', 'split_env_fn']
+__all__ = ['SECTIONS', 'PPO_CHECKS', 'RUN_SECTIONS', 'SAVED', 'PRICE_FROM', 'SPEND_KIND', 'MIN_CALLS', 'SPLITS', 'TrainConfig',
+           'check_device', 'file_sha256', 'pin_file', 'price_from', 'load_run_config', 'build_world', 'with_roster',
+           'spend_fields', 'spend_from', 'RunState', 'rng_state', 'set_rng_state', 'ResumableEnv', 'capture', 'restore',
+           'save_checkpoint', 'save_crash', 'prune_checkpoints', 'CallsFailedError', 'calls_failed', 'Interrupted',
+           'make_backend', 'FastDummyVecEnv', 'safe_start_method', 'make_vec_env', 'split_env_fn']
 
 # %% ../../nbs/94_runs.ipynb #8abeeeff
 def _ok_eval(v):
@@ -212,14 +212,6 @@ class TrainConfig(ConfigBase):
         hi=1,
         lo_open=True,
         hi_open=True,
-    )
-    log_price: float = param(
-        -1.0,
-        'recorded logs: the cost_coef the evaluation and its headline are reported at (--cost-coef '
-        'sets it); -1: the price calibrated on the training questions to half the questions escalated '
-        '(two specialists) or half the spend from cheapest to strongest (more)',
-        lo=-1,
-        cli=False,
     )
     distil_episodes: int = param(
         6000,
@@ -382,6 +374,58 @@ def _pin_inputs(t: TrainConfig) -> TrainConfig:
 RUN_SECTIONS = ('train', 'ppo', 'policy', 'env', 'reward', 'sim', 'openai')
 
 
+SAVED = "the run's saved config"  # the layer name of a resumed run's config
+PRICE_FROM = (
+    '_price_from'  # a run config's record of the layer that gave a log run's price (reward.cost_coef)
+)
+
+
+def _retire_keys(layer: dict, where: str, saved: bool) -> dict:
+    """`layer` with the retired keys taken out: `train.log_price` (0.2's name for the price a log run is reported at)
+    is `reward.cost_coef` now, its -1 ("calibrate") is leaving the price unset. A user's file gets an
+    `OldPathWarning`; a saved run config is read quietly (its user cannot change it). A saved config's own
+    underscored records (`_price_from`, `_run_dir`) are not sections: taken out too."""
+    if not isinstance(layer, dict):
+        return layer  # refused with its reason by the section checks
+    train = layer.get('train')
+    if not saved and not (isinstance(train, dict) and 'log_price' in train):
+        return layer
+    out = {
+        k: (dict(v) if isinstance(v, dict) else v)
+        for k, v in layer.items()
+        if not (saved and k.startswith('_'))
+    }
+    lp = (out.get('train') or {}).pop('log_price', None) if isinstance(out.get('train'), dict) else None
+    if lp is None:
+        return out
+    if not saved:
+        warnings.warn(
+            f"{where}: train.log_price is now reward.cost_coef (the --cost-coef flag); read as such. Write "
+            f"`reward: {{cost_coef: ...}}` instead, or drop it to have the price calibrated "
+            f"(train.log_price goes in {REMOVED_IN}).",
+            OldPathWarning,
+            stacklevel=4,
+        )
+    if isinstance(lp, (int, float)) and not isinstance(lp, bool) and lp >= 0:
+        out['reward'] = {**(out.get('reward') or {}), 'cost_coef': float(lp)}
+    return out
+
+
+def price_from(origin: dict, base: dict | None) -> str:
+    """The layer that gave a recorded run's price (`reward.cost_coef`): 'the command line', a config file, 'overrides'
+    (a sweep's axis), or what a resumed run's saved config recorded; '' when none did (the run calibrates it)."""
+    w = origin.get('reward.cost_coef', '')
+    if w == 'train.yaml':
+        return ''
+    if w == SAVED:
+        b = base or {}
+        lp = (b.get('train') or {}).get('log_price', -1)
+        return b.get(PRICE_FROM) or (
+            "the run's --cost-coef" if isinstance(lp, (int, float)) and lp >= 0 else ''
+        )
+    return w
+
+
 def _check_section(sec: str, values: dict, where: str) -> dict:
     "One layer's values of one section, each checked (unknown keys, types, ranges); errors name `where` and the key."
     if sec == 'ppo':
@@ -396,14 +440,13 @@ def _layers(
 ) -> tuple[dict, dict]:
     """The shipped train.yaml, a resumed run's saved config (`base`), the file at `path` and `overrides`, checked layer
     by layer and merged; `(merged, key -> layer name)`."""
-    layers = [(load_yaml(config_path('train.yaml')), 'train.yaml')] + (
-        [(base, "the run's saved config")] if base else []
-    )
+    layers = [(load_yaml(config_path('train.yaml')), 'train.yaml')] + ([(base, SAVED)] if base else [])
     if path is not None:
         layers.append((load_yaml(path, what='config'), str(path)))
     layers.append((overrides or {}, overrides_where))
     merged, origin = {}, {}
     for layer, where in layers:
+        layer = _retire_keys(layer, where, saved=where == SAVED)
         unknown = sorted(set(layer) - set(RUN_SECTIONS))
         if unknown:
             raise ConfigError(f"{where}: unknown section(s) {unknown}. Sections: {', '.join(RUN_SECTIONS)}.")
@@ -466,6 +509,8 @@ def load_run_config(
     _check_run(out, origin, overrides_where)
     _check_train(t)
     out['train'] = _pin_inputs(t)
+    if t.backend == 'recorded' and price_from(origin, base):
+        out[PRICE_FROM] = price_from(origin, base)  # the price is the user's; else a log run calibrates it
     return out
 
 # %% ../../nbs/94_runs.ipynb #a0114747

@@ -113,7 +113,7 @@ def trial_specs(
 # %% ../../nbs/17_sweep.ipynb #67f67a14
 def run_trial(spec: dict) -> dict:
     "Train one trial (one `spindleflow-train` config) and evaluate it on the held-out tasks; return its numbers."
-    cfg = load_run_config(spec['config'], spec['overrides'])
+    cfg = load_run_config(spec['config'], spec['overrides'], '--sweep/--set')
     t0 = time.time()
     if (
         cfg['train'].backend == 'recorded' and cfg['train'].log_learner == 'full-info'

@@ -386,7 +386,10 @@ class RewardConfig(ConfigBase):
     invalid_action_penalty: float = param(0.02, 'per ignored (masked / cyclic / repeated) selection', lo=0)
     quality_scale: float = param(1.0, 'multiplies quality_delta', lo=0, lo_open=True)
     cost_coef: float = param(
-        0.0, "price of money: cost_penalty = -cost_coef x USD the step's calls spent (0 = off)", lo=0
+        0.0,
+        "price of money: cost_penalty = -cost_coef x USD the step's calls spent (0 = off); on a recorded log, the price "
+        "the run is reported at (not given: calibrated on the training questions)",
+        lo=0,
     )
 
 

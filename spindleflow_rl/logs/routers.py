@@ -21,8 +21,8 @@ __all__ = ['PRICES', 'SUBJECTS', 'TWO_MODELS', 'TWO_MODEL_CATALOG', 'RATE_GRID',
            'reference', 'LogTable', 'log_table', 'kfolds', 'ridge_path', 'fit_ridge', 'knn_path', 'MatrixFactorisation',
            'GainMLP', 'play_calls', 'spend_axis', 'ends', 'curve_area', 'prompt_calls', 'decision_value',
            'break_even_prices', 'logistic_path', 'prompt_paths', 'Router', 'TunedRouter', 'KNNQuality', 'GainRouter',
-           'MFRouter', 'CascadeRouter', 'paired_curve', 'matched_router_calls', 'HindsightOraclePolicy', 'play_policy',
-           'BayesCascadeTeacher']
+           'MFRouter', 'CascadeRouter', 'simultaneous_band', 'paired_curve', 'matched_router_calls',
+           'HindsightOraclePolicy', 'play_policy', 'BayesCascadeTeacher']
 
 # %% ../../nbs/18_routers.ipynb #94d3636b
 PRICES = {
@@ -1224,12 +1224,27 @@ class CascadeRouter(TunedRouter):
         return 1 - P[:, t.cheapest] if self.kind == 'wrong' else P[:, t.strongest] - P[:, t.cheapest]
 
 # %% ../../nbs/18_routers.ipynb #2cd115ae
+def simultaneous_band(D: np.ndarray, d: np.ndarray, level: float = 0.95) -> dict:
+    """A band around the differences `d` (one per point) that holds at every point at once with probability `level`,
+    from their bootstrap draws `D` `(points, draws)`: each point's interval is its bootstrap standard deviation times
+    one multiplier, the `level` quantile over draws of the largest standardised deviation across points (max-t). Per
+    point, 95% intervals over 19 points and four routers would show a difference somewhere by chance alone; the band
+    does not. A point where the two agree on every draw has zero width. `diff_band95` (per point, `[lo, hi]`) and
+    `band_k` (the multiplier: 1.96 would be a single point's)."""
+    D, d = np.asarray(D, float), np.asarray(d, float)
+    s = D.std(1)
+    t = np.abs(D - d[:, None]) / np.where(s > 1e-12, s, np.inf)[:, None]
+    k = float(np.quantile(t.max(0), level)) if D.size else 0.0
+    return {'diff_band95': np.stack([d - k * s, d + k * s], 1).tolist(), 'band_k': k}
+
+# %% ../../nbs/18_routers.ipynb #2e97afb4
 def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
     """Policy `a` minus router `b` on the same questions at the same points (`Q*`: `(points, n)` per-question qualities,
     `xs` the points' strong-call rate or spend share): the quality difference per point, and the PGR difference per
     point and the area under the PGR curve (APGR, trapezoids over the sorted points, per unit of x), each with a paired
     bootstrap 95% interval (questions resampled). When the strongest specialist is no better than the cheapest on these
-    questions PGR is undefined: `pgr_defined` is False and the PGR fields are None (the quality fields still hold)."""
+    questions PGR is undefined: `pgr_defined` is False and the PGR fields are None (the quality fields still hold).
+    With the per-point intervals, a simultaneous band over the whole curve (`simultaneous_band`)."""
     Qa, Qb, qc, qs = (np.asarray(v, float) for v in (Qa, Qb, qc, qs))
     xs = np.asarray(xs, float)
     n = len(qc)
@@ -1267,6 +1282,8 @@ def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
             'pgr_b': None,
             'diff': None,
             'diff_ci95': None,
+            'diff_band95': None,
+            'band_k': None,
             'apgr_a': None,
             'apgr_b': None,
             'apgr_diff': None,
@@ -1281,21 +1298,41 @@ def paired_curve(Qa, Qb, qc, qs, xs, n_boot: int = 2000, seed: int = 0) -> dict:
         'pgr_b': B.tolist(),
         'diff': (A - B).tolist(),
         'diff_ci95': ci(pa - pb).T.tolist(),
+        **simultaneous_band(pa - pb, A - B),
         'apgr_a': float(w @ A),
         'apgr_b': float(w @ B),
         'apgr_diff': float(w @ (A - B)),
         'apgr_diff_ci95': ci(w @ (pa - pb)).tolist(),
     }
 
-
-def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x) -> np.ndarray:
+# %% ../../nbs/18_routers.ipynb #1908ad8f
+def matched_router_calls(tab: LogTable, router: TunedRouter, P, rows, x, seed: int = 0) -> np.ndarray:
     """The router's calls at the policy's point `x`: the same strong-call rate (two specialists, exactly, by ranking) or
-    the spend share closest to it (more: its price searched on a fine grid)."""
+    the same spend share (more). With more, the router's price is searched on a fine grid; where its spend jumps past
+    `x` between two neighbouring prices (a router whose predictions hardly vary by question switches most questions at
+    once: MF on RouterBench's ARC goes from a spend share of 0.06 to 1.0), it mixes its two operating points around
+    `x`: a seeded random set of questions takes the pricier point's calls, as many as bring the spend to `x`. That is
+    the chord between the two points, the same line `decision_value` draws when it tunes the router, and the
+    interpolation RouterBench uses between a router's operating points."""
     if tab.M == 2:
         return router.calls_at(P, x)
+    rows = np.asarray(rows)
     grid = np.r_[0, np.geomspace(0.1, 1e6, 400)]
     cands = [router.calls_at(P, g) for g in grid]
-    return cands[int(np.argmin([abs(spend_axis(tab, rows, c) - x) for c in cands]))]
+    s = np.array([spend_axis(tab, rows, c) for c in cands])
+    near = int(np.argmin(np.abs(s - x)))
+    if abs(s[near] - x) < 0.005 or not ((s < x).any() and (s > x).any()):
+        return cands[near]
+    lo = cands[int(np.flatnonzero(s < x)[np.argmax(s[s < x])])]
+    hi = cands[int(np.flatnonzero(s > x)[np.argmin(s[s > x])])]
+    (_, c_lo), (_, c_hi) = play_calls(tab, rows, lo), play_calls(tab, rows, hi)
+    order = np.random.default_rng(seed).permutation(len(rows))
+    cc, cs = tab.C[rows, tab.cheapest].mean(), tab.C[rows, tab.strongest].mean()
+    share = (c_lo.sum() + np.r_[0, np.cumsum(c_hi[order] - c_lo[order])]) / len(rows)
+    j = int(np.argmin(np.abs((share - cc) / (cs - cc) - x)))
+    out = np.array(lo, copy=True)
+    out[order[:j]] = np.asarray(hi)[order[:j]]
+    return out
 
 # %% ../../nbs/18_routers.ipynb #a67c5408
 class HindsightOraclePolicy:

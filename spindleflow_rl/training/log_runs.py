@@ -22,6 +22,7 @@ from ..envs.env import SpindleFlowEnv
 from ..agent.policies import ModelPolicy
 from ..logs.routers import LoggedTasks, pgr, pgr_ci
 from spindleflow_rl.agent.runs import (
+    PRICE_FROM,
     TrainConfig,
     _model_bytes,
     build_world,
@@ -33,8 +34,9 @@ from .train import claim_run_dir, set_determinism
 
 # %% auto #0
 __all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP_AXES', 'axis_of', 'log_sizes', 'sizes_line',
-           'calibration', 'price_at', 'fit_routers', 'train_log_run', 'run_price', 'price_env', 'routing_points',
-           'logged_section', 'parse_log_sweep', 'sweep_log_run', 'sweep_markdown', 'plot_log_sweep', 'plot_log_results']
+           'calibration', 'price_at', 'fit_routers', 'given_price', 'train_log_run', 'run_price', 'price_env',
+           'routing_points', 'logged_section', 'parse_log_sweep', 'sweep_log_run', 'sweep_markdown', 'plot_log_sweep',
+           'plot_log_results']
 
 # %% ../../nbs/18c_log_runs.ipynb #c0000007
 ROUTERS = {'knn': lr.KNNQuality, 'gain': lr.GainRouter, 'mf': lr.MFRouter, 'cascade': lr.CascadeRouter}
@@ -129,15 +131,26 @@ def _say(quiet: bool):
     return (lambda s: None) if quiet else (lambda s: print(s, flush=True))
 
 
-def _fit_q(tab, t, say, progress: bool) -> tuple:
+def given_price(cfg: dict) -> tuple[float | None, str]:
+    """The price a log run's config gives (`reward.cost_coef`, from `--cost-coef`, a config file or a sweep's axis) and
+    where from; `(None, '')` when none does: the run calibrates it."""
+    w = cfg.get(PRICE_FROM, '')
+    if not w:
+        return None, ''
+    return float(cfg['reward'].cost_coef), (
+        '--cost-coef' if w == 'the command line' else f"reward.cost_coef from {w}"
+    )
+
+
+def _fit_q(tab, cfg: dict, say, progress: bool) -> tuple:
     "The fitted Q with its price grid and calibration, and the price the run is reported at (with why)."
+    t = cfg['train']
     q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=t.seed, max_calls=t.q_calls).fit(progress=progress)
     q.fit_prices(ll.price_grid(q))
     cal = calibration(q)
     ax = AXIS_WORDS[axis_of(tab)]
-    if t.log_price >= 0:
-        price, why = float(t.log_price), '--cost-coef'
-    else:
+    price, why = given_price(cfg)
+    if price is None:
         price, why = (
             price_at(cal, 0.5),
             f"calibrated to a {ax} of 0.5 on the training questions; --cost-coef to choose",
@@ -240,7 +253,7 @@ def train_log_run(cfg: dict, quiet: bool = False) -> Path:
         f"full-information learner (chapter 18b): fitting the Q on {sizes['fitting']:,} training questions..."
     )
     t1 = time.time()
-    q, cal, price, why = _fit_q(tab, t, say, t.progress and not quiet)
+    q, cal, price, why = _fit_q(tab, cfg, say, t.progress and not quiet)
     T['fit_q'] = time.time() - t1
     given, rng = _training_range(cfg, q, price, why, say)
 
@@ -343,9 +356,15 @@ def run_price(checkpoint, cost_coef: float | None = None) -> tuple[float, str]:
         info = json.loads(f.read_text())
         return float(info['price']), f"the run's own: {info['price_why']}"
     rng = tuple(EnvConfig.from_dict(cfg.get('env') or {}).cost_coef_range or ())
-    lp = float((cfg.get('train') or {}).get('log_price', -1.0))
+    coef = float(RewardConfig.from_dict(cfg.get('reward') or {}).cost_coef)
     if not rng:
-        return float(RewardConfig.from_dict(cfg.get('reward') or {}).cost_coef), "the run's fixed cost_coef"
+        return coef, "the run's fixed cost_coef"
+    w = cfg.get(PRICE_FROM)
+    if w:
+        return coef, (
+            "the run's --cost-coef" if w == 'the command line' else f"the run's reward.cost_coef (from {w})"
+        )
+    lp = float((cfg.get('train') or {}).get('log_price', -1.0))  # a 0.2 run's record of its --cost-coef
     if lp >= 0:
         return lp, "the run's --cost-coef"
     return (
@@ -719,7 +738,31 @@ def sweep_markdown(rep: dict) -> str:
             + ' |'
         )
     lines += [''] + [f"- {n}: skipped: {w}" for n, w in rep['skipped'].items()]
+    lines += _band_lines(pol)
     return '\n'.join(lines) + '\n'
+
+
+def _band_lines(pol: dict) -> list:
+    """Where the policy is below or above each router point by point (each point's own 95% interval) and over the whole
+    curve (a simultaneous 95% band, `simultaneous_band`): with many points and routers, the first finds differences by
+    chance alone."""
+    out = []
+    for n, v in pol['vs'].items():
+        if not v.get('diff_band95'):
+            continue
+
+        def at(key, side):
+            "The points whose interval `key` lies wholly below (side 1) or above (side 0) zero."
+            return ', '.join(
+                f"{x:.2f}" for x, ci in zip(v['x'], v[key]) if (ci[1] < 0 if side else ci[0] > 0)
+            )
+
+        out.append(
+            f"- policy − {n}: point by point below at {at('diff_ci95', 1) or 'none'}, above at "
+            f"{at('diff_ci95', 0) or 'none'}; over the whole curve (band x{v['band_k']:.2f}) below at "
+            f"{at('diff_band95', 1) or 'none'}, above at {at('diff_band95', 0) or 'none'}"
+        )
+    return [''] + out if out else []
 
 # %% ../../nbs/18c_log_runs.ipynb #1bf09cd6
 def plot_log_sweep(rep: dict, path=None, dpi: int = 100):

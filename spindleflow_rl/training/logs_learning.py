@@ -611,8 +611,9 @@ def candidates(self) -> dict:
     ('knn', 'ridge', 'mf', 'logistic': played exactly as the tuned router of that name, `prompt_calls`), and each such
     router's first call (at a price) followed by the Q's second decision ('knn+q', ...), and a cascade: the cheapest
     first, then the Q's second decision ('cheapest+q'). With a third decision, each of those that continues with the Q
-    also plays with all three decisions: 'q3', 'knn+q3', ..., 'cheapest+q3'."""
-    n, M, p = len(self.rows), self.M, self.prices
+    also plays with all three decisions: 'q3', 'knn+q3', ..., 'cheapest+q3'. They read the decisions `fit_prices`
+    fitted: after a `take`, call `choose` (which puts them back first), not this."""
+    n, M, p = len(self.rows), self.M, self.prices_fit
 
     def oof(T):
         "Out-of-fold ridge predictions `(n, M)` of targets `T` from the prompt-level probabilities `Z0`."
@@ -673,6 +674,9 @@ def choose(self) -> FullInfoQ:
     keep the best: the Q's own decisions (two, or three), or a prompt model's ranking (alone, or followed by the Q's
     further decisions). So the policy's validated value is never below that of a router it contains. `choice` says
     what was taken."""
+    self.take(
+        'q3' if self.third else 'q'
+    )  # the candidates are played from what `fit_prices` fitted, whatever was taken
     t, rows = self.sub, np.arange(len(self.rows))
     vals = {name: decision_value(t, rows, f, pts) for name, (f, pts) in self.candidates().items()}
     best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))  # a tie keeps the Q's own decisions
