@@ -343,7 +343,7 @@ def eval_plan(cfg: dict, explicit: bool, run: Path) -> dict | str:
 def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str | None = None) -> dict:
     """`evaluate_run`'s extra arguments for a run on a recorded log (`{}` for another backend): the one price every
     episode is played and reported at, and the routers' section (chapter 18c)."""
-    _, st = resolve_checkpoint(checkpoint)
+    z, st = resolve_checkpoint(checkpoint)
     if (backend or ((st.get('config') or {}).get('train') or {}).get('backend')) != 'recorded':
         if cost_coef is not None:
             raise ConfigError(
@@ -356,11 +356,12 @@ def recorded_eval_args(checkpoint, cost_coef: float | None = None, backend: str 
     )
 
     price, why = run_price(checkpoint, cost_coef)
+    run_dir = Path(st.get('run_dir') or z.parent)  # its log_learning.json: what the run's validation chose
     return {
         'cost_coef': price,
         'cost_coef_why': why,
         'logged': lambda be, model, seed, M: logged_section(
-            be, model, price, why, seed, max_specialists=M, quiet=False
+            be, model, price, why, seed, max_specialists=M, quiet=False, run_dir=run_dir
         ),
     }
 

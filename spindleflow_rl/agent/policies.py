@@ -32,8 +32,8 @@ from spindleflow_rl.llms.client import (
 # %% auto #0
 __all__ = ['TUNED_ADAPTIVE', 'BASELINES', 'TEACHERS', 'Policy', 'RandomPolicy', 'CallAllPolicy', 'GreedyTopKPolicy',
            'SubtaskPlannerPolicy', 'AdaptivePlannerPolicy', 'plan_returns', 'dependency_levels', 'enumerate_plans',
-           'OraclePolicy', 'run_episode', 'mean_ci', 'evaluate_policies', 'normalised', 'ModelPolicy', 'make_baselines',
-           'check_teacher', 'parse_plan', 'LLMPlannerPolicy']
+           'OraclePolicy', 'run_episode', 'mean_ci', 'evaluate_policies', 'normalised', 'ModelPolicy', 'env_twins',
+           'run_episodes', 'make_baselines', 'check_teacher', 'parse_plan', 'LLMPlannerPolicy']
 
 # %% ../../nbs/07a_policies.ipynb #ea3fd566
 @runtime_checkable
@@ -423,6 +423,80 @@ class ModelPolicy:
         )
         self.start = np.zeros((1,), dtype=bool)
         return a
+
+# %% ../../nbs/07a_policies.ipynb #33324015
+def env_twins(env, n: int) -> list:
+    """`n` environments like `env` (its configuration, world, reward, tier scorers, per-task caches and any method
+    patched onto it), each on its own shallow copy of the backend (`Backend.copyable`)."""
+    import copy, types
+
+    e = env.unwrapped
+    if not getattr(e.backend, 'copyable', False):
+        raise ConfigError(
+            f"backend {type(e.backend).__name__} cannot be copied for side-by-side episodes (copyable is False): "
+            "play its episodes one by one with run_episode."
+        )
+    out = []
+    for _ in range(n):
+        t = SpindleFlowEnv(
+            e.cfg,
+            reward_config=e.reward_cfg,
+            sim_config=e.sim_cfg,
+            world=e.world,
+            backend=copy.copy(e.backend),
+        )
+        t.cascade = e.cascade
+        for k in SpindleFlowEnv._CACHES:  # derived per-task arrays: identical, so shared
+            setattr(t, k, getattr(e, k))
+        for k, v in vars(e).items():  # a method patched onto this instance (e.g. a log's price draw)
+            if isinstance(v, types.MethodType) and v.__self__ is e:
+                setattr(t, k, types.MethodType(v.__func__, t))
+        out.append(t)
+    return out
+
+
+def run_episodes(
+    env, policy, seeds, options=None, record: bool = False, on_end=None, batch: int = 256
+) -> list:
+    """`run_episode` from `reset(seed=seeds[i], options=options[i])` for every `i`, in order; each result is
+    `on_end(env, summary)` (default: the summary), called when the episode ends, on the environment that played it.
+    A deterministic `ModelPolicy` on a `copyable` backend, without the consistency bonus (which reads the earlier
+    episodes of the same environment), plays `batch` episodes at a time in lockstep on `env_twins`: the same episodes
+    as one by one. Anything else plays them one by one on `env`."""
+    seeds = [int(s) for s in seeds]
+    options = list(options) if options is not None else [None] * len(seeds)
+    on_end = on_end or (lambda e, s: s)
+    e = env.unwrapped
+    lock = (
+        isinstance(policy, ModelPolicy)
+        and policy.deterministic
+        and getattr(e.backend, 'copyable', False)
+        and not e.reward_cfg.consistency_coef  # the bonus reads the env's earlier episodes: kept in order
+    )
+    if not lock or len(seeds) < 2:
+        out = []
+        for s, o in zip(seeds, options):
+            summ = run_episode(env, policy, s, o, record)
+            out.append(on_end(env, summ))
+        return out
+    out, twins = [None] * len(seeds), env_twins(env, min(batch, len(seeds)))
+    for b0 in range(0, len(seeds), len(twins)):
+        idx = range(b0, min(b0 + len(twins), len(seeds)))
+        envs = twins[: len(idx)]
+        obs = np.stack([t.reset(seed=seeds[i], options=options[i])[0] for t, i in zip(envs, idx)])
+        done, state, start = np.zeros(len(idx), bool), None, np.ones(len(idx), bool)
+        while not done.all():
+            a, state = policy.model.predict(obs, state=state, episode_start=start, deterministic=True)
+            start = np.zeros(len(idx), bool)
+            for j in np.flatnonzero(~done):  # a finished episode's row rides along; its actions are ignored
+                obs[j], _, term, trunc, info = envs[j].step(a[j])
+                if term or trunc:
+                    done[j] = True
+                    summ = dict(info['summary'])
+                    if record:
+                        summ['trace'] = list(envs[j].trace)
+                    out[idx[j]] = on_end(envs[j], summ)
+    return out
 
 # %% ../../nbs/07a_policies.ipynb #c7cf08b6
 BASELINES = (

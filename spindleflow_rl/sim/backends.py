@@ -192,6 +192,11 @@ class ExecutionBackend(Protocol):
 class Backend:
     "The hooks of `ExecutionBackend` with the answers of a backend that does not have the feature."
 
+    # True: a shallow copy (`copy.copy`) is an independent backend once `begin_episode` has run (that is where every
+    # per-episode attribute is assigned; what is shared is read-only or a deterministic cache), so episodes may be
+    # played side by side on copies (`run_episodes`, chapter 07a). False for a backend with a meter or a connection.
+    copyable = False
+
     def conflict_multiplier(self) -> float:
         "Quality multiplier of this episode's unresolved conflicts, read by the reward at the end (1.0: no conflicts)."
         return 1.0
@@ -557,6 +562,7 @@ class SimulatedBackend(Backend):
     "Offline, deterministic-per-seed backend (demo mode). See the chapter text for the model."
 
     name = 'sim'
+    copyable = True  # the episode's parameters and state are drawn anew in `begin_episode`
 
     def __init__(self, world: World, sim: SimConfig | None = None):
         self.world, self.sim = world, sim or SimConfig()
@@ -1008,6 +1014,7 @@ class RecordedOutcomesBackend(Backend):
     "Replays logged outcomes: quality, cost, latency, status and answer text per (task, specialist)."
 
     name = 'recorded'
+    copyable = True  # the logged rows, index and embeddings are read-only; the episode's state is set anew
 
     def __init__(
         self,

@@ -10,7 +10,13 @@ import torch as th
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from ..core.config import ConfigError
 from ..sim.backends import RecordedOutcomesBackend
-from ..agent.policies import TEACHERS, check_teacher, AdaptivePlannerPolicy, SubtaskPlannerPolicy
+from spindleflow_rl.agent.policies import (
+    TEACHERS,
+    check_teacher,
+    AdaptivePlannerPolicy,
+    SubtaskPlannerPolicy,
+    env_twins,
+)
 from ..logs.routers import LoggedTasks, BayesCascadeTeacher
 
 # %% auto #0
@@ -39,24 +45,24 @@ class Demonstrations:
 
 def _record(env, teacher, episodes: int, seed: int, gamma: float, driver=None) -> Demonstrations:
     """Episodes from `env.reset(seed=seed + i)`: the teacher's action in every state, the driver's actions played
-    (`driver`: a model, deterministic; `None`: the teacher drives). Returns-to-go are those of what was played."""
+    (`driver`: a model, deterministic; `None`: the teacher drives). Returns-to-go are those of what was played. A driver
+    on a backend that can be copied, without the consistency bonus, plays the episodes side by side (as
+    `run_episodes`, chapter 07a): the same episodes."""
+    e, seeds = env.unwrapped, [seed + i for i in range(episodes)]
+    if (
+        driver is not None
+        and getattr(e.backend, 'copyable', False)
+        and not e.reward_cfg.consistency_coef
+        and episodes > 1
+    ):
+        played = _driven_side_by_side(env, teacher, seeds, driver)
+    else:
+        played = [_episode(env, teacher, s, driver) for s in seeds]
     O, A, S, G, E = [], [], [], [], []
-    for i in range(episodes):
-        obs, info = env.reset(seed=seed + i)
-        teacher.reset(env)
-        done, rs, state = False, [], None
-        while not done:
-            a = np.asarray(teacher.act(env, obs, info), np.float32)
-            O.append(obs)
-            A.append(a)
-            S.append(1.0 if not rs else 0.0)
-            if driver is not None:
-                a, state = driver.predict(
-                    obs, state=state, episode_start=np.array([not rs]), deterministic=True
-                )
-            obs, r, term, trunc, info = env.step(a)
-            rs.append(float(r))
-            done = term or trunc
+    for o, a, rs in played:
+        O += o
+        A += a
+        S += [1.0] + [0.0] * (len(rs) - 1)
         g, back = 0.0, []
         for r in reversed(rs):
             g = r + gamma * g
@@ -77,6 +83,55 @@ def collect_demonstrations(env, teacher, episodes: int, seed: int = 0, gamma: fl
     if episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}.")
     return _record(env, teacher, episodes, seed, gamma)
+
+# %% ../../nbs/08a_imitation.ipynb #5ed1cde0
+def _episode(env, teacher, seed: int, driver=None) -> tuple:
+    "One episode from `env.reset(seed=seed)`: its observations, the teacher's actions and the rewards of what was played."
+    obs, info = env.reset(seed=seed)
+    teacher.reset(env)
+    O, A, rs, done, state = [], [], [], False, None
+    while not done:
+        a = np.asarray(teacher.act(env, obs, info), np.float32)
+        O.append(obs)
+        A.append(a)
+        if driver is not None:
+            a, state = driver.predict(obs, state=state, episode_start=np.array([not rs]), deterministic=True)
+        obs, r, term, trunc, info = env.step(a)
+        rs.append(float(r))
+        done = term or trunc
+    return O, A, rs
+
+
+def _driven_side_by_side(env, teacher, seeds, driver, batch: int = 256) -> list:
+    """`_episode(env, teacher, s, driver)` for every seed `s`, `batch` at a time in lockstep on `env_twins` (each with
+    its own shallow copy of the teacher): one batched forward of the driver per step."""
+    import copy
+
+    out, twins = [None] * len(seeds), env_twins(env, min(batch, len(seeds)))
+    tch = [copy.copy(teacher) for _ in twins]
+    for b0 in range(0, len(seeds), len(twins)):
+        idx = range(b0, min(b0 + len(twins), len(seeds)))
+        obs, infos, recs = [], [], []
+        for t, k, i in zip(twins, tch, idx):
+            o, info = t.reset(seed=seeds[i])
+            k.reset(t)
+            obs.append(o)
+            infos.append(info)
+            recs.append(([], [], []))
+        obs, done, state, start = np.stack(obs), np.zeros(len(idx), bool), None, np.ones(len(idx), bool)
+        while not done.all():
+            a, state = driver.predict(obs, state=state, episode_start=start, deterministic=True)
+            start = np.zeros(len(idx), bool)
+            for j in np.flatnonzero(~done):  # a finished episode's row rides along; its actions are ignored
+                O, A, rs = recs[j]
+                A.append(np.asarray(tch[j].act(twins[j], obs[j], infos[j]), np.float32))
+                O.append(obs[j].copy())
+                obs[j], r, term, trunc, infos[j] = twins[j].step(a[j])
+                rs.append(float(r))
+                if term or trunc:
+                    done[j] = True
+                    out[idx[j]] = recs[j]
+    return out
 
 # %% ../../nbs/08a_imitation.ipynb #81360280
 def policy_outputs(policy, obs: th.Tensor, starts: th.Tensor) -> tuple[th.Tensor, th.Tensor]:

@@ -35,8 +35,8 @@ from .train import claim_run_dir, set_determinism
 # %% auto #0
 __all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP_AXES', 'axis_of', 'log_sizes', 'sizes_line',
            'calibration', 'price_at', 'fit_routers', 'given_price', 'train_log_run', 'run_price', 'price_env',
-           'routing_points', 'logged_section', 'parse_log_sweep', 'sweep_log_run', 'sweep_markdown', 'plot_log_sweep',
-           'plot_log_results']
+           'routing_points', 'validation_summary', 'logged_section', 'parse_log_sweep', 'sweep_log_run',
+           'sweep_markdown', 'plot_log_sweep', 'plot_log_results']
 
 # %% ../../nbs/18c_log_runs.ipynb #c0000007
 ROUTERS = {'knn': lr.KNNQuality, 'gain': lr.GainRouter, 'mf': lr.MFRouter, 'cascade': lr.CascadeRouter}
@@ -485,7 +485,38 @@ def _routing_table(rep: dict, ax: str) -> list:
         )
     return out
 
+# %% ../../nbs/18c_log_runs.ipynb #3d7c41a0
+def validation_summary(run_dir, fitted: dict) -> dict:
+    """What the training questions said (out of fold): the fitted Q's validated choice from the run's
+    `log_learning.json` (`{}` without one: a PPO run) and each router's tuned `val_area`; whether the choice is at or
+    above every router there."""
+    pol, f = {}, Path(run_dir) / LOG_RUN_FILE if run_dir else None
+    if f is not None and f.exists():
+        s = json.loads(f.read_text()).get('q') or {}
+        v = s.get('validation_values') or {}
+        if s.get('taken') in v:
+            pol = {'taken': s['taken'], 'value': float(v[s['taken']])}
+    out = {'policy': pol, 'routers': {n: float(r.val_area) for n, r in fitted.items()}}
+    if pol and out['routers']:
+        out['at_or_above_every_router'] = bool(pol['value'] >= max(out['routers'].values()) - 1e-9)
+    return out
+
+
+def _validation_lines(val: dict | None) -> list:
+    "The markdown line of `validation_summary` (none without routers)."
+    if not val or not val['routers']:
+        return []
+    rs = ', '.join(f"{n} {v:.3f}" for n, v in val['routers'].items())
+    head = '- validation (out of fold on the training questions, the decision value each was chosen by, chapter 18b): '
+    p = val['policy']
+    if not p:
+        return [head + rs]
+    above = [n for n, v in val['routers'].items() if v > p['value'] + 1e-9]
+    where = 'at or above every router there' if not above else f"below {', '.join(above)} there"
+    return [head + f"the policy's choice ({p['taken']}) {p['value']:.3f}, {where}; {rs}"]
+
 # %% ../../nbs/18c_log_runs.ipynb #d1c6bfa1
+# params: the backend, model and price, then the report's settings as keywords with defaults (as the sweep's)
 def logged_section(
     backend,
     model,
@@ -495,12 +526,13 @@ def logged_section(
     routers=None,
     max_specialists: int = 6,
     quiet: bool = True,
+    run_dir=None,
 ) -> dict:
     """A run's routing report (`eval.json`'s `logged`, the whole report of a log run): the policy at `cost_coef` on
     every held-out question once, against every tuned router at the policy's strong-call rate (spend share), fitted on
     the training questions; the price and why; a markdown table and a headline. A log whose strongest (priciest)
     specialist is no better than its cheapest on the held-out questions has no PGR: the report says so and compares
-    quality and cost."""
+    quality and cost. `run_dir`: the run's folder, for what its validation chose (`validation_summary`)."""
     tab = lr.log_table(LoggedTasks(backend))
     fitted, skipped = fit_routers(tab, routers, seed, quiet)
     ranged = (
@@ -510,7 +542,12 @@ def logged_section(
     rep = routing_points(tab, backend, ModelPolicy(model), [cost_coef], fitted, seed, max_specialists, ranged)
     pol, e = rep['policies']['policy'], rep['ends']
     ax = AXIS_WORDS[rep['axis']]
-    rep.update(cost_coef=float(cost_coef), cost_coef_why=why, skipped=skipped)
+    rep.update(
+        cost_coef=float(cost_coef),
+        cost_coef_why=why,
+        skipped=skipped,
+        validation=validation_summary(run_dir, fitted),
+    )
     c, s = tab.ids[tab.cheapest], tab.ids[tab.strongest]
     where = f"held-out, {rep['questions']} questions, each once, at cost_coef {cost_coef:.3g}: {why}"
     if rep['pgr_defined']:
@@ -541,7 +578,11 @@ def logged_section(
     ]
     rep['markdown'] = (
         '\n'.join(
-            head + _routing_table(rep, ax) + [''] + [f"- {n}: skipped: {w}" for n, w in skipped.items()]
+            head
+            + _routing_table(rep, ax)
+            + ['']
+            + [f"- {n}: skipped: {w}" for n, w in skipped.items()]
+            + _validation_lines(rep['validation'])
         )
         + '\n'
     )
@@ -697,6 +738,7 @@ def sweep_log_run(
         train_range=[lo, hi],
         seed=seed,
         skipped=skipped,
+        validation=validation_summary(run_dir, fitted),
         seconds=round(time.time() - t0, 1),
     )
     _write_sweep(rep, jpath, quiet)
@@ -738,6 +780,7 @@ def sweep_markdown(rep: dict) -> str:
             + ' |'
         )
     lines += [''] + [f"- {n}: skipped: {w}" for n, w in rep['skipped'].items()]
+    lines += _validation_lines(rep.get('validation'))  # a sweep.json from 0.2 has none
     lines += _band_lines(pol)
     return '\n'.join(lines) + '\n'
 
