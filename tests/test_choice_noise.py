@@ -37,8 +37,8 @@ def test_one_seed_reports_the_runs_pick_and_its_regret(tab):
     assert r['picked'] == q.choice['taken']
     assert r['validation'] == {k: round(float(v), 4) for k, v in q.choice['values'].items()}
     assert (
-        set(r['heldout']) == set(r['validation']) and len(r['heldout']) == 10
-    )  # q, 4 routers, 4 '+q', cascade
+        set(r['heldout']) == set(r['validation']) and len(r['heldout']) == 11
+    )  # q, 4 routers, 4 '+q', the cheapest then the Q, the cascade router
     h = r['heldout']
     assert r['best_heldout'] == max(h, key=h.get)
     assert r['regret'] == pytest.approx(h[r['best_heldout']] - h[r['picked']], abs=2e-4) and r['regret'] >= 0

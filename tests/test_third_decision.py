@@ -6,8 +6,6 @@ keeps the best validated candidate; saved and loaded, the scorer is the same; a 
 changes no call."""
 
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import spindleflow_rl.training.logs_learning as ll
 import spindleflow_rl.logs.routers as lr
-from spindleflow_rl.agent.checkpoints import load_policy
 from spindleflow_rl.agent.network import root_calls
 from spindleflow_rl.core.catalog import Catalog
 from spindleflow_rl.core.config import ConfigError
@@ -24,6 +21,7 @@ from spindleflow_rl.core.embeddings import get_embedder
 from spindleflow_rl.logs.multi_model_log import MULTI_MODEL_CATALOG, make_multi_model_log
 from spindleflow_rl.logs.routers import LoggedTasks, write_csv
 from spindleflow_rl.sim.backends import RecordedOutcomesBackend
+from scorer_checks import assert_reloads_the_same
 
 COLS = ['id', 'role', 'domain', 'cost', 'latency', 'reliability', 'capability']
 
@@ -80,9 +78,18 @@ def test_q_policy_in_the_environment_makes_the_calls_decide_makes(fitted):
         np.testing.assert_array_equal(got, q.decide(h, c))
 
 
+def versus_rest(v: dict) -> dict:
+    "The scorer's reading of the Q policy's values after an answer: each call against the best other (or stopping)."
+    calls = {s: x for s, x in v.items() if s != 'stop'}
+    return {
+        s: min(x, x - max([y for t, y in calls.items() if t != s], default=-math.inf))
+        for s, x in calls.items()
+    }
+
+
 def scorer_vs_policy(model, q, be, rows, price) -> tuple[float, int]:
     """Play the Q policy on `rows`; at each step after the first call compare the scorer's Q feature with
-    tanh(10 * the Q policy's value) of every callable slot. Returns the largest difference and the steps compared with
+    tanh(10 * the Q policy's value, read against the best other call's) of every callable slot. Returns the largest difference and the steps compared with
     two answers read."""
     fe = model.policy.features_extractor
     env = ll.log_env(be, 'heldout', (price, price))
@@ -101,9 +108,8 @@ def scorer_vs_policy(model, q, be, rows, price) -> tuple[float, int]:
                 P['task'], P['roster'], P['called'], P['called_mask'], P['slot_obs'], P['scalars'], root=root
             )[0].numpy()
             if calls:
-                for s, val in v.items():
-                    if s != 'stop':
-                        gap = max(gap, abs(float(got[s, 2]) - math.tanh(10 * val)))
+                for s, val in versus_rest(v).items():
+                    gap = max(gap, abs(float(got[s, 2]) - math.tanh(10 * val)))
                 after_two += len(calls) == 2
             obs, _, term, trunc, _ = env.step(pol.act(env, obs, {}))
             if term or trunc:
@@ -121,12 +127,7 @@ def test_the_network_scorer_carries_the_three_decisions(fitted):
         gap, after_two = scorer_vs_policy(sm, q, be, h, c)
         assert gap < 1e-5, (c, gap)
     assert after_two > 0  # the third decision was compared
-    with tempfile.TemporaryDirectory() as d:
-        sm.save(Path(d) / 'm.zip')
-        lm = load_policy(Path(d) / 'm.zip')
-    assert lm.policy.features_extractor.scorer.spec == ll.slot_scorer_spec(q)
-    for k, v in sm.policy.state_dict().items():
-        assert th.equal(v, lm.policy.state_dict()[k]), k
+    assert_reloads_the_same(sm, ll.slot_scorer_spec(q))
 
 
 def test_taking_a_two_decision_candidate_never_calls_a_third_time(fitted):
@@ -157,7 +158,7 @@ def test_the_choice_keeps_the_best_validated_candidate(fitted):
     q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=0, max_calls=3).fit()
     q.fit_prices(ll.price_grid(q))
     v = q.choice['values']
-    assert {'q', 'q3', 'knn+q3', 'cheapest+q3'} <= set(v) and len(v) == 16
+    assert {'q', 'q3', 'knn+q3', 'cheapest+q3', 'cascade'} <= set(v) and len(v) == 17
     assert v[q.choice['taken']] == max(v.values())
     assert q.summary()['calls'] == q.depth
     taken, h = q.choice['taken'], held(tab)
@@ -179,6 +180,7 @@ def test_the_choice_keeps_the_best_validated_candidate(fitted):
         *(f"the {b} model's ranking (one call)" for b in lr.BLOCKS),
         "the cheapest first, then the Q's second decision",
         "the cheapest first, then the Q's second decision and third",
+        "the cascade router (the cheapest first, then escalating on its reading of the answer)",
     }
 
 

@@ -26,8 +26,9 @@ from ..fast.lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_action
 
 # %% auto #0
 __all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
-           'infer_max_specialists', 'root_calls', 'SlotScorer', 'SpindleFlowEncoder', 'SlotPointerExtractor',
-           'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig', 'make_model']
+           'infer_max_specialists', 'root_calls', 'scorer_extras', 'versus_rest', 'SlotScorer', 'SpindleFlowEncoder',
+           'SlotPointerExtractor', 'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig',
+           'make_model']
 
 # %% ../../nbs/08_policy.ipynb #6cd1795f
 SCALAR_COUNTS = (
@@ -95,6 +96,33 @@ def root_calls(adj: th.Tensor, M: int) -> th.Tensor:
     after two calls it tells which answer came first."""
     return adj.reshape(-1, M + 4, M + 4)[:, 0, 1 : M + 1]
 
+
+def scorer_extras(spec: dict, M: int) -> tuple:
+    """A `SlotScorer` spec's optional keys, checked: `'cascade'` (the index of the specialist whose answer the
+    cascade router's logistic regressions read, or None) and `'relative'` (whether a call's value after an answer is
+    read against the best other call's; False, as earlier checkpoints were saved)."""
+    c, rel = spec.get('cascade'), spec.get('relative', False)
+    if c is not None and (isinstance(c, bool) or c not in range(M)):
+        raise ConfigError(
+            f"a slot scorer's spec: 'cascade' is a specialist's index (0 to {M - 1}), got {c!r}."
+        )
+    if not isinstance(rel, bool):
+        raise ConfigError(f"a slot scorer's spec: 'relative' is true or false, got {rel!r}.")
+    return c, rel
+
+
+def versus_rest(u: th.Tensor, free: th.Tensor) -> th.Tensor:
+    """`(B, slots)`: each free slot's value `u` of calling it (over stopping) read against the best other free slot's,
+    `min(u, u - best other)`: positive only for the slot the greedy choice calls, by its margin over both stopping and
+    the runner-up (with one free slot: `u`); 0 for a slot not free. Several calls can each be worth far more than
+    stopping; through the feature's tanh they would all read about 1, and the network could not tell which to make."""
+    v = th.where(free > 0, u, th.full_like(u, -th.inf))
+    top = v.topk(min(2, v.shape[1]), dim=1).values
+    top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
+    best = th.arange(v.shape[1], device=v.device) == v.argmax(1, keepdim=True)
+    other = th.where(best, top[:, 1:2], top[:, :1])
+    return th.where(free > 0, th.minimum(u, (u - other).clamp(-1e6, 1e6)), th.zeros_like(u))
+
 # %% ../../nbs/08_policy.ipynb #29762511
 class SlotScorer(nn.Module):
     """A frozen run-time scorer carried inside the policy: for each roster slot, the probability that its specialist
@@ -108,7 +136,10 @@ class SlotScorer(nn.Module):
     `FullInfoQ`) and gives each slot the Q's value of calling it now, at the price read from the observation
     (`advantage`). Chapter 18b fits it on a log's training questions (`make_scored_model`). Its numbers are buffers,
     saved with the weights; `spec` holds only sizes: `{'n', 'specialists', 'k', 'mf_dim', 'text'}` and optionally `'q'`,
-    `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4) and `'calls'`
+    `'blocks'` (the number of prompt models: 3, the default, as earlier checkpoints were saved, or 4), `'cascade'`
+    (the index of the specialist whose answer is read by the cascade router's logistic regressions instead of the
+    ridge, when the Q took chapter 18b's cascade candidate), `'relative'` (after an answer, a call's value read against
+    the best other call's, `versus_rest`; False, the default, as earlier checkpoints were saved) and `'calls'`
     (with a Q: 3 when it has a third decision, which reads whether two answers agree; 2, the default, as earlier
     checkpoints were saved)."""
 
@@ -143,6 +174,7 @@ class SlotScorer(nn.Module):
             G is not None,
         )
         self.blocks = nb
+        self.cascade, self.relative = scorer_extras(spec, M)
         self.calls = spec.get('calls', 2)
         if self.calls not in (2, 3) or (self.calls == 3 and G is None):
             raise ConfigError(
@@ -155,6 +187,8 @@ class SlotScorer(nn.Module):
         shapes.update(obs_sd=(M, 2))
         if nb == 4:
             shapes.update(logit_W=(D, M), logit_b=(M,))
+        if self.cascade is not None:
+            shapes.update(casc_W=(2 * D + 2, M), casc_b=(M,))
         F1 = (nb + 1) * M + 2  # the stacked features after one answer (chapter 18b's `z_answer`)
         if self.has_q:
             shapes.update(q_prices=(G,), q0_W=(G, nb * M, M), q0_b=(G, M), cbar=(M,))
@@ -235,6 +269,9 @@ def quality(self, x, a, called_mask, slot_obs, idx, known, parts: bool = False):
         Pa = (
             Pa.gather(2, idx[:, :, None, None].expand(B, S, 1, self.M)).squeeze(2).clamp(0, 1)
         )  # ... the slot's own
+        if self.cascade is not None:  # the cascade's logistic regressions read the cheapest's answer
+            Pc = th.sigmoid(inp @ self.casc_W + self.casc_b)
+            Pa = th.where((idx == self.cascade).unsqueeze(-1), Pc, Pa)
         n = ans.sum(1, keepdim=True)
         P = th.where(n > 0, (Pa * ans.unsqueeze(-1)).sum(1) / n.clamp_min(1), P)
     return (P, Z0, Pa, o, ans) if parts else P
@@ -251,7 +288,8 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask, a=None, root=Non
     `calls` 3, the second decision fitted at each grid price, interpolated). With `calls` 3, after two answers, m's
     then k's: the third decision's advantage, from both answers' features and their cosine (`a`, the called
     embeddings); which came first is read from the DAG (`root`: the slots called from the orchestrator; on a tie, the
-    lower slot). 0 once no further call is fitted, for a called slot and for a slot the scorer does not know."""
+    lower slot). 0 once no further call is fitted, for a called slot and for a slot the scorer does not know. With
+    `relative` (spec), a value after an answer is read against the best other call's (`versus_rest`)."""
     B, S = idx.shape
     p, G = self.q_prices, len(self.q_prices)
     free = known * (1 - (called_mask.double() > 0.5).double())  # known, not called yet
@@ -286,7 +324,8 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask, a=None, root=Non
             adv = (1 - f) * (th.einsum('bi,bik->bk', Z1, self.q1_W[j, m]) + self.q1_b[j, m]) + f * (
                 th.einsum('bi,bik->bk', Z1, self.q1_W[j1, m]) + self.q1_b[j1, m]
             )
-        out = th.where((n == 1).unsqueeze(1), adv.gather(1, idx) * free, out)
+        u = adv.gather(1, idx) * free
+        out = th.where((n == 1).unsqueeze(1), versus_rest(u, free) if self.relative else u, out)
     if self.calls == 3 and Pa is not None and bool((n == 2).any()):
         order = th.arange(S, device=idx.device, dtype=Z0.dtype)
         rank = ans * (1 + order) - (root.double() if root is not None else 0) * ans * (
@@ -313,7 +352,8 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask, a=None, root=Non
             -1,
         )
         adv = th.einsum('bi,bik->bk', Z2, self.pair_W[m, k]) + self.pair_b[m, k] - c.unsqueeze(1) * self.cbar
-        out = th.where((n == 2).unsqueeze(1), adv.gather(1, idx) * free, out)
+        u = adv.gather(1, idx) * free
+        out = th.where((n == 2).unsqueeze(1), versus_rest(u, free) if self.relative else u, out)
     done = n >= (3 if self.calls == 3 else 2)
     return th.tanh(self.Q_SCALE * th.where(done.unsqueeze(1), th.zeros_like(out), out))
 

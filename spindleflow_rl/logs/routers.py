@@ -1102,21 +1102,22 @@ class TunedRouter:
 
     def fit(self, tab: LogTable, rows, folds: int = 5, seed: int = 0):
         """Choose the setting of `grid` and the reading of `kinds` with the best out-of-fold `area` (`folds` folds of
-        questions `rows`); keeps them, `val_area` and the fit rows. Returns self."""
+        questions `rows`); keeps them, `val_area`, the fit rows and `oof`, the chosen setting's out-of-fold
+        predictions `(len(rows), M)` (what `val_area` was measured on). Returns self."""
         rows = np.asarray(rows)
         F = kfolds(len(rows), folds, seed)
         self.tab, self.fit_rows, self.seed = tab, rows, seed
         P = _oof(
             lambda a, b: np.stack([self.predict(g, tab, rows[a], rows[b]) for g in self.grid]), len(rows), F
         )
-        best = (-np.inf, None, None)
+        best = (-np.inf, None, None, None)
         for g, p in zip(self.grid, P):
             for kind in self.kinds:
                 self.kind = kind
                 v = self.area(tab, rows, p)
                 if v > best[0]:
-                    best = (v, g, kind)
-        self.val_area, self.setting, self.kind = best
+                    best = (v, g, kind, p)
+        self.val_area, self.setting, self.kind, self.oof = best
         return self
 
     def quality(self, rows) -> np.ndarray:

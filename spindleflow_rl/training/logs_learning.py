@@ -162,7 +162,13 @@ class QualityStack:
     logistic regression per specialist: `BLOCKS`) and, for each specialist `m1` that has answered, from the prompt plus
     its answer (embedding when logged, cost, latency). Each prompt model's setting is chosen by `value(P)`, the decision
     value of routing the fitting questions by its out-of-fold predictions `P` (Brier score without one; `areas` keeps
-    the values); the answer models' strength by Brier score."""
+    the values); the answer models' strength by Brier score. With answers logged for the cheapest specialist it may
+    also carry the cascade router's logistic regressions of that answer (`casc`, fitted by `FullInfoQ.fit_cascade`),
+    which `answer` reads in place of the ridge only while `cascade_on` (the Q has taken the cascade)."""
+
+    casc = None  # the cascade router's answer model (`Linear`, read through a sigmoid) ...
+    casc_m = -1  # ... of this specialist's answer (the cheapest)
+    cascade_on = False  # in play (the Q took the cascade)?
 
     # params: the fitted stack's data (features, observed outcomes, folds), then its settings as keywords
     def __init__(self, X, obs, A, text, Y, folds, seed: int = 0, progress=None, value=None):
@@ -206,7 +212,10 @@ class QualityStack:
         return np.concatenate([knn, np.clip(self.ridge(X), 0, 1), self.mf(X), _sigmoid(self.logistic(X))], 1)
 
     def answer(self, m, X, a, obs) -> np.ndarray:
-        "`(n, M)` probabilities that each specialist answers right once specialist `m` has answered."
+        """`(n, M)` probabilities that each specialist answers right once specialist `m` has answered (the cascade's
+        logistic regressions for the cheapest while `cascade_on`, else the answer ridge)."""
+        if self.cascade_on and m == self.casc_m:
+            return _sigmoid(self.casc(self.answer_inputs(m, X, a, obs)))
         return np.clip(self.ans[m](self.answer_inputs(m, X, a, obs)), 0, 1)
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #f0190159
@@ -332,7 +341,7 @@ def fit(self, rows=None, progress: bool = False):
     if tick:
         tick('second decision')
     self.fit_third(A, tick)
-    return self
+    return self.fit_cascade(X, obs, A, Y, tick)
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #b799a7fa
 @patch_into(FullInfoQ)
@@ -364,6 +373,53 @@ def fit_third(self, A, tick=None) -> FullInfoQ:
     if tick and self.third:
         tick('third decision')
     return self
+
+# %% ../../nbs/18b_learning_from_logs.ipynb #0f94749a
+@patch_into(FullInfoQ)
+def fit_cascade(self, X, obs, A, Y, tick=None) -> FullInfoQ:
+    """Chapter 18's cascade router inside the Q, so that the Q can take it (`take('cascade')`): tuned on the fitting
+    questions and folds exactly as the report's cascade (`CascadeRouter.fit`), its chosen logistic regressions (the
+    prompt, the cheapest's answer embedding, cost and latency) fitted without each fold into that fold's stack and on
+    every fitting question into the full one (`QualityStack.casc`). `casc_router` keeps the tuned router (its
+    out-of-fold predictions and value); `None` on a log without the cheapest's answer text."""
+    c = self.tab.cheapest
+    self.casc_router = None
+    if not self.tab.text[c]:
+        return self
+    r = _routers.CascadeRouter().fit(self.sub, np.arange(len(self.rows)), self.k_folds, self.seed)
+    F = self.stack.answer_inputs(c, X, A[:, c], obs[:, c])
+    for st, (a, _) in zip(self.fold_stacks, self.folds):
+        st.casc, st.casc_m = fit_logistic_lbfgs(F[a], Y[a], r.setting), c
+    self.stack.casc, self.stack.casc_m = fit_logistic_lbfgs(F, Y, r.setting), c
+    self.casc_router = r
+    if tick:
+        tick(f"cascade (L2 {r.setting}, {r.kind or 'gain'})")
+    return self
+
+
+@patch_into(FullInfoQ)
+def cascade_second(self) -> tuple:
+    """The cascade as the Q's second decision after the cheapest: `(meta, oof, prices)`, the advantage of calling each
+    specialist as a linear function of the stacked features once the cheapest has answered (its answer block holds the
+    cascade's probabilities `P` while it is in play): `P[k] - P[cheapest]` (the gain), or with the reading
+    'wrong' `1 - P[cheapest]`; the same on the fitting questions out of fold; and the prices where it changes
+    (quantiles of every call's break-even price and of each question's highest, below which it is escalated)."""
+    r, M, c, B = self.casc_router, self.M, self.tab.cheapest, len(BLOCKS)
+    G, g = np.eye(M), np.zeros(M)
+    G[c] -= 1.0  # P[k] - P[c]
+    if r.kind == 'wrong':
+        G, g = np.zeros((M, M)), np.ones(M)
+        G[c] = -1.0  # 1 - P[c]
+    W = np.zeros((self.Z1[c].shape[1], M))
+    W[B * M : (B + 1) * M] = G
+    oof = r.oof @ G + g
+    B_ = (oof / self.cbar[None])[:, np.arange(M) != c]  # each call's break-even price
+    b, t = B_.ravel(), B_.max(1)  # t: the price below which a question is escalated at all
+    b, t = b[np.isfinite(b) & (b > 0)], t[np.isfinite(t) & (t > 0)]
+    if not len(b):
+        return Linear(W, g), oof, np.r_[0.0, 1.0]
+    q = np.linspace(0, 1, 120)
+    return Linear(W, g), oof, np.unique(np.r_[0.0, np.quantile(b, q), np.quantile(t, q), 1.25 * b.max()])
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #0283990f
 def _pick(u: np.ndarray) -> np.ndarray:
@@ -609,9 +665,11 @@ def candidates(self) -> dict:
     """Every policy the Q may play, `{name: (calls_at(price), prices)}` on the fitting questions, all out of fold: 'q'
     (its two decisions, the first's ridge refitted without each fold), each prompt model of the stack alone as a router
     ('knn', 'ridge', 'mf', 'logistic': played exactly as the tuned router of that name, `prompt_calls`), and each such
-    router's first call (at a price) followed by the Q's second decision ('knn+q', ...), and a cascade: the cheapest
-    first, then the Q's second decision ('cheapest+q'). With a third decision, each of those that continues with the Q
-    also plays with all three decisions: 'q3', 'knn+q3', ..., 'cheapest+q3'. They read the decisions `fit_prices`
+    router's first call (at a price) followed by the Q's second decision ('knn+q', ...), a cascade: the cheapest
+    first, then the Q's second decision ('cheapest+q'), and with the cheapest's answers logged chapter 18's cascade
+    router itself ('cascade': its out-of-fold calls, exactly as the report's cascade validates). With a third
+    decision, each of those that continues with the Q also plays with all three decisions: 'q3', 'knn+q3', ...,
+    'cheapest+q3'. They read the decisions `fit_prices`
     fitted: after a `take`, call `choose` (which puts them back first), not this."""
     n, M, p = len(self.rows), self.M, self.prices_fit
 
@@ -648,6 +706,9 @@ def candidates(self) -> dict:
         )
     cheap = np.full(n, self.tab.cheapest)  # a cascade: the cheapest first, then the Q's second decision
     out['cheapest+q'] = (lambda c: self.then_second(cheap, c, calls=2), out['q'][1])
+    r = getattr(self, 'casc_router', None)
+    if r is not None:  # chapter 18's cascade router, played as the report's (`fit_cascade`)
+        out['cascade'] = (lambda x: r.calls_at(r.oof, x), RATE_GRID if M == 2 else PRICE_POINTS)
     if not self.third:
         return out
     V3 = np.stack([oof(T) for T in self.T0_3])
@@ -690,10 +751,16 @@ def take(self, name: str) -> FullInfoQ:
     `BLOCKS` (then stop after one call), or `'name+q'` / `'name+q3'` (then the Q's second, and third, decisions): at
     each price the value of starting with m is that model's probability minus the price times m's mean cost, a linear
     function of the stack's features, so the run-time scorer carries it as is; `'cheapest+q'` / `'cheapest+q3'`: the
-    cheapest specialist first at every price. Decisions not in play are written as worth -1 (never taken), so the
-    scorer carries exactly what plays. Taking is not destructive: any candidate may be taken after another."""
+    cheapest specialist first at every price; `'cascade'`: chapter 18's cascade router, the cheapest first and then its
+    escalation (`cascade_second`; the stacks read the cascade's answer model meanwhile). Decisions not in play are
+    written as worth -1 (never taken), so the scorer carries exactly what plays. Taking is not destructive: any
+    candidate may be taken after another."""
     M, (first, plus, _) = self.M, name.partition('+')
-    depth = 3 if name.endswith('q3') else (2 if plus or first == 'q' else 1)
+    depth = 3 if name.endswith('q3') else (2 if plus or first in ('q', 'cascade') else 1)
+    if first == 'cascade' and getattr(self, 'casc_router', None) is None:
+        raise ConfigError(
+            "candidate 'cascade' needs the cheapest specialist's answers logged; this log has none."
+        )
     if depth == 3 and not self.third:
         raise ConfigError(
             f"candidate {name!r} needs a third decision; this Q has none (two specialists, or max_calls 2)."
@@ -703,9 +770,17 @@ def take(self, name: str) -> FullInfoQ:
         self._fitted = {k: copy.copy(getattr(self, k, None)) for k in keep}
     for k in keep:
         setattr(self, k, copy.copy(self._fitted[k]))
+    for st in [self.stack, *self.fold_stacks]:  # the cascade's answer model plays only when taken
+        st.cascade_on = first == 'cascade'
     if first in ('q', 'q3'):
         self.Q0 = list(self.Q0_3 if first == 'q3' else self.Q0_2)
-    elif first == 'cheapest':  # the cheapest first at every price
+    elif first in (
+        'cheapest',
+        'cascade',
+    ):  # the cheapest first at every price (then the cascade's escalation)
+        if first == 'cascade':
+            c = self.tab.cheapest
+            self.meta[c], self.A1[c], self.prices = self.cascade_second()
         self.Q0 = [Linear(np.zeros((self.Z0.shape[1], M)), np.eye(M)[self.tab.cheapest]) for c in self.prices]
     else:
         b = BLOCKS.index(first)
@@ -735,7 +810,12 @@ def summary(self) -> dict:
     """What was fitted and chosen, for a run's summary: each prompt
     model's setting, the answer ridge, what plays, the values."""
     return {
-        'settings': {k: str(v) for k, v in self.stack.setting.items()},
+        'settings': {k: str(v) for k, v in self.stack.setting.items()}
+        | (
+            {'cascade': f"{self.casc_router.setting} ({self.casc_router.kind or 'gain'})"}
+            if getattr(self, 'casc_router', None)
+            else {}
+        ),
         'answer_alpha': self.stack.alpha_a,
         'taken': self.choice['taken'],
         'calls': self.depth,
@@ -755,6 +835,8 @@ def choice_words(q: FullInfoQ) -> str:
         what = "the Q's own three decisions" if first == 'q3' else "the Q's own decisions"
     elif first == 'cheapest':
         what = "the cheapest first, then the Q's second decision" + (' and third' if rest == 'q3' else '')
+    elif first == 'cascade':
+        what = "the cascade router (the cheapest first, then escalating on its reading of the answer)"
     else:
         what = (
             f"the {first} model's ranking"
@@ -963,6 +1045,8 @@ def slot_scorer_arrays(stack: QualityStack, q: FullInfoQ, cap: np.ndarray, carry
         logit_W=stack.logistic.W,
         logit_b=stack.logistic.b,
     )
+    if stack.cascade_on:  # the cascade's answer model for the cheapest ([task, answer, cost and latency])
+        out.update(casc_W=stack.casc.W, casc_b=stack.casc.b)
     if carry_q and hasattr(q, 'prices'):
         out.update(
             q_prices=q.prices,
@@ -1000,9 +1084,13 @@ def slot_scorer_spec(q: FullInfoQ, stack: QualityStack | None = None, carry_q: b
         'text': [bool(t) for t in q.tab.text],
         'blocks': len(BLOCKS),
     }
+    if (
+        st.cascade_on
+    ):  # the cheapest's answer read by the cascade's logistic regressions (the Q took the cascade)
+        spec['cascade'] = int(st.casc_m)
     if not (carry_q and hasattr(q, 'prices')):
         return spec
-    return {**spec, 'q': len(q.prices), **({'calls': 3} if q.third else {})}
+    return {**spec, 'q': len(q.prices), 'relative': True, **({'calls': 3} if q.third else {})}
 
 
 def scorer_cap(q: FullInfoQ, backend) -> np.ndarray:
