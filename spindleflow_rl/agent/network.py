@@ -26,9 +26,9 @@ from ..fast.lstm import lstm_sequence, SpindleFlowRolloutBuffer, evaluate_action
 
 # %% auto #0
 __all__ = ['SCALAR_COUNTS', 'N_REL', 'N_GRAPH', 'SCORER_FEATURES', 'Q_FEATURES', 'DEFAULT_N_ENVS', 'DEFAULT_PPO', 'infer_layout',
-           'infer_max_specialists', 'root_calls', 'scorer_extras', 'versus_rest', 'SlotScorer', 'SpindleFlowEncoder',
-           'SlotPointerExtractor', 'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO', 'PolicyConfig',
-           'make_model']
+           'infer_max_specialists', 'root_calls', 'scorer_extras', 'versus_rest', 'best_other', 'SlotScorer',
+           'SpindleFlowEncoder', 'SlotPointerExtractor', 'SlotPointerHead', 'SpindleFlowPolicy', 'SpindleFlowPPO',
+           'PolicyConfig', 'make_model']
 
 # %% ../../nbs/08_policy.ipynb #6cd1795f
 SCALAR_COUNTS = (
@@ -116,12 +116,17 @@ def versus_rest(u: th.Tensor, free: th.Tensor) -> th.Tensor:
     `min(u, u - best other)`: positive only for the slot the greedy choice calls, by its margin over both stopping and
     the runner-up (with one free slot: `u`); 0 for a slot not free. Several calls can each be worth far more than
     stopping; through the feature's tanh they would all read about 1, and the network could not tell which to make."""
+    return th.where(free > 0, th.minimum(u, (u - best_other(u, free)).clamp(-1e6, 1e6)), th.zeros_like(u))
+
+
+def best_other(u: th.Tensor, free: th.Tensor) -> th.Tensor:
+    "`(B, slots)`: for each slot, the largest `u` among the other free slots (-inf when there is none)."
     v = th.where(free > 0, u, th.full_like(u, -th.inf))
     top = v.topk(min(2, v.shape[1]), dim=1).values
     top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
-    best = th.arange(v.shape[1], device=v.device) == v.argmax(1, keepdim=True)
-    other = th.where(best, top[:, 1:2], top[:, :1])
-    return th.where(free > 0, th.minimum(u, (u - other).clamp(-1e6, 1e6)), th.zeros_like(u))
+    return th.where(
+        th.arange(v.shape[1], device=v.device) == v.argmax(1, keepdim=True), top[:, 1:2], top[:, :1]
+    )
 
 # %% ../../nbs/08_policy.ipynb #29762511
 class SlotScorer(nn.Module):
@@ -306,11 +311,8 @@ def advantage(self, c, Z0, Pa, o, ans, idx, known, called_mask, a=None, root=Non
         j = (th.searchsorted(p, c.contiguous()) - 1).clamp(0, G - 2)
         f = ((c - p[j]) / (p[j + 1] - p[j])).clamp(0, 1).unsqueeze(1)
         V0 = (1 - f) * lin(j) + f * lin(j + 1)
-    v = th.where(free > 0, V0.gather(1, idx), th.full_like(free, -th.inf))
-    top = v.topk(min(2, S), dim=1).values
-    top = th.cat([top, th.full_like(top[:, :1], -th.inf)], 1)
-    best_other = th.where(th.arange(S, device=v.device) == v.argmax(1, keepdim=True), top[:, 1:2], top[:, :1])
-    out = th.where(free > 0, (v - best_other).clamp(-1e6, 1e6), th.zeros_like(v))
+    v = V0.gather(1, idx)
+    out = th.where(free > 0, (v - best_other(v, free)).clamp(-1e6, 1e6), th.zeros_like(v))
     n = ans.sum(1)
     r = th.arange(B, device=idx.device)
     if Pa is not None and bool((n == 1).any()):
