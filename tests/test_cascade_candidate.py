@@ -60,7 +60,11 @@ def test_the_cascade_validates_as_the_report_s_and_the_choice_is_never_below_a_r
     assert (
         q.casc_router.setting == routers['cascade'].setting and q.casc_router.kind == routers['cascade'].kind
     )
-    assert v[q.choice['taken']] >= max(r.val_area for r in routers.values()) - 1e-12
+    # the one-standard-error rule: never more than its standard error below a router it contains ...
+    assert v[q.choice['taken']] >= max(r.val_area for r in routers.values()) - q.choice['se'] - 1e-12
+    best = __import__('copy').deepcopy(q).choose(rule='best')  # ... and with the rule 'best', never below one
+    assert best.choice['taken'] == q.choice['best'] and best.choice['values'] == v
+    assert v[best.choice['taken']] >= max(r.val_area for r in routers.values()) - 1e-12
     assert q.summary()['settings']['cascade'].startswith(str(routers['cascade'].setting))
 
 
@@ -162,3 +166,46 @@ def test_more_specialists_and_a_log_without_the_cheap_answers(tmp_path):
     assert 'cascade' not in q2.choice['values'] and q2.casc_router is None
     with pytest.raises(ConfigError, match="needs the cheapest specialist's answers logged"):
         q2.take('cascade')
+
+
+def test_the_choice_rule_takes_the_simplest_within_one_standard_error():
+    v = {'q': 0.80, 'knn': 0.785, 'ridge': 0.79, 'cascade': 0.81, 'knn+q': 0.806, 'knn+q3': 0.812}
+    wide = {'knn+q3': [0.70, 0.92, 0.80, 0.83]}  # se = std / 2 = 0.0465: everything is within it
+    narrow = {'knn+q3': [0.811, 0.813, 0.812, 0.812]}  # se 0.0004: only the best
+    mid = {'knn+q3': [0.80, 0.824, 0.812, 0.812]}  # se 0.0049: the two-decision candidates, not one call
+    assert ll.pick_candidate(v, wide) == (
+        'ridge',
+        'knn+q3',
+        pytest.approx(np.std(wide['knn+q3'], ddof=1) / 2),
+    )
+    assert ll.pick_candidate(v, narrow)[0] == 'knn+q3'
+    assert ll.pick_candidate(v, mid)[0] == 'cascade'
+    assert ll.pick_candidate(v, wide, 'best') == ('knn+q3', 'knn+q3', 0.0)
+    tie = {'q': 0.8, 'knn+q': 0.8}  # a tie keeps the Q's own decisions
+    assert ll.pick_candidate(tie, {'q': [0.8, 0.8], 'knn+q': [0.8, 0.8]})[0] == 'q'
+    assert [
+        ll.candidate_depth(k) for k in ('ridge', 'q', 'cascade', 'cheapest+q', 'mf+q', 'q3', 'mf+q3')
+    ] == [1, 2, 2, 2, 2, 3, 3]
+    with pytest.raises(ConfigError, match="'one_se' \\(the default\\) or 'best'"):
+        ll.pick_candidate(v, wide, 'lowest')
+
+
+def test_fold_values_are_each_fold_s_area_on_the_whole_set_s_scale(two):
+    _, tab, q = two
+    t, rows, r = q.sub, np.arange(len(q.rows)), q.casc_router
+    qc, qs = lr.ends(t, rows)
+    pts = lr.RATE_GRID
+    got = q.choice['fold_values']['cascade']
+    assert len(got) == len(q.folds) == 5
+    for (_, b), g in zip(
+        q.folds, got
+    ):  # the area itself, from the curve's points, on the whole set's PGR scale
+        xs = [lr.spend_axis(t, b, r.calls_at(r.oof, x)[b]) for x in pts]
+        ys = [lr.play_calls(t, b, r.calls_at(r.oof, x)[b])[0].mean() for x in pts]
+        assert g == pytest.approx(
+            (lr.curve_area(xs, ys) - lr.ends(t, b)[0].mean()) / (qs.mean() - qc.mean()), abs=1e-9
+        )
+    taken, best, se = ll.pick_candidate(q.choice['values'], q.choice['fold_values'])
+    assert (q.choice['taken'], q.choice['best'], q.choice['se']) == (taken, best, se) and se > 0
+    s = q.summary()
+    assert (s['rule'], s['best'], s['standard_error']) == ('one_se', best, round(se, 4))

@@ -2,7 +2,7 @@
 answers: the Q policy in the environment makes exactly the calls `decide` makes (three at most); the policy network's
 `SlotScorer` carries the same values at every step (the second decision interpolated between grid prices, the third
 read in the order the DAG records); a candidate with fewer decisions, once taken, never calls a third time; the choice
-keeps the best validated candidate; saved and loaded, the scorer is the same; a label flip on held-out questions
+keeps the one-standard-error rule's candidate; saved and loaded, the scorer is the same; a label flip on held-out questions
 changes no call."""
 
 import math
@@ -153,13 +153,16 @@ def test_taking_a_two_decision_candidate_never_calls_a_third_time(fitted):
         np.testing.assert_array_equal(q.decide(h, c), want)
 
 
-def test_the_choice_keeps_the_best_validated_candidate(fitted):
+def test_the_choice_keeps_the_rule_s_validated_candidate(fitted):
     _, _, tab, _ = fitted
     q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=0, max_calls=3).fit()
     q.fit_prices(ll.price_grid(q))
     v = q.choice['values']
     assert {'q', 'q3', 'knn+q3', 'cheapest+q3', 'cascade'} <= set(v) and len(v) == 17
-    assert v[q.choice['taken']] == max(v.values())
+    assert v[q.choice['best']] == max(
+        v.values()
+    )  # the best validated, and the one-standard-error rule's pick
+    assert q.choice['taken'] == ll.pick_candidate(v, q.choice['fold_values'])[0]
     assert q.summary()['calls'] == q.depth
     taken, h = q.choice['taken'], held(tab)
     calls = [q.decide(h, c) for c in prices(q)]
@@ -239,9 +242,10 @@ def test_the_own_logs_command_with_three_calls(fitted, tmp_path):
     assert p.returncode == 0 and 'Traceback' not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     info = json.loads((tmp_path / 'runs' / 'r3' / 'log_learning.json').read_text())
     q = info['q']
-    assert 'q3' in q['validation_values'] and q['validation_values'][q['taken']] == max(
-        q['validation_values'].values()
-    )
+    v = q['validation_values']
+    assert 'q3' in v and v[q['best']] == max(v.values()) and q['rule'] == 'one_se'
+    assert v[q['taken']] >= v[q['best']] - q['standard_error'] - 1e-4  # the one-standard-error rule's pick
+    assert ll.candidate_depth(q['taken']) <= ll.candidate_depth(q['best'])
     assert q['calls'] == (
         3 if q['taken'].endswith('q3') else 2 if '+' in q['taken'] or q['taken'] == 'q' else 1
     )

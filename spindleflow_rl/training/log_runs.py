@@ -33,9 +33,9 @@ from spindleflow_rl.agent.runs import (
 from .train import claim_run_dir, set_determinism
 
 # %% auto #0
-__all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'SWEEP_AXES', 'axis_of', 'log_sizes', 'sizes_line',
-           'calibration', 'price_at', 'fit_routers', 'given_price', 'train_log_run', 'run_price', 'price_env',
-           'routing_points', 'validation_summary', 'logged_section', 'parse_log_sweep', 'sweep_log_run',
+__all__ = ['ROUTERS', 'CALIBRATION_POINTS', 'AXIS_WORDS', 'LOG_RUN_FILE', 'TIE', 'SWEEP_AXES', 'axis_of', 'log_sizes',
+           'sizes_line', 'calibration', 'price_at', 'fit_routers', 'given_price', 'train_log_run', 'run_price',
+           'price_env', 'routing_points', 'validation_summary', 'logged_section', 'parse_log_sweep', 'sweep_log_run',
            'sweep_markdown', 'plot_log_sweep', 'plot_log_results']
 
 # %% ../../nbs/18c_log_runs.ipynb #c0000007
@@ -486,6 +486,9 @@ def _routing_table(rep: dict, ax: str) -> list:
     return out
 
 # %% ../../nbs/18c_log_runs.ipynb #3d7c41a0
+TIE = 5e-5  # the run's summary keeps validation values to 4 decimals: a router within half of that is level
+
+
 def validation_summary(run_dir, fitted: dict) -> dict:
     """What the training questions said (out of fold): the fitted Q's validated choice from the run's
     `log_learning.json` (`{}` without one: a PPO run) and each router's tuned `val_area`; whether the choice is at or
@@ -496,9 +499,15 @@ def validation_summary(run_dir, fitted: dict) -> dict:
         v = s.get('validation_values') or {}
         if s.get('taken') in v:
             pol = {'taken': s['taken'], 'value': float(v[s['taken']])}
+            if s.get('best') in v and s['best'] != s['taken']:  # the one-standard-error rule (chapter 18b)
+                pol |= {
+                    'best': s['best'],
+                    'best_value': float(v[s['best']]),
+                    'se': float(s['standard_error']),
+                }
     out = {'policy': pol, 'routers': {n: float(r.val_area) for n, r in fitted.items()}}
     if pol and out['routers']:
-        out['at_or_above_every_router'] = bool(pol['value'] >= max(out['routers'].values()) - 1e-9)
+        out['at_or_above_every_router'] = bool(pol['value'] >= max(out['routers'].values()) - TIE)
     return out
 
 
@@ -511,8 +520,13 @@ def _validation_lines(val: dict | None) -> list:
     p = val['policy']
     if not p:
         return [head + rs]
-    above = [n for n, v in val['routers'].items() if v > p['value'] + 1e-9]
+    above = [n for n, v in val['routers'].items() if v > p['value'] + TIE]
     where = 'at or above every router there' if not above else f"below {', '.join(above)} there"
+    if 'best' in p:
+        where += (
+            f" (within one standard error, {p['se']:.3f}, of the best candidate, {p['best']} {p['best_value']:.3f},"
+            " and with fewer decisions: the one-standard-error rule)"
+        )
     return [head + f"the policy's choice ({p['taken']}) {p['value']:.3f}, {where}; {rs}"]
 
 # %% ../../nbs/18c_log_runs.ipynb #d1c6bfa1

@@ -53,10 +53,11 @@ from ..core.tasks import TaskBank
 
 # %% auto #0
 __all__ = ['LOG_REWARD', 'MOVED_TO_LOGS', 'returned_quality', 'sequence_returns', 'QualityStack', 'cosine_rows', 'FullInfoQ',
-           'RidgeSolver', 'choice_words', 'price_grid', 'QPolicy', 'log_env', 'env_calls', 'slot_scorer_arrays',
-           'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores', 'make_scored_model', 'calibrate',
-           'default_cost_range', 'fit_network', 'distil', 'agreement', 'carve_validation', 'validation_area',
-           'guarded_finetune', 'train_from_log', 'routing_report', 'routing_markdown']
+           'RidgeSolver', 'candidate_depth', 'check_rule', 'pick_candidate', 'choice_words', 'price_grid', 'QPolicy',
+           'log_env', 'env_calls', 'slot_scorer_arrays', 'slot_scorer_spec', 'scorer_cap', 'set_fitting_scores',
+           'make_scored_model', 'calibrate', 'default_cost_range', 'fit_network', 'distil', 'agreement',
+           'carve_validation', 'validation_area', 'guarded_finetune', 'train_from_log', 'routing_report',
+           'routing_markdown']
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #l0gr3wd1
 LOG_REWARD = RewardConfig(  # the log's reward: quality and cost only (see below)
@@ -729,20 +730,65 @@ def candidates(self) -> dict:
     return out
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #ch0a1b2e
+def candidate_depth(name: str) -> int:
+    """How many decisions candidate `name` plays (its simplicity, for the choice): 1 for a prompt router alone, 2 for
+    anything followed by a second decision (the Q's own, 'x+q', 'cheapest+q', the cascade), 3 with a third."""
+    first, plus, _ = name.partition('+')
+    return 3 if name.endswith('q3') else (2 if plus or first in ('q', 'cascade') else 1)
+
+
+def check_rule(rule: str) -> str:
+    "The choice rule, checked: 'one_se' (the default) or 'best' (`pick_candidate`)."
+    if rule not in ('one_se', 'best'):
+        raise ConfigError(f"the choice rule is 'one_se' (the default) or 'best', got {rule!r}.")
+    return rule
+
+
+def pick_candidate(vals: dict, folds: dict, rule: str = 'one_se') -> tuple:
+    """`(taken, best, se)` from candidates' validation values `vals` and per-fold values `folds` (`FullInfoQ.choose`):
+    `best` the highest value (a tie keeps the Q's own 'q'); with `rule='best'` take it (se 0); with `'one_se'` take, of
+    the candidates within `se` (the spread of `best`'s fold values over the square root of the folds) of it, those with
+    the fewest decisions (`candidate_depth`), the highest."""
+    check_rule(rule)
+
+    def rank(k):
+        return round(vals[k], 12), k == 'q'
+
+    best = max(vals, key=rank)
+    se = float(np.std(folds[best], ddof=1) / np.sqrt(len(folds[best]))) if rule == 'one_se' else 0.0
+    near = [k for k in vals if vals[k] >= vals[best] - se - 1e-12]
+    fewest = min(candidate_depth(k) for k in near)
+    return max((k for k in near if candidate_depth(k) == fewest), key=rank), best, se
+
+
 @patch_into(FullInfoQ)
-def choose(self) -> FullInfoQ:
-    """Play every candidate on the fitting questions out of fold (`candidates`), score each by its decision value and
-    keep the best: the Q's own decisions (two, or three), or a prompt model's ranking (alone, or followed by the Q's
-    further decisions). So the policy's validated value is never below that of a router it contains. `choice` says
-    what was taken."""
-    self.take(
-        'q3' if self.third else 'q'
-    )  # the candidates are played from what `fit_prices` fitted, whatever was taken
+def choose(self, rule: str = 'one_se') -> FullInfoQ:
+    """Play every candidate on the fitting questions out of fold (`candidates`) and score each by its decision value,
+    on all of them and on each fold (on the same scale: the folds' areas over the whole set's PGR denominator). With
+    `rule='best'` keep the best. With the default `'one_se'` (the one-standard-error rule, Breiman et al. 1984; ESL
+    7.10) keep the simplest candidate (fewest decisions, `candidate_depth`) whose value is within one standard error
+    of the best's (the spread of the best's fold values over the square root of the folds), the best of those: a gap
+    the folds cannot tell from noise does not buy more decisions. So the policy's validated value is never more than
+    that standard error below a router it contains (never below with 'best'). `choice` says what was taken and why."""
+    check_rule(rule)  # before any work
+    self.take('q3' if self.third else 'q')  # candidates play what `fit_prices` fitted, whatever was taken
     t, rows = self.sub, np.arange(len(self.rows))
-    vals = {name: decision_value(t, rows, f, pts) for name, (f, pts) in self.candidates().items()}
-    best = max(vals, key=lambda k: (round(vals[k], 12), k == 'q'))  # a tie keeps the Q's own decisions
-    self.choice = {'taken': best, 'values': vals}
-    return self.take(best)
+    qc, qs = ends(t, rows)
+    d = qs.mean() - qc.mean()
+    vals, folds = {}, {}
+    for name, (f, pts) in self.candidates().items():
+        C = {float(p): f(p) for p in pts}
+        vals[name] = decision_value(t, rows, lambda p: C[float(p)], pts)
+        folds[name] = []
+        for _, b in self.folds:
+            v = decision_value(t, b, lambda p, b=b: C[float(p)][b], pts)  # on the fold's own PGR scale ...
+            qcb, qsb = ends(t, b)
+            d_b = qsb.mean() - qcb.mean()
+            a = v * d_b + qcb.mean() if d_b > 1e-12 else v  # ... back to its area, then on the whole set's
+            folds[name].append((a - qcb.mean()) / d if d > 1e-12 else a)
+    taken, best, se = pick_candidate(vals, folds, rule)
+    self.choice = {'taken': taken, 'values': vals, 'best': best, 'se': se, 'rule': rule, 'fold_values': folds}
+    return self.take(taken)
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #4dad4f7c
 @patch_into(FullInfoQ)
@@ -756,7 +802,7 @@ def take(self, name: str) -> FullInfoQ:
     written as worth -1 (never taken), so the scorer carries exactly what plays. Taking is not destructive: any
     candidate may be taken after another."""
     M, (first, plus, _) = self.M, name.partition('+')
-    depth = 3 if name.endswith('q3') else (2 if plus or first in ('q', 'cascade') else 1)
+    depth = candidate_depth(name)
     if first == 'cascade' and getattr(self, 'casc_router', None) is None:
         raise ConfigError(
             "candidate 'cascade' needs the cheapest specialist's answers logged; this log has none."
@@ -809,19 +855,23 @@ def take(self, name: str) -> FullInfoQ:
 def summary(self) -> dict:
     """What was fitted and chosen, for a run's summary: each prompt
     model's setting, the answer ridge, what plays, the values."""
-    return {
-        'settings': {k: str(v) for k, v in self.stack.setting.items()}
-        | (
-            {'cascade': f"{self.casc_router.setting} ({self.casc_router.kind or 'gain'})"}
-            if getattr(self, 'casc_router', None)
-            else {}
-        ),
-        'answer_alpha': self.stack.alpha_a,
-        'taken': self.choice['taken'],
-        'calls': self.depth,
-        'prices': len(self.prices),
-        'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()},
-    }
+    return (
+        {
+            'settings': {k: str(v) for k, v in self.stack.setting.items()}
+            | (
+                {'cascade': f"{self.casc_router.setting} ({self.casc_router.kind or 'gain'})"}
+                if getattr(self, 'casc_router', None)
+                else {}
+            ),
+            'answer_alpha': self.stack.alpha_a,
+            'taken': self.choice['taken'],
+            'calls': self.depth,
+            'prices': len(self.prices),
+            'validation_values': {k: round(float(v), 4) for k, v in self.choice['values'].items()},
+        }
+        | {k: self.choice[k] for k in ('rule', 'best') if k in self.choice}
+        | ({'standard_error': round(self.choice['se'], 4)} if 'se' in self.choice else {})
+    )
 
 
 def choice_words(q: FullInfoQ) -> str:
@@ -846,9 +896,15 @@ def choice_words(q: FullInfoQ) -> str:
                 'q3': " then the Q's second and third decisions",
             }[rest]
         )
+    best = q.choice.get('best', taken)
+    why = (
+        f", within one standard error ({q.choice['se']:.3f}) of the best, {best} {v[best]:.3f}, with fewer decisions"
+        if best != taken
+        else ''
+    )
     return (
-        f"{what}: validation value {v[taken]:.3f} (the Q's own {v.get('q3', v['q']):.3f}, the best prompt router, "
-        f"{best_router}, {v[best_router]:.3f})"
+        f"{what}: validation value {v[taken]:.3f}{why} (the Q's own {v.get('q3', v['q']):.3f}, the best prompt "
+        f"router, {best_router}, {v[best_router]:.3f})"
     )
 
 # %% ../../nbs/18b_learning_from_logs.ipynb #b4851e3b
