@@ -60,11 +60,14 @@ def test_the_cascade_validates_as_the_report_s_and_the_choice_is_never_below_a_r
     assert (
         q.casc_router.setting == routers['cascade'].setting and q.casc_router.kind == routers['cascade'].kind
     )
-    # the one-standard-error rule: never more than its standard error below a router it contains ...
-    assert v[q.choice['taken']] >= max(r.val_area for r in routers.values()) - q.choice['se'] - 1e-12
-    best = __import__('copy').deepcopy(q).choose(rule='best')  # ... and with the rule 'best', never below one
-    assert best.choice['taken'] == q.choice['best'] and best.choice['values'] == v
-    assert v[best.choice['taken']] >= max(r.val_area for r in routers.values()) - 1e-12
+    # the default rule ('best'): the highest validated plays, never below a router it contains ...
+    assert q.choice['rule'] == 'best' and q.choice['taken'] == q.choice['best'] == max(v, key=v.get)
+    assert v[q.choice['taken']] >= max(r.val_area for r in routers.values()) - 1e-12
+    one = (
+        __import__('copy').deepcopy(q).choose(rule='one_se')
+    )  # ... the one-standard-error rule: never more than se
+    assert one.choice['values'] == v and one.choice['best'] == q.choice['best']
+    assert v[one.choice['taken']] >= max(r.val_area for r in routers.values()) - one.choice['se'] - 1e-12
     assert q.summary()['settings']['cascade'].startswith(str(routers['cascade'].setting))
 
 
@@ -173,20 +176,22 @@ def test_the_choice_rule_takes_the_simplest_within_one_standard_error():
     wide = {'knn+q3': [0.70, 0.92, 0.80, 0.83]}  # se = std / 2 = 0.0465: everything is within it
     narrow = {'knn+q3': [0.811, 0.813, 0.812, 0.812]}  # se 0.0004: only the best
     mid = {'knn+q3': [0.80, 0.824, 0.812, 0.812]}  # se 0.0049: the two-decision candidates, not one call
+    se = pytest.approx(np.std(wide['knn+q3'], ddof=1) / 2)
+    assert ll.pick_candidate(v, wide, 'one_se') == ('ridge', 'knn+q3', se)
+    assert ll.pick_candidate(v, narrow, 'one_se')[0] == 'knn+q3'
+    assert ll.pick_candidate(v, mid, 'one_se')[0] == 'cascade'
     assert ll.pick_candidate(v, wide) == (
-        'ridge',
         'knn+q3',
-        pytest.approx(np.std(wide['knn+q3'], ddof=1) / 2),
-    )
-    assert ll.pick_candidate(v, narrow)[0] == 'knn+q3'
-    assert ll.pick_candidate(v, mid)[0] == 'cascade'
-    assert ll.pick_candidate(v, wide, 'best') == ('knn+q3', 'knn+q3', 0.0)
+        'knn+q3',
+        se,
+    )  # the default: the highest, whatever the spread
     tie = {'q': 0.8, 'knn+q': 0.8}  # a tie keeps the Q's own decisions
-    assert ll.pick_candidate(tie, {'q': [0.8, 0.8], 'knn+q': [0.8, 0.8]})[0] == 'q'
+    for rule in ('best', 'one_se'):
+        assert ll.pick_candidate(tie, {'q': [0.8, 0.8], 'knn+q': [0.8, 0.8]}, rule)[0] == 'q'
     assert [
         ll.candidate_depth(k) for k in ('ridge', 'q', 'cascade', 'cheapest+q', 'mf+q', 'q3', 'mf+q3')
     ] == [1, 2, 2, 2, 2, 3, 3]
-    with pytest.raises(ConfigError, match="'one_se' \\(the default\\) or 'best'"):
+    with pytest.raises(ConfigError, match="'best' \\(the default\\) or 'one_se'"):
         ll.pick_candidate(v, wide, 'lowest')
 
 
@@ -208,4 +213,4 @@ def test_fold_values_are_each_fold_s_area_on_the_whole_set_s_scale(two):
     taken, best, se = ll.pick_candidate(q.choice['values'], q.choice['fold_values'])
     assert (q.choice['taken'], q.choice['best'], q.choice['se']) == (taken, best, se) and se > 0
     s = q.summary()
-    assert (s['rule'], s['best'], s['standard_error']) == ('one_se', best, round(se, 4))
+    assert (s['rule'], s['best'], s['standard_error']) == ('best', best, round(se, 4)) and taken == best

@@ -82,7 +82,7 @@ def test_full_information_run_eval_and_sweep(logdir, tmp_path):
         '--run-name',
         'mine',
         *SMALL,  # the sweep below needs a network that follows the price: with 600 episodes and 10 epochs the
-        # network distilled from the cascade router (the Q's pick here before the one-standard-error rule) escalated every question
+        # network distilled from the cascade router (the Q's choice on this log) escalated every question at every price
     ).stdout
     run = tmp_path / 'runs' / 'mine'
     info = json.loads((run / 'log_learning.json').read_text())

@@ -33,10 +33,7 @@ def distilled(tmp_path_factory):
     tab = lr.log_table(LoggedTasks(be))
     q = ll.FullInfoQ(tab, ll.LOG_REWARD, seed=0).fit()
     q.fit_prices(ll.price_grid(q))
-    q.choose(
-        rule='best'
-    )  # a teacher with two decisions (the default rule takes a one-call router on this small log):
-    # the comparison needs episodes of several plans, which this briefly distilled network makes only from such a teacher
+    assert q.depth == 2  # a teacher with two decisions: the comparison needs episodes of several plans
     rng = ll.default_cost_range(q)
     model = ll.make_scored_model(DummyVecEnv([lambda: ll.log_env(be, 'train', rng)]), q, be, seed=0)
     ll.distil(model, ll.log_env(be, 'train', rng), ll.QPolicy(q), 120, 4, 0, seed=0)

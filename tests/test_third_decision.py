@@ -159,10 +159,8 @@ def test_the_choice_keeps_the_rule_s_validated_candidate(fitted):
     q.fit_prices(ll.price_grid(q))
     v = q.choice['values']
     assert {'q', 'q3', 'knn+q3', 'cheapest+q3', 'cascade'} <= set(v) and len(v) == 17
-    assert v[q.choice['best']] == max(
-        v.values()
-    )  # the best validated, and the one-standard-error rule's pick
-    assert q.choice['taken'] == ll.pick_candidate(v, q.choice['fold_values'])[0]
+    assert v[q.choice['taken']] == max(v.values())  # the best validated plays
+    assert q.choice['taken'] == ll.pick_candidate(v, q.choice['fold_values'])[0] == q.choice['best']
     assert q.summary()['calls'] == q.depth
     taken, h = q.choice['taken'], held(tab)
     calls = [q.decide(h, c) for c in prices(q)]
@@ -243,9 +241,8 @@ def test_the_own_logs_command_with_three_calls(fitted, tmp_path):
     info = json.loads((tmp_path / 'runs' / 'r3' / 'log_learning.json').read_text())
     q = info['q']
     v = q['validation_values']
-    assert 'q3' in v and v[q['best']] == max(v.values()) and q['rule'] == 'one_se'
-    assert v[q['taken']] >= v[q['best']] - q['standard_error'] - 1e-4  # the one-standard-error rule's pick
-    assert ll.candidate_depth(q['taken']) <= ll.candidate_depth(q['best'])
+    assert 'q3' in v and v[q['taken']] == max(v.values()) and q['rule'] == 'best' and q['best'] == q['taken']
+    assert q['standard_error'] > 0  # how far apart the folds put the best: said, not acted on
     assert q['calls'] == (
         3 if q['taken'].endswith('q3') else 2 if '+' in q['taken'] or q['taken'] == 'q' else 1
     )

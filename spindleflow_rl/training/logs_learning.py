@@ -738,16 +738,16 @@ def candidate_depth(name: str) -> int:
 
 
 def check_rule(rule: str) -> str:
-    "The choice rule, checked: 'one_se' (the default) or 'best' (`pick_candidate`)."
-    if rule not in ('one_se', 'best'):
-        raise ConfigError(f"the choice rule is 'one_se' (the default) or 'best', got {rule!r}.")
+    "The choice rule, checked: 'best' (the default) or 'one_se' (`pick_candidate`)."
+    if rule not in ('best', 'one_se'):
+        raise ConfigError(f"the choice rule is 'best' (the default) or 'one_se', got {rule!r}.")
     return rule
 
 
-def pick_candidate(vals: dict, folds: dict, rule: str = 'one_se') -> tuple:
+def pick_candidate(vals: dict, folds: dict, rule: str = 'best') -> tuple:
     """`(taken, best, se)` from candidates' validation values `vals` and per-fold values `folds` (`FullInfoQ.choose`):
-    `best` the highest value (a tie keeps the Q's own 'q'); with `rule='best'` take it (se 0); with `'one_se'` take, of
-    the candidates within `se` (the spread of `best`'s fold values over the square root of the folds) of it, those with
+    `best` the highest value (a tie keeps the Q's own 'q'), `se` the spread of its fold values over the square root of
+    the folds; with `rule='best'` take `best`; with `'one_se'` take, of the candidates within `se` of it, those with
     the fewest decisions (`candidate_depth`), the highest."""
     check_rule(rule)
 
@@ -755,21 +755,23 @@ def pick_candidate(vals: dict, folds: dict, rule: str = 'one_se') -> tuple:
         return round(vals[k], 12), k == 'q'
 
     best = max(vals, key=rank)
-    se = float(np.std(folds[best], ddof=1) / np.sqrt(len(folds[best]))) if rule == 'one_se' else 0.0
+    se = float(np.std(folds[best], ddof=1) / np.sqrt(len(folds[best])))
+    if rule == 'best':
+        return best, best, se
     near = [k for k in vals if vals[k] >= vals[best] - se - 1e-12]
     fewest = min(candidate_depth(k) for k in near)
     return max((k for k in near if candidate_depth(k) == fewest), key=rank), best, se
 
 
 @patch_into(FullInfoQ)
-def choose(self, rule: str = 'one_se') -> FullInfoQ:
+def choose(self, rule: str = 'best') -> FullInfoQ:
     """Play every candidate on the fitting questions out of fold (`candidates`) and score each by its decision value,
     on all of them and on each fold (on the same scale: the folds' areas over the whole set's PGR denominator). With
-    `rule='best'` keep the best. With the default `'one_se'` (the one-standard-error rule, Breiman et al. 1984; ESL
-    7.10) keep the simplest candidate (fewest decisions, `candidate_depth`) whose value is within one standard error
-    of the best's (the spread of the best's fold values over the square root of the folds), the best of those: a gap
-    the folds cannot tell from noise does not buy more decisions. So the policy's validated value is never more than
-    that standard error below a router it contains (never below with 'best'). `choice` says what was taken and why."""
+    the default `rule='best'` keep the best, so the policy's validated value is never below that of a router it
+    contains. With `'one_se'` (the one-standard-error rule, Breiman et al. 1984; ESL 7.10) keep the simplest candidate
+    (fewest decisions, `candidate_depth`) whose value is within one standard error of the best's (the spread of the
+    best's fold values over the square root of the folds), the best of those: never more than that standard error
+    below a router it contains (measured worse overall, chapter 18c). `choice` says what was taken and why."""
     check_rule(rule)  # before any work
     self.take('q3' if self.third else 'q')  # candidates play what `fit_prices` fitted, whatever was taken
     t, rows = self.sub, np.arange(len(self.rows))
